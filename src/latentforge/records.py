@@ -1,0 +1,89 @@
+"""Records passed between the stages of the flow (DESIGN §2): reader -> plan -> probe -> decode -> encode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """One row of the input listing as a reader yields it, before windows are cut."""
+
+    key: str  # table id column, else the video path relative to the dataset root without extension (NFC)
+    video: str  # resolved path of the video file
+    video_rel: str  # the video path as the manifest records it (relative to the dataset root where possible)
+    caption: str | None  # None: no caption was found
+    mask: str | None = None  # mask source (PNG folder or lossless video); None when absent
+    depth: str | None = None  # depth source (.npz/.npy, 16-bit PNG folder or video); None when absent
+    extra: dict[str, Any] = field(default_factory=dict)  # pass-through columns copied into the manifest
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What the CPU probe learned from demuxing a video (no frame decoded)."""
+
+    width: int  # coded width
+    height: int  # coded height
+    rotation: int  # degrees to rotate the coded frame counter-clockwise to show it upright (0/90/180/270)
+    fps: float  # the stream's average frame rate
+    pts: tuple[float, ...]  # presentation time in seconds of every frame, in presentation order
+    codec: str
+    pix_fmt: str
+    lossless: bool  # true for codecs/containers that cannot lose information (PNG, FFV1, ...)
+
+    @property
+    def num_frames(self) -> int:
+        return len(self.pts)
+
+    @property
+    def display_size(self) -> tuple[int, int]:
+        """(width, height) as a player shows the video."""
+        if self.rotation % 180 == 90:
+            return self.height, self.width
+        return self.width, self.height
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A candidate sample: one window of one source entry, with its place in the plan."""
+
+    sample_id: str
+    source_index: int
+    entry: SourceEntry
+    start_frame: int | None = None  # fixed by `windows: every N`; None lets the window policy choose
+
+
+@dataclass
+class SamplePixels:
+    """Decoded, transformed frames of every modality of a sample, ready for the tokenizer.
+
+    Each array is [T, H, W, 3]; uint8 arrays are mapped to [-1, 1] by the 256-entry table on the device,
+    float32 arrays are already in [-1, 1].
+    """
+
+    sample: Sample
+    modalities: dict[str, np.ndarray]
+    provenance: dict[str, Any]  # frame indices, timestamps, source fps and size, crop box, per-modality params
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A sample that was not cached, and why (one of errors.REJECT_REASONS)."""
+
+    sample_id: str
+    source_index: int
+    reason: str
+    detail: str
+    stage: str  # plan | probe | decode | encode
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sample_id": self.sample_id,
+            "source_index": self.source_index,
+            "reason": self.reason,
+            "detail": self.detail,
+            "stage": self.stage,
+        }

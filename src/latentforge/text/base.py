@@ -1,0 +1,47 @@
+"""The text-encoder interface every backend implements (registered by name in registry.py)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class TextBatch:
+    """Encoded prompts, one row per prompt, in the order given."""
+
+    embeddings: np.ndarray  # float32 [N, max_length, D]; rows at and past `lengths[i]` are exactly 0
+    lengths: np.ndarray  # int64 [N]: attention_mask.sum() (counts </s>; equals a Cosmos pickle's n_tokens)
+    truncated: np.ndarray  # bool [N]: the prompt had more than max_length tokens and was cut
+
+
+class TextEncoder(ABC):
+    """A text encoder: prompts -> last hidden state padded to max_length with exact zeros."""
+
+    name: str = ""
+    dataset_prefix: str = ""  # shard datasets are f"{prefix}_text_embeddings" and f"{prefix}_text_length"
+    max_length: int = 512
+
+    @property
+    @abstractmethod
+    def embed_dim(self) -> int:
+        """Width D of one token embedding (1024 for T5-XXL/11B, 4096 for umT5-XXL)."""
+
+    @abstractmethod
+    def encode(self, prompts: list[str]) -> TextBatch:
+        """Encode prompts (batched internally). Identical prompts may be encoded once."""
+
+    @abstractmethod
+    def fingerprint(self) -> dict[str, Any]:
+        """What defines the function computed (name, weights SHA-256, precision, max_length); no paths."""
+
+    @property
+    def embeddings_dataset(self) -> str:
+        return f"{self.dataset_prefix}_text_embeddings"
+
+    @property
+    def length_dataset(self) -> str:
+        return f"{self.dataset_prefix}_text_length"

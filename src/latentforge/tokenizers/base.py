@@ -1,0 +1,82 @@
+"""The tokenizer interface every backend implements (registered by name in registry.py)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+
+
+class Tokenizer(ABC):
+    """A video tokenizer: [B,3,T,H,W] pixels in [-1,1] <-> [B,C,T',H',W'] normalised latents.
+
+    Geometry is known from class attributes alone, so configs are validated before any weights load.
+    """
+
+    name: str = ""
+    latent_channels: int = 16  # channels per modality
+    temporal_factor: int = 4
+    spatial_factor: int = 8
+    causal: bool = True  # latent frame 0 depends only on pixel frame 0
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.device = torch.device(device)
+
+    @classmethod
+    def check_geometry(cls, num_frames: int, height: int, width: int) -> None:
+        """Raise ConfigError when a clip of this size cannot be encoded exactly."""
+        if cls.causal and (num_frames - 1) % cls.temporal_factor != 0:
+            lo = (num_frames - 1) // cls.temporal_factor * cls.temporal_factor + 1
+            raise ConfigError(
+                f"num_frames={num_frames}: the causal {cls.temporal_factor}x tokenizer {cls.name!r} needs "
+                f"(num_frames - 1) % {cls.temporal_factor} == 0; use {lo} or {lo + cls.temporal_factor}"
+            )
+        for label, value in (("height", height), ("width", width)):
+            if value % cls.spatial_factor != 0:
+                raise ConfigError(
+                    f"{label}={value} is not divisible by the spatial factor {cls.spatial_factor} of "
+                    f"{cls.name!r}; use {value // cls.spatial_factor * cls.spatial_factor} or "
+                    f"{(value // cls.spatial_factor + 1) * cls.spatial_factor}"
+                )
+
+    @classmethod
+    def latent_shape(cls, num_frames: int, height: int, width: int) -> tuple[int, int, int, int]:
+        """[C, T', H', W'] of one modality's latent."""
+        frames = 1 + (num_frames - 1) // cls.temporal_factor if cls.causal else num_frames // cls.temporal_factor
+        return (cls.latent_channels, frames, height // cls.spatial_factor, width // cls.spatial_factor)
+
+    @abstractmethod
+    def encode(self, video: torch.Tensor) -> torch.Tensor:
+        """[B,3,T,H,W] float in [-1,1] on self.device -> [B,C,T',H',W'] float32 normalised latent."""
+
+    @abstractmethod
+    def decode(self, latent: torch.Tensor) -> torch.Tensor:
+        """[B,C,T',H',W'] normalised latent -> [B,3,T,H,W] float32 in [-1,1]."""
+
+    @abstractmethod
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything that defines the function computed (name, checkpoint SHA-256, precision, constants).
+
+        Recorded in cache_config.json; never contains paths, hosts or times.
+        """
+
+
+# uint8 v -> v / 127.5 - 1, computed once in float64 and rounded once (DESIGN §3).
+PIXEL_TABLE = torch.from_numpy(np.arange(256, dtype=np.float64) / 127.5 - 1.0).to(torch.float32)
+
+
+def pixels_to_input(frames: np.ndarray | torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """[T,H,W,3] (or [B,T,H,W,3]) uint8 or float32-in-[-1,1] -> float32 [3,T,H,W] (or [B,3,T,H,W]) on device.
+
+    uint8 travels to the device as uint8 and is mapped there by the 256-entry table.
+    """
+    tensor = torch.as_tensor(frames).to(device, non_blocking=True)
+    if tensor.dtype == torch.uint8:
+        tensor = PIXEL_TABLE.to(tensor.device)[tensor.long()]
+    elif tensor.dtype != torch.float32:
+        raise TypeError(f"frames must be uint8 or float32, got {tensor.dtype}")
+    return tensor.movedim(-1, -4).contiguous()
