@@ -1,0 +1,250 @@
+"""Commit: staged units -> shards, empty_prompt.h5, rejects, cache_config, manifest, README, SHA256SUMS,
+an integrity verify, and only then _CACHE_COMPLETE (DESIGN §2, §4; docs/cache-format.md).
+
+Everything checksummed is a function of the staged rows and the config alone, so committing the same
+staged input twice gives byte-identical files whatever the unit split or the order units finished in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from .cache_readme import render_cache_readme
+from .errors import CacheIntegrityError
+from .hashing import write_sha256sums
+from .io import canonical_json, write_jsonl_atomic, write_text_atomic
+from .records import Reject
+from .verify import VerifyReport, verify_integrity
+from .writers.shards import (
+    EMPTY_PROMPT_NAME,
+    SHARDS_DIR,
+    SOURCE_INDEX_DATASET,
+    BlockFiller,
+    CacheLayout,
+    shard_paths,
+    write_empty_prompt,
+    write_h5_atomic,
+)
+from .writers.staging import OpenStagedUnit, StagedRow, open_staged_unit
+
+COMPLETE_MARKER = "_CACHE_COMPLETE"
+PUBLISHED_MARKER = "_SUCCESS"
+# Rows copied per HDF5 write: bounds commit memory far below one shard (a 3000-row seed-000 shard is 46 GB).
+_BLOCK_BYTES = 256 << 20
+_TMP_LEFTOVER = re.compile(r"^\..+\.tmp\d+$")  # io.atomic_path's names
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    root: Path
+    num_samples: int
+    num_shards: int
+    num_rejects: int
+    shard_paths: list[str]  # relative to root
+    report: VerifyReport
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Where an accepted row lives in staging; its list position is its dataset_index."""
+
+    row: StagedRow
+    unit_path: Path
+    position: int
+
+
+def _check_unit_arrays(path: Path, staged: OpenStagedUnit, layout: CacheLayout) -> None:
+    want = layout.dataset_specs(len(staged.rows))
+    problems = []
+    got_latent = (staged.latents.dtype, staged.latents.shape)
+    if got_latent != want[layout.latent_dataset]:
+        problems.append(f"latents are {got_latent[0]} {list(got_latent[1])}, want {want[layout.latent_dataset]}")
+    if (staged.text_embeddings is None) != (layout.text_prefix is None):
+        problems.append(f"text arrays {'missing' if staged.text_embeddings is None else 'present'} "
+                        f"but the layout's text prefix is {layout.text_prefix!r}")
+    elif staged.text_embeddings is not None:
+        got_text = (staged.text_embeddings.dtype, staged.text_embeddings.shape)
+        if got_text != want[layout.embeddings_dataset]:
+            problems.append(f"text embeddings are {got_text[0]} {list(got_text[1])}, "
+                            f"want {want[layout.embeddings_dataset]}")
+    if problems:
+        raise CacheIntegrityError(f"staged unit {path}: " + "; ".join(problems))
+
+
+def _gather(layout: CacheLayout, unit_paths: list[Path]) -> tuple[list[_Placed], list[Reject]]:
+    placed: list[_Placed] = []
+    rejects: list[Reject] = []
+    for path in sorted(unit_paths):
+        with open_staged_unit(path) as staged:
+            _check_unit_arrays(path, staged, layout)
+            placed.extend(_Placed(row, path, i) for i, row in enumerate(staged.rows))
+            rejects.extend(staged.rejects)
+    placed.sort(key=lambda p: p.row.source_index)
+    for what, values in (("source_index", [p.row.source_index for p in placed]),
+                         ("sample_id", [p.row.sample_id for p in placed])):
+        dupes = sorted(v for v, count in Counter(values).items() if count > 1)[:5]
+        if dupes:
+            raise CacheIntegrityError(f"{what} {dupes} staged more than once; remove the stale staged units")
+    accepted = {p.row.source_index for p in placed}
+    both = sorted(r.sample_id for r in rejects if r.source_index in accepted)
+    if both:
+        raise CacheIntegrityError(f"samples {both[:5]} are both staged and rejected; remove the stale staged units")
+    return placed, rejects
+
+
+def _fill_shard(layout: CacheLayout, rows: list[_Placed], units: dict[Path, OpenStagedUnit]) -> BlockFiller:
+    def fill(datasets: dict[str, h5py.Dataset], start: int, stop: int) -> None:
+        # Copy runs of rows that sit next to each other in one staged unit with one slice each.
+        i = start
+        while i < stop:
+            first = rows[i]
+            j = i + 1
+            while j < stop and rows[j].unit_path == first.unit_path and rows[j].position == first.position + j - i:
+                j += 1
+            staged = units[first.unit_path]
+            src = slice(first.position, first.position + j - i)
+            datasets[layout.latent_dataset][i:j] = staged.latents[src]
+            if layout.text_prefix is not None:
+                datasets[layout.embeddings_dataset][i:j] = staged.text_embeddings[src]
+                lengths = staged.text_lengths[src]
+                if lengths.min() < 0 or lengths.max() > layout.max_length:
+                    raise CacheIntegrityError(f"staged unit {first.unit_path}: text lengths {lengths.tolist()} "
+                                              f"outside [0, {layout.max_length}]")
+                datasets[layout.length_dataset][i:j] = lengths.astype(np.uint16)
+            i = j
+        datasets[SOURCE_INDEX_DATASET][start:stop] = [p.row.source_index for p in rows[start:stop]]
+
+    return fill
+
+
+def _write_shards(
+    root: Path, layout: CacheLayout, placed: list[_Placed], shards: list[tuple[str, int, int]]
+) -> list[str]:
+    keep = {Path(rel).name for rel, _, _ in shards}
+    shard_dir = root / SHARDS_DIR
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    for stale in shard_dir.iterdir():  # shards of an earlier commit with other counts, tmp leftovers
+        if stale.name not in keep and stale.is_file():
+            stale.unlink()
+    row_bytes = sum(np.dtype(d).itemsize * int(np.prod(s[1:])) for d, s in layout.dataset_specs(1).values())
+    block_rows = max(1, _BLOCK_BYTES // row_bytes)
+    for rel, start, end in shards:
+        rows = placed[start:end]
+        with contextlib.ExitStack() as stack:
+            units = {p: stack.enter_context(open_staged_unit(p)) for p in sorted({r.unit_path for r in rows})}
+            write_h5_atomic(root / rel, layout.dataset_specs(end - start), block_rows,
+                            _fill_shard(layout, rows, units))
+    return [rel for rel, _, _ in shards]
+
+
+def _manifest_rows(placed: list[_Placed], shards: list[tuple[str, int, int]]) -> list[dict[str, Any]]:
+    rows = []
+    for shard_path, start, end in shards:
+        for dataset_index in range(start, end):
+            row = placed[dataset_index].row
+            rows.append({
+                "dataset_index": dataset_index, "source_index": row.source_index, "sample_id": row.sample_id,
+                "shard_path": shard_path, "cache_row": dataset_index - start, "prompt": row.prompt,
+                "prompt_truncated": row.prompt_truncated, "source_path": row.source_path, "unit": row.unit,
+                "batch": row.batch, "provenance": row.provenance, "extra": row.extra,
+            })
+    return rows
+
+
+def _ordered_rejects(plan_rejects: list[Reject], unit_rejects: list[Reject]) -> list[dict[str, Any]]:
+    # Plan rejects have no place in the plan's order yet, so they come first, by sample_id.
+    ordered = sorted(plan_rejects, key=lambda r: r.sample_id)
+    ordered += sorted(unit_rejects, key=lambda r: (r.source_index, r.sample_id))
+    return [r.to_json() for r in ordered]
+
+
+def _with_counts(cache_config: dict[str, Any], num_samples: int, num_shards: int, rows_per_shard: int):
+    """cache_config with the counts filled in; new keys go right after "preset" (docs/cache-format.md)."""
+    counts = {"num_samples": num_samples, "num_shards": num_shards, "rows_per_shard": rows_per_shard}
+    filled: dict[str, Any] = {}
+    for key, value in cache_config.items():
+        filled[key] = counts.get(key, value)
+        if key == "preset":
+            filled.update({k: v for k, v in counts.items() if k not in cache_config})
+    filled.update({k: v for k, v in counts.items() if k not in filled})
+    return filled
+
+
+def _config_text(value: Any, indent: int = 0) -> str:
+    """cache_config.json as in docs/cache-format.md: objects one key a line, lists on one line each item."""
+    if isinstance(value, dict) and value:
+        pad = " " * (indent + 2)
+        items = [f"{pad}{json.dumps(k, ensure_ascii=False)}: {_config_text(v, indent + 2)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        pad = " " * (indent + 2)
+        items = [pad + json.dumps(v, ensure_ascii=False, allow_nan=False) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _check_config_layout(cache_config: dict[str, Any], layout: CacheLayout) -> None:
+    try:
+        promised = CacheLayout.from_cache_config(cache_config)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CacheIntegrityError(f"cache_config lacks or garbles what the layout needs: {exc!r}") from None
+    if layout.text_prefix is None:  # without text, max_length and text_dim describe nothing on disk
+        layout = dataclasses.replace(layout, text_dim=None, max_length=promised.max_length)
+    if promised != layout:
+        raise CacheIntegrityError(f"cache_config promises {promised}, but the commit layout is {layout}")
+
+
+def commit_cache(
+    root: Path,
+    layout: CacheLayout,
+    unit_paths: list[Path],
+    plan_rejects: list[Reject],
+    cache_config: dict[str, Any],
+    empty_prompt: tuple[np.ndarray, np.ndarray] | None,
+    readme_context: dict[str, Any],
+) -> CommitResult:
+    """Turn staged units into a complete, checksummed, verified cache under `root`."""
+    root = Path(root)
+    # Until the new content is verified, nothing may claim the cache is complete or published.
+    for marker in (COMPLETE_MARKER, PUBLISHED_MARKER, "SHA256SUMS"):
+        (root / marker).unlink(missing_ok=True)
+    for leftover in root.glob(".*.tmp*"):  # tmp siblings of a commit that was killed; they would be checksummed
+        if _TMP_LEFTOVER.match(leftover.name) and leftover.is_file():
+            leftover.unlink()
+    if empty_prompt is not None and layout.text_prefix is None:
+        raise CacheIntegrityError("an empty prompt was given but the layout has no text datasets (text_prefix None)")
+    placed, unit_rejects = _gather(layout, unit_paths)
+    shards = shard_paths(len(placed), layout.rows_per_shard)
+    config = _with_counts(cache_config, len(placed), len(shards), layout.rows_per_shard)
+    _check_config_layout(config, layout)
+    readme = render_cache_readme(config, readme_context)
+    written = _write_shards(root, layout, placed, shards)
+    if empty_prompt is not None:
+        write_empty_prompt(root / EMPTY_PROMPT_NAME, layout, *empty_prompt)
+    else:
+        (root / EMPTY_PROMPT_NAME).unlink(missing_ok=True)
+    rejects = _ordered_rejects(plan_rejects, unit_rejects)
+    write_jsonl_atomic(root / "rejects.jsonl", rejects)
+    write_text_atomic(root / "cache_config.json", _config_text(config) + "\n")
+    write_jsonl_atomic(root / "manifest.jsonl", _manifest_rows(placed, shards))
+    write_text_atomic(root / "README.md", readme)
+    write_sha256sums(root)
+    report = verify_integrity(root, require_complete=False)
+    if not report.ok:
+        failures = "; ".join(f"{c.name}: {c.detail}" for c in report.failures[:10])
+        raise CacheIntegrityError(f"{root}: the committed cache fails its integrity verify: {failures}")
+    stamp = {"completed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "num_samples": len(placed), "num_shards": len(written)}
+    write_text_atomic(root / COMPLETE_MARKER, canonical_json(stamp) + "\n")
+    return CommitResult(root, len(placed), len(written), len(rejects), written, report)
