@@ -1,0 +1,56 @@
+"""Depth -> [-1, 1] (docs/modalities.md): nearest-neighbour on the sample's plan (no depths invented
+between foreground and background), then per-row min-max whose lo/hi are stored so it inverts:
+depth = lo + (x + 1) / 2 * (hi - lo)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..config import DepthConfig
+from ..errors import SampleRejected
+from .modalities import ModalitySource, read_source_frames
+from .resize import ResizePlan, resize_nearest
+
+
+def source_depth(source: ModalitySource, indices: list[int], depth_cfg: DepthConfig, sample_id: str) -> np.ndarray:
+    """float64 [T, H, W] depth of the source frames `indices`, in the source's units after its mapping."""
+    if source.kind == "npy":
+        return np.asarray(np.load(source.path, mmap_mode="r")[indices], dtype=np.float64)
+    if source.kind == "npz":
+        with np.load(source.path) as archive:
+            return np.asarray(archive[source.array_name][indices], dtype=np.float64)
+    frames = read_source_frames(source, indices, sample_id)
+    codes = np.stack([frames[i] for i in indices]).astype(np.float64)
+    if source.kind == "png_folder":
+        return codes / depth_cfg.png_scale
+    max_code = float((1 << (source.bit_depth or 8)) - 1)
+    return depth_cfg.video_near + (depth_cfg.video_far - depth_cfg.video_near) * codes / max_code
+
+
+def normalize_minmax(depth: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """x = 2 (d - lo) / (hi - lo) - 1 with lo, hi the row's min and max; a constant row maps to 0."""
+    lo, hi = float(depth.min()), float(depth.max())
+    if hi > lo:
+        return (2.0 * (depth - lo) / (hi - lo) - 1.0).astype(np.float32), lo, hi
+    return np.zeros(depth.shape, np.float32), lo, hi
+
+
+def load_depth(
+    source: ModalitySource, indices: list[int], plan: ResizePlan, depth_cfg: DepthConfig, sample_id: str
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """float32 [T, out_h, out_w, 3] in [-1, 1] (the value repeated in 3 channels), and the row's params."""
+    kept = resize_nearest(source_depth(source, indices, depth_cfg, sample_id), plan)
+    bad = ~np.isfinite(kept)
+    if bad.any():
+        t, y, x = (int(v) for v in np.argwhere(bad)[0])
+        raise SampleRejected(
+            "depth_not_finite",
+            sample_id,
+            f"depth {source.path} has {int(bad.sum())} non-finite values in the kept pixels (first: "
+            f"{kept[t, y, x]} at source frame {indices[t]}, output pixel ({x}, {y})); fill invalid depth first",
+        )
+    normalized, lo, hi = normalize_minmax(kept)
+    params = {"normalize": depth_cfg.normalize, "lo": lo, "hi": hi, "source_kind": source.kind}
+    return np.repeat(normalized[..., None], 3, axis=-1), params

@@ -1,0 +1,55 @@
+"""Mask ids -> palette colours (docs/modalities.md): nearest-neighbour on the sample's plan, then a
+documented colour per id so the RGB tokenizer can encode masks like video."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..config import MaskConfig
+from ..errors import ConfigError, SampleRejected
+from .modalities import ModalitySource, read_source_frames
+from .resize import ResizePlan, resize_nearest
+
+# Fibonacci hashing: floor(2^24 / golden ratio), odd, so id -> id * GOLDEN_24 mod 2^24 is a bijection and
+# no two ids below 2^24 share a colour; consecutive ids land far apart in RGB.
+GOLDEN_24 = 0x9E3779
+PALETTES = ("golden",)
+
+
+def palette_colours(ids: np.ndarray, palette: str = "golden") -> np.ndarray:
+    """uint8 [..., 3] colour of every id: c = id * 0x9E3779 mod 2^24, R = c >> 16, G = (c >> 8) & 255,
+    B = c & 255. Id 0 is black."""
+    if palette not in PALETTES:
+        raise ConfigError(f"modalities.mask.palette={palette!r}; allowed: {', '.join(PALETTES)}")
+    code = (ids.astype(np.uint64) * np.uint64(GOLDEN_24)) % np.uint64(1 << 24)
+    return np.stack([code >> np.uint64(16), (code >> np.uint64(8)) & np.uint64(255), code & np.uint64(255)], -1).astype(
+        np.uint8
+    )
+
+
+def load_mask(
+    source: ModalitySource, indices: list[int], plan: ResizePlan, mask_cfg: MaskConfig, sample_id: str
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """uint8 [T, out_h, out_w, 3] palette colours for the source frames `indices`, and the row's params."""
+    frames = read_source_frames(source, indices, sample_id)
+    ids = np.stack([frames[i] for i in indices])
+    if mask_cfg.ids is not None:
+        present = np.unique(ids)
+        unknown = present[~np.isin(present, np.asarray(mask_cfg.ids))]
+        if unknown.size:
+            raise SampleRejected(
+                "mask_id_out_of_range",
+                sample_id,
+                f"mask {source.path} holds ids {unknown[:8].tolist()} outside modalities.mask.ids "
+                f"{sorted(mask_cfg.ids)[:16]}; declare them or fix the mask",
+            )
+    kept = resize_nearest(ids, plan)
+    params = {
+        "source_kind": source.kind,
+        "bit_depth": source.bit_depth,
+        "palette": mask_cfg.palette,
+        "ids": np.unique(kept).tolist(),
+    }
+    return palette_colours(kept, mask_cfg.palette), params
