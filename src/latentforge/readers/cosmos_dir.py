@@ -1,0 +1,66 @@
+"""Reader for the Cosmos-Predict2 dataset layout: `videos/*.mp4` with a same-stem caption in `metas/*.txt`."""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+from ..config import DatasetConfig
+from ..errors import ConfigError
+from ..records import SourceEntry
+
+
+class CosmosDirReader:
+    """Lists `<root>/videos/*.mp4` (not recursive, like Cosmos' own Dataset class) with their captions.
+
+    key = "videos/<stem>" and video_rel = "videos/<name>", both NFC-normalised so that a folder copied
+    through a macOS filesystem (NFD names) keeps its sample ids; `video` keeps the name as stored on disk
+    so it can still be opened.
+    """
+
+    def __init__(self, config: DatasetConfig):
+        if not config.path:
+            raise ConfigError("dataset.path is empty; give the Cosmos dataset folder (holding videos/ and metas/)")
+        if len(config.path) > 1:
+            raise ConfigError(
+                f"dataset.path={config.path!r}: the cosmos_dir reader takes one folder; build one cache per "
+                "folder or list the videos in a table (dataset.reader=table)"
+            )
+        self.root = Path(config.path[0])
+
+    def entries(self) -> list[SourceEntry]:
+        videos_dir = self.root / "videos"
+        if not videos_dir.is_dir():
+            raise ConfigError(
+                f"{self.root} has no videos/ folder; the cosmos_dir reader expects <root>/videos/*.mp4 and "
+                "<root>/metas/*.txt (set dataset.path to that root)"
+            )
+        videos = sorted(p for p in videos_dir.iterdir() if p.suffix == ".mp4" and p.is_file())
+        if not videos:
+            raise ConfigError(f"{videos_dir} holds no .mp4 file; nothing to cache")
+        return [self._entry(video) for video in videos]
+
+    def _entry(self, video: Path) -> SourceEntry:
+        name = unicodedata.normalize("NFC", video.name)
+        stem = unicodedata.normalize("NFC", video.stem)
+        return SourceEntry(
+            key=f"videos/{stem}",
+            video=str(video.absolute()),
+            video_rel=f"videos/{name}",
+            caption=self._caption(self.root / "metas", (video.stem, stem)),
+        )
+
+    @staticmethod
+    def _caption(metas: Path, stems: tuple[str, str]) -> str | None:
+        """Caption of the first existing `metas/<stem>.txt`, trying the on-disk stem, then its NFC form."""
+        found = [metas / f"{stem}.txt" for stem in stems if (metas / f"{stem}.txt").is_file()]
+        if not found:
+            return None
+        path = found[0]
+        try:
+            # utf-8-sig: captions saved by Windows editors start with a BOM that is not part of the prompt
+            return path.read_text(encoding="utf-8-sig").strip()
+        except UnicodeDecodeError as error:
+            raise ConfigError(
+                f"caption file {path} is not valid UTF-8 ({error}); re-save it as UTF-8"
+            ) from None

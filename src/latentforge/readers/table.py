@@ -1,0 +1,198 @@
+"""Reader for tables of video paths and captions: CSV, JSONL or Parquet, one file or many part files.
+
+All three formats go through pyarrow so the same rows give the same entries: the columns that hold ids,
+paths and captions are read as text, pass-through columns keep their types (ints stay ints).
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+import pyarrow.parquet as pa_parquet
+
+from ..config import DatasetConfig
+from ..errors import ConfigError
+from ..records import SourceEntry
+
+TABLE_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def table_parts(patterns: list[str]) -> list[Path]:
+    """Expand files and globs into the sorted list of part files (a file named twice is read once)."""
+    parts: set[Path] = set()
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matches = [Path(m) for m in glob.glob(pattern, recursive=True)]
+            if not matches:
+                raise ConfigError(f"dataset.path glob {pattern!r} matches no file")
+            parts.update(m.absolute() for m in matches)
+        elif Path(pattern).is_file():
+            parts.add(Path(pattern).absolute())
+        else:
+            raise ConfigError(f"dataset.path {pattern!r} is not a file; give a .csv/.jsonl/.parquet table or a glob")
+    for part in parts:
+        if part.suffix.lower() not in TABLE_FORMATS:
+            raise ConfigError(f"table {part}: unknown format {part.suffix!r}; allowed: {', '.join(TABLE_FORMATS)}")
+    return sorted(parts, key=str)
+
+
+def read_table(path: Path, text_columns: list[str]) -> pa.Table:
+    """Read one part file; `text_columns` are read as strings in CSV so "007" stays "007"."""
+    kind = TABLE_FORMATS[path.suffix.lower()]
+    try:
+        if kind == "csv":
+            convert = pa_csv.ConvertOptions(
+                column_types={name: pa.string() for name in text_columns},
+                # Only an unquoted empty cell is null: "NA" or "null" are real captions, and a quoted ""
+                # is the empty string, which is how pyarrow.csv.write_csv tells null from "".
+                null_values=[""],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+                timestamp_parsers=[],  # dates stay text, as JSON would hold them
+            )
+            return pa_csv.read_csv(path, convert_options=convert)
+        if kind == "jsonl":
+            table = pa_json.read_json(path)
+            temporal = [f for f in table.schema if pa.types.is_temporal(f.type)]
+            if not temporal:
+                return table
+            # pyarrow infers timestamps from ISO strings; read those columns again as the text they are
+            schema = pa.schema([pa.field(f.name, pa.string()) for f in temporal])
+            options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+            return pa_json.read_json(path, parse_options=options)
+        return pa_parquet.read_table(path)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise ConfigError(f"table {path} cannot be read as {kind}: {error}") from None
+
+
+def _json_column(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
+    """A pass-through column whose values JSON can hold (Parquet dates/times become ISO-like text)."""
+    column = table.column(name)
+    kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    if pa.types.is_temporal(kind):
+        return column.cast(pa.string())
+    if _json_type(kind):
+        return column
+    raise ConfigError(f"table {path}: pass-through column {name!r} has type {kind}, which JSON cannot hold; "
+                      "cast it to string, number or boolean")
+
+
+def _json_type(kind: pa.DataType) -> bool:
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _json_type(kind.value_type)
+    if pa.types.is_struct(kind):
+        return all(_json_type(kind.field(i).type) for i in range(kind.num_fields))
+    return any(check(kind) for check in (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean,
+                                         pa.types.is_string, pa.types.is_large_string, pa.types.is_null))
+
+
+def _without_nan(value: Any) -> Any:
+    """NaN becomes null: pandas stores a missing number as NaN, and the manifest is strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, list):
+        return [_without_nan(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _without_nan(v) for k, v in value.items()}
+    return value
+
+
+class TableReader:
+    """One SourceEntry per table row, parts concatenated in sorted path order.
+
+    Relative paths resolve against the folder of the table file that holds them; video_rel keeps the path
+    as written (NFC). key = the id column when set, else video_rel without its extension.
+    """
+
+    def __init__(self, config: DatasetConfig):
+        if not config.path:
+            raise ConfigError("dataset.path is empty; give the table file(s) or a glob")
+        self.config = config
+
+    def _columns(self) -> dict[str, str | None]:
+        c = self.config
+        return {"id": c.id_column, "video": c.video_column, "caption": c.caption_column,
+                "mask": c.mask_column, "depth": c.depth_column}
+
+    def entries(self) -> list[SourceEntry]:
+        roles = {role: name for role, name in self._columns().items() if name}
+        entries: list[SourceEntry] = []
+        for part in table_parts(self.config.path):
+            table = read_table(part, list(roles.values()))
+            self._check_columns(part, table.column_names, roles)
+            passthrough = {n: _json_column(table, n, part) for n in self.config.passthrough_columns}
+            columns = {role: table.column(name).to_pylist() for role, name in roles.items()}
+            extras = {name: column.to_pylist() for name, column in passthrough.items()}
+            for row in range(table.num_rows):
+                values = {role: column[row] for role, column in columns.items()}
+                extra = {name: _without_nan(column[row]) for name, column in extras.items()}
+                entries.append(self._entry(part, row + 1, values, extra))
+        if not entries:
+            raise ConfigError(f"the table(s) {self.config.path!r} hold no rows; nothing to cache")
+        return entries
+
+    def _check_columns(self, part: Path, names: list[str], roles: dict[str, str]) -> None:
+        wanted = [(f"dataset.{role}_column", name) for role, name in roles.items()]
+        wanted += [("dataset.passthrough_columns", name) for name in self.config.passthrough_columns]
+        for setting, name in wanted:
+            if name not in names:
+                raise ConfigError(f"table {part}: {setting}={name!r} is not a column; the table's columns are: "
+                                  f"{', '.join(names)}")
+            if names.count(name) > 1:
+                raise ConfigError(f"table {part}: column {name!r} appears {names.count(name)} times; rename one")
+
+    def _entry(self, part: Path, row: int, values: dict[str, Any], extra: dict[str, Any]) -> SourceEntry:
+        where = f"table {part} row {row} (1-based, header not counted)"
+        video_rel = self._path_text(values["video"], "video", where)
+        if video_rel is None:
+            raise ConfigError(f"{where}: the video cell ({self.config.video_column!r}) is empty; fill it or "
+                              "drop the row")
+        written = unicodedata.normalize("NFC", video_rel)
+        key = self._id_text(values["id"], where) if "id" in values else os.path.splitext(written)[0]
+        return SourceEntry(
+            key=key,
+            video=str(part.parent / video_rel),
+            video_rel=written,
+            caption=self._caption(values["caption"], where),
+            mask=self._resolved(part, self._path_text(values.get("mask"), "mask", where)),
+            depth=self._resolved(part, self._path_text(values.get("depth"), "depth", where)),
+            extra=extra,
+        )
+
+    def _id_text(self, value: Any, where: str) -> str:
+        # bool is an int subclass, and True as an id is surely a wrong column
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+            raise ConfigError(f"{where}: id {value!r} in column {self.config.id_column!r} must be a non-empty "
+                              "string or an integer")
+        return unicodedata.normalize("NFC", str(value))
+
+    def _path_text(self, value: Any, role: str, where: str) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: {role} path {value!r} is not text")
+        if _URL.match(value):
+            raise ConfigError(f"{where}: {role} {value!r} is a URL; URLs are not supported yet, download the "
+                              "files and list local paths")
+        return value
+
+    @staticmethod
+    def _resolved(part: Path, written: str | None) -> str | None:
+        return None if written is None else str(part.parent / written)
+
+    def _caption(self, value: Any, where: str) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: caption {value!r} in column {self.config.caption_column!r} is not text")
+        return value.strip()
