@@ -1,57 +1,94 @@
-"""A tiny T5 encoder of the real architecture (random weights) and a tokenizer trained on given sentences.
+"""Tiny real-architecture text encoders (random weights) for the demo and the tests.
 
-Saved as an ordinary transformers folder, so it loads through exactly the code that loads google-t5/t5-11b.
-Used by the demo (no weights can be downloaded there) and by the tests.
+`make_tiny_t5` / `make_tiny_umt5` save, into a folder that `from_pretrained` loads, a transformers
+T5EncoderModel / UMT5EncoderModel with seeded random weights and a T5-style tokenizer (Unigram +
+Metaspace, `</s>` appended, pad 0 / eos 1 / unk 2) trained with the `tokenizers` library on `corpus`
+(or, for umT5, optionally a SentencePiece `spiece.model` as google/umt5-xxl ships).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast, T5Config, T5EncoderModel, UMT5Config, UMT5EncoderModel
 
-SPECIAL_TOKENS = ["<pad>", "</s>", "<unk>"]  # ids 0, 1, 2 as in T5's own vocabulary
+DEFAULT_CORPUS = (
+    "a red ball rolls to the left",
+    "the robot arm picks up a blue cube",
+    "two boxes slide across a wooden table",
+    "a green square moves up while a circle spins",
+)
+SPECIAL_TOKENS = ["<pad>", "</s>", "<unk>"]  # T5's ids 0, 1, 2
 
 
-def train_tokenizer(corpus: list[str], vocab_size: int = 400) -> PreTrainedTokenizerFast:
-    """A Unigram tokenizer (T5's kind) that appends </s> like T5's tokenizer does."""
+def _train_tokenizer(folder: Path, corpus: list[str] | tuple[str, ...], vocab_size: int) -> int:
     tokenizer = Tokenizer(models.Unigram())
     tokenizer.normalizer = normalizers.NFKC()
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-    tokenizer.decoder = decoders.Metaspace()
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, unk_token="<unk>")
-    tokenizer.train_from_iterator(corpus, trainer=trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    tokenizer.train_from_iterator(list(corpus), trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
+    )
+    tokenizer.save(str(folder / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "T5Tokenizer",
+        "pad_token": "<pad>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "extra_ids": 0,
+        "model_max_length": 512,
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return tokenizer.get_vocab_size()
 
 
-def make_tiny_t5(
-    folder: Path,
-    corpus: list[str],
-    d_model: int = 1024,
-    umt5: bool = False,
-    seed: int = 0,
-) -> Path:
-    """Write a T5 (or umT5) encoder folder: config.json, model.safetensors and tokenizer files."""
+def _train_spiece(folder: Path, corpus: list[str] | tuple[str, ...], vocab_size: int) -> int:
+    """A SentencePiece `spiece.model` and no tokenizer.json: the layout google/umt5-xxl ships."""
+    import sentencepiece
+
+    sentencepiece.SentencePieceTrainer.train(  # a soft vocab limit: a tiny corpus yields fewer pieces
+        sentence_iterator=iter(list(corpus)), model_prefix=str(folder / "spiece"), model_type="unigram",
+        vocab_size=vocab_size, hard_vocab_limit=False, pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2,
+    )
+    (folder / "spiece.vocab").unlink()
+    config = {"tokenizer_class": "T5Tokenizer", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>",
+              "extra_ids": 0, "model_max_length": 512}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return sentencepiece.SentencePieceProcessor(model_file=str(folder / "spiece.model")).get_piece_size()
+
+
+def _make(kind: str, folder: Path, d_model: int, corpus, vocab_size: int, seed: int, spiece: bool = False) -> Path:
+    from transformers import T5Config, T5EncoderModel, UMT5Config, UMT5EncoderModel
+
     folder = Path(folder)
-    tokenizer = train_tokenizer(corpus)
-    config_cls, model_cls = (UMT5Config, UMT5EncoderModel) if umt5 else (T5Config, T5EncoderModel)
-    config = config_cls(
-        vocab_size=len(tokenizer),
-        d_model=d_model,
-        d_kv=16,
-        d_ff=64,
-        num_layers=2,
-        num_heads=2,
-        relative_attention_num_buckets=8,
-        pad_token_id=0,
-        eos_token_id=1,
-        decoder_start_token_id=0,
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = (_train_spiece if spiece else _train_tokenizer)(folder, corpus, vocab_size)
+    config_class, model_class = (T5Config, T5EncoderModel) if kind == "t5" else (UMT5Config, UMT5EncoderModel)
+    config = config_class(
+        vocab_size=vocab, d_model=d_model, d_kv=32, d_ff=128, num_layers=2, num_heads=4,
+        feed_forward_proj="relu" if kind == "t5" else "gated-gelu",
+        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
     )
     torch.manual_seed(seed)
-    model = model_cls(config).eval()
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    model_class(config).eval().save_pretrained(folder)
     return folder
+
+
+def make_tiny_t5(folder: str | Path, d_model: int = 1024, corpus=DEFAULT_CORPUS, vocab_size: int = 200,
+                 seed: int = 0) -> Path:
+    """A T5 (v1.0 layout like google-t5/t5-11b: ReLU feed-forward) encoder folder of width d_model."""
+    return _make("t5", Path(folder), d_model, corpus, vocab_size, seed)
+
+
+def make_tiny_umt5(folder: str | Path, d_model: int = 4096, corpus=DEFAULT_CORPUS, vocab_size: int = 200,
+                   seed: int = 0, spiece: bool = False) -> Path:
+    """A umT5 (gated-GELU, per-layer relative bias) encoder folder of width d_model.
+
+    spiece=True saves a SentencePiece spiece.model instead of tokenizer.json, as google/umt5-xxl does
+    (loading it needs sentencepiece and protobuf).
+    """
+    return _make("umt5", Path(folder), d_model, corpus, vocab_size, seed, spiece)

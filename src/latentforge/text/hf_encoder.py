@@ -1,0 +1,188 @@
+"""Shared logic of the transformers-backed text encoders (t5, umt5): load, batch, dedup, zero, fingerprint.
+
+The numbers follow Cosmos-Predict2's `CosmosT5TextEncoder.encode_prompts` (DESIGN §3): pad every prompt to
+`max_length` with truncation, take the last hidden state, and set every position at or past the
+attention-mask length to exactly 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from ..config import TextConfig
+from ..errors import ConfigError
+from .base import TextBatch, TextEncoder
+
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+# Files whose bytes define the tokenizer: hashing them makes a changed vocabulary change the fingerprint.
+TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "tokenizer_config.json", "special_tokens_map.json")
+
+_HASH_BLOCK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(_HASH_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def digest_of_files(files: list[Path]) -> str:
+    """SHA-256 over `sha256sum`-style lines `<sha256>  <file name>` sorted by name (names only, no paths)."""
+    lines = "".join(f"{sha256_file(f)}  {f.name}\n" for f in sorted(files, key=lambda f: f.name))
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The files transformers loads weights from: safetensors when present (it prefers them), else .bin."""
+    safetensors = sorted(folder.glob("*.safetensors"))
+    return safetensors or sorted(folder.glob("pytorch_model*.bin"))
+
+
+def unique_in_order(prompts: list[str]) -> tuple[list[str], np.ndarray]:
+    """Distinct prompts in first-appearance order, and for each input prompt the index of its distinct row."""
+    position: dict[str, int] = {}
+    inverse = np.array([position.setdefault(p, len(position)) for p in prompts], dtype=np.int64)
+    return list(position), inverse
+
+
+def _check_tokenizer_dependencies(folder: Path, name: str) -> None:
+    """A folder with only spiece.model (the google/umt5-xxl layout) is converted by transformers, which needs
+    sentencepiece and protobuf; without them it fails with an unrelated tiktoken message."""
+    if (folder / "tokenizer.json").is_file() or not (folder / "spiece.model").is_file():
+        return
+    import importlib.util
+
+    missing = [m for m in ("sentencepiece", "google.protobuf") if importlib.util.find_spec(m.split(".")[0]) is None]
+    if missing:
+        raise ConfigError(
+            f"{name}: the tokenizer of {folder} is spiece.model only; reading it needs "
+            f"{' and '.join(missing)}: pip install sentencepiece protobuf"
+        )
+
+
+def _tokenizer_class(folder: Path) -> Any:
+    """The class the folder's tokenizer_config.json declares, else AutoTokenizer.
+
+    transformers 5 maps model_type "umt5" to its generic backend, which cannot read the spiece.model that
+    google/umt5-xxl ships; the declared "T5Tokenizer" can.
+    """
+    import transformers
+
+    config_file = folder / "tokenizer_config.json"
+    declared = None
+    if config_file.is_file():
+        declared = json.loads(config_file.read_text(encoding="utf-8")).get("tokenizer_class")
+    declared_class = getattr(transformers, str(declared).removesuffix("Fast"), None) if declared else None
+    return declared_class or transformers.AutoTokenizer
+
+
+class HFTextEncoder(TextEncoder):
+    """A transformers encoder-only model plus the tokenizer of the same local folder."""
+
+    model_class_name: ClassVar[str] = ""  # attribute of `transformers`, e.g. "T5EncoderModel"
+
+    def __init__(
+        self,
+        path: str,
+        precision: str = "fp32",
+        max_length: int = 512,
+        batch_size: int = 16,
+        device: torch.device | str = "cpu",
+    ):
+        if precision not in PRECISIONS:
+            raise ConfigError(
+                f"text precision {precision!r} is not allowed for {self.name}; allowed: "
+                f"{', '.join(PRECISIONS)} (fp16 overflows T5's feed-forward activations)"
+            )
+        if max_length < 1 or batch_size < 1:
+            raise ConfigError(f"{self.name}: max_length={max_length} and batch_size={batch_size} must be >= 1")
+        self.folder = Path(path)
+        if not (self.folder / "config.json").is_file():
+            raise ConfigError(
+                f"{self.name}: {path!r} is not a model folder (no config.json); give the local folder holding "
+                "config.json, the weights and the tokenizer files"
+            )
+        if not weight_files(self.folder):
+            raise ConfigError(f"{self.name}: no *.safetensors or pytorch_model*.bin weights in {path!r}")
+        self.precision = precision
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self._fingerprint: dict[str, Any] | None = None
+
+        _check_tokenizer_dependencies(self.folder, self.name)
+        import transformers
+
+        self.tokenizer = _tokenizer_class(self.folder).from_pretrained(self.folder, local_files_only=True)
+        # Zeroing by position (>= length) and truncation both assume the T5 default: text first, pads after.
+        self.tokenizer.padding_side = "right"
+        self.tokenizer.truncation_side = "right"
+        model_class = getattr(transformers, self.model_class_name)
+        self.model = model_class.from_pretrained(self.folder, dtype=PRECISIONS[precision], local_files_only=True)
+        self.model.to(self.device).eval()
+
+    @classmethod
+    def from_config(cls, cfg: TextConfig, device: torch.device | str = "cpu") -> HFTextEncoder:
+        if not cfg.path:
+            raise ConfigError(f"text.path is empty; give the local {cls.name} model folder")
+        return cls(cfg.path, precision=cfg.precision, max_length=cfg.max_length, batch_size=cfg.batch_size,
+                   device=device)
+
+    @property
+    def embed_dim(self) -> int:
+        return int(self.model.config.d_model)
+
+    def encode(self, prompts: list[str]) -> TextBatch:
+        distinct, inverse = unique_in_order(list(prompts))
+        dim = self.embed_dim
+        embeddings = np.zeros((len(distinct), self.max_length, dim), dtype=np.float32)
+        lengths = np.zeros(len(distinct), dtype=np.int64)
+        for start in range(0, len(distinct), self.batch_size):
+            chunk = distinct[start : start + self.batch_size]
+            rows, chunk_lengths = self._encode_batch(chunk)
+            embeddings[start : start + len(chunk)] = rows
+            lengths[start : start + len(chunk)] = chunk_lengths
+        truncated = self._untruncated_counts(distinct) > self.max_length
+        return TextBatch(embeddings=embeddings[inverse], lengths=lengths[inverse], truncated=truncated[inverse])
+
+    @torch.inference_mode()
+    def _encode_batch(self, prompts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        tokens = self.tokenizer(
+            prompts, padding="max_length", max_length=self.max_length, truncation=True, return_tensors="pt"
+        )
+        input_ids = tokens["input_ids"].to(self.device)
+        attention_mask = tokens["attention_mask"].to(self.device)
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        lengths = attention_mask.sum(dim=1)
+        past_length = torch.arange(self.max_length, device=self.device)[None, :] >= lengths[:, None]
+        hidden = hidden.float().masked_fill(past_length[:, :, None], 0.0)
+        return hidden.cpu().numpy(), lengths.cpu().numpy().astype(np.int64)
+
+    def _untruncated_counts(self, prompts: list[str]) -> np.ndarray:
+        if not prompts:
+            return np.zeros(0, dtype=np.int64)
+        ids = self.tokenizer(prompts, truncation=False, verbose=False)["input_ids"]
+        return np.array([len(row) for row in ids], dtype=np.int64)
+
+    def fingerprint(self) -> dict[str, Any]:
+        if self._fingerprint is None:
+            tokenizer_files = [self.folder / n for n in TOKENIZER_FILES if (self.folder / n).is_file()]
+            self._fingerprint = {
+                "name": self.name,
+                "model_class": self.model_class_name,
+                "weights_sha256": digest_of_files(weight_files(self.folder)),
+                "tokenizer_sha256": digest_of_files(tokenizer_files),
+                "precision": self.precision,
+                "max_length": self.max_length,
+                "dim": self.embed_dim,
+            }
+        return dict(self._fingerprint)
