@@ -1,0 +1,17 @@
+"""Publishing a finished cache to object storage (`publish`) and bringing one back (`fetch`)."""
+
+from .fetch import FetchOptions, FetchReport, fetch
+from .publish import DestinationReport, PublishOptions, PublishReport, publish
+from .remote import Destination, TransferEvent
+
+__all__ = [
+    "Destination",
+    "DestinationReport",
+    "FetchOptions",
+    "FetchReport",
+    "PublishOptions",
+    "PublishReport",
+    "TransferEvent",
+    "fetch",
+    "publish",
+]

@@ -1,0 +1,126 @@
+"""What a publish or fetch moves: every file of a cache with its SHA-256, checked against SHA256SUMS.
+
+Each file is hashed once and, in the same pass, in `part_size` slices: S3 stores a multipart object's
+SHA-256 as the hash of its parts' hashes, so the slices let publish predict that value without rereading
+a 40 GB shard.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import CacheIntegrityError
+from ..hashing import NOT_CHECKSUMMED, SUMS_NAME, SumProblem, checksummed_files, read_sha256sums
+from .pool import run_parallel
+
+CACHE_COMPLETE = "_CACHE_COMPLETE"
+SUCCESS = "_SUCCESS"
+_READ = 1 << 22
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """Size, hex SHA-256 and the raw SHA-256 of each `part_size` slice (one part when size <= part_size)."""
+
+    size: int
+    sha256: str
+    part_size: int
+    part_digests: tuple[bytes, ...]
+
+    @property
+    def multipart(self) -> bool:
+        return len(self.part_digests) > 1
+
+    def server_checksum(self) -> str:
+        """The base64 SHA-256 an S3 server reports: of the bytes, or of the part hashes for a multipart object."""
+        if not self.multipart:
+            return base64.b64encode(bytes.fromhex(self.sha256)).decode("ascii")
+        composite = hashlib.sha256(b"".join(self.part_digests)).digest()
+        return base64.b64encode(composite).decode("ascii")
+
+
+def hash_stream(handle: BinaryIO, part_size: int) -> FileDigest:
+    whole = hashlib.sha256()
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        part = hashlib.sha256()
+        left = part_size
+        while left:
+            piece = handle.read(min(_READ, left))
+            if not piece:
+                break
+            whole.update(piece)
+            part.update(piece)
+            left -= len(piece)
+        taken = part_size - left
+        size += taken
+        if taken or not parts:
+            parts.append(part.digest())
+        if left:
+            break
+    return FileDigest(size=size, sha256=whole.hexdigest(), part_size=part_size, part_digests=tuple(parts))
+
+
+def hash_file(path: Path, part_size: int) -> FileDigest:
+    with open(path, "rb") as handle:
+        return hash_stream(handle, part_size)
+
+
+def hash_bytes(data: bytes, part_size: int) -> FileDigest:
+    return hash_stream(io.BytesIO(data), part_size)
+
+
+@dataclass(frozen=True)
+class VerifiedCache:
+    """A cache whose files all match SHA256SUMS; `digests` covers every file to publish, keyed by relative path."""
+
+    root: Path
+    digests: dict[str, FileDigest]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(digest.size for digest in self.digests.values())
+
+
+def sum_problems(root: Path, part_size: int, workers: int) -> tuple[dict[str, FileDigest], list[SumProblem]]:
+    """Hash every checksummed file in parallel; report what disagrees with SHA256SUMS (as `sha256sum -c` would,
+    plus files present but not listed)."""
+    root = Path(root)
+    if not (root / SUMS_NAME).is_file():
+        return {}, [SumProblem(None, f"{SUMS_NAME} is missing; the cache was not committed")]
+    listed, unparsable = read_sha256sums(root)
+    problems = [SumProblem(None, line) for line in unparsable]
+    present = set(checksummed_files(root))
+    problems += [SumProblem(rel, f"listed in {SUMS_NAME} but missing") for rel in sorted(set(listed) - present)]
+    problems += [SumProblem(rel, f"present but not listed in {SUMS_NAME}") for rel in sorted(present - set(listed))]
+    to_hash = sorted(set(listed) & present)
+    hashed = run_parallel(lambda rel: hash_file(root / rel, part_size), to_hash, workers)
+    digests = dict(zip(to_hash, hashed))
+    problems += [
+        SumProblem(rel, f"sha256 {digests[rel].sha256} differs from {SUMS_NAME} ({listed[rel]})")
+        for rel in to_hash
+        if digests[rel].sha256 != listed[rel]
+    ]
+    return digests, problems
+
+
+def load_verified_cache(root: Path, part_size: int, workers: int) -> VerifiedCache:
+    """Refuse a cache that is not built (`_CACHE_COMPLETE`) or fails its SHA256SUMS check; else hash it for upload."""
+    root = Path(root)
+    if not (root / CACHE_COMPLETE).is_file():
+        raise CacheIntegrityError(
+            f"{root}: no {CACHE_COMPLETE}, so the cache is not built and verified; finish `latentforge build` first"
+        )
+    digests, problems = sum_problems(root, part_size, workers)
+    if problems:
+        listing = "\n  ".join(str(problem) for problem in problems)
+        raise CacheIntegrityError(f"{root}: SHA256SUMS check failed; rebuild or repair before publishing:\n  {listing}")
+    for marker in sorted(NOT_CHECKSUMMED - {SUCCESS}):
+        digests[marker] = hash_file(root / marker, part_size)
+    return VerifiedCache(root=root, digests=dict(sorted(digests.items())))

@@ -1,0 +1,171 @@
+"""`latentforge publish ROOT DEST [DEST ...]`: copy a verified cache to one or more stores.
+
+A rerun uploads only what is missing or wrong. `_SUCCESS` is withdrawn first and written last — at every
+destination, then locally — only after every object at every destination is confirmed (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..errors import CacheIntegrityError, ConfigError
+from ..hashing import SUMS_NAME
+from ..io import canonical_json, write_bytes_atomic
+from .digests import CACHE_COMPLETE, SUCCESS, VerifiedCache, hash_bytes, load_verified_cache
+from .pool import run_parallel
+from .remote import Destination, LocalDirRemote, Remote, TransferEvent, open_remote
+
+MIB = 1 << 20
+# S3's limits on a multipart part (every part but the last).
+MIN_PART_SIZE, MAX_PART_SIZE = 5 * MIB, 5 * 1024 * MIB
+# Uploaded after everything else, so a remote _CACHE_COMPLETE never sits beside missing shards.
+_LAST = (SUMS_NAME, CACHE_COMPLETE)
+
+
+@dataclass(frozen=True)
+class PublishOptions:
+    workers: int = 8
+    part_size: int = 64 * MIB
+    verify_remote: bool = False  # also download and hash objects that size and stored checksums vouch for
+    server_checksum: bool = True  # S3 ChecksumAlgorithm SHA256; off for S3-compatible servers without it
+    on_event: Callable[[TransferEvent], None] | None = None
+
+
+@dataclass
+class DestinationReport:
+    url: str
+    uploaded: dict[str, str] = field(default_factory=dict)  # relative path -> why it was (re)uploaded
+    already_confirmed: list[str] = field(default_factory=list)
+    bytes_uploaded: int = 0
+
+
+@dataclass(frozen=True)
+class PublishReport:
+    root: Path
+    objects_per_destination: int  # every cache file plus _SUCCESS
+    destinations: list[DestinationReport]
+
+
+def publish(
+    root: Path, destinations: Sequence[Destination], options: PublishOptions = PublishOptions()
+) -> PublishReport:
+    root = Path(root)
+    _check_options(options, destinations)
+    remotes = [open_remote(d.url, d.storage_options, options.part_size, options.server_checksum) for d in destinations]
+    for remote in remotes:
+        _refuse_local_overlap(remote, root)
+    cache = load_verified_cache(root, options.part_size, options.workers)
+    # Withdraw every earlier claim before touching anything it speaks for.
+    (root / SUCCESS).unlink(missing_ok=True)
+    for remote in remotes:
+        remote.delete(SUCCESS)
+        remote.discard_partials()
+        _refuse_foreign_files(remote, cache)
+
+    reports = {remote.url: DestinationReport(remote.url) for remote in remotes}
+    todo = _find_uploads(remotes, cache, options, reports)
+    for phase in ([job for job in todo if job[1] not in _LAST], [job for job in todo if job[1] in _LAST]):
+        run_parallel(lambda job: _upload(job, cache, options), phase, options.workers)
+    for report in reports.values():
+        report.bytes_uploaded = sum(cache.digests[rel].size for rel in report.uploaded)
+    _confirm_all(remotes, cache, options, reports)
+
+    marker = _success_marker(cache)
+    marker_digest = hash_bytes(marker, options.part_size)
+    for remote in remotes:
+        remote.upload(SUCCESS, marker, marker_digest)
+        reason = remote.problem(SUCCESS, marker_digest, deep=not remote.stores_checksums)
+        if reason:
+            raise CacheIntegrityError(f"{remote.url}/{SUCCESS}: {reason}; rerun publish")
+    write_bytes_atomic(root / SUCCESS, marker)
+    return PublishReport(root, len(cache.digests) + 1, [reports[remote.url] for remote in remotes])
+
+
+def _check_options(options: PublishOptions, destinations: Sequence[Destination]) -> None:
+    if not destinations:
+        raise ConfigError("publish needs at least one destination URL (s3://BUCKET/PREFIX, gs://..., file:///DIR)")
+    urls = [d.url.rstrip("/") for d in destinations]
+    if len(set(urls)) != len(urls):
+        raise ConfigError(f"destination listed twice in {urls}; give each once")
+    if not MIN_PART_SIZE <= options.part_size <= MAX_PART_SIZE:
+        raise ConfigError(f"part size {options.part_size} bytes is outside S3's [5 MiB, 5 GiB]; pick one inside")
+    if options.workers < 1:
+        raise ConfigError(f"workers={options.workers}; use 1 or more")
+
+
+def _refuse_local_overlap(remote: Remote, root: Path) -> None:
+    if not isinstance(remote, LocalDirRemote):
+        return
+    base, cache_root = remote.base.resolve(), root.resolve()
+    if base == cache_root or cache_root in base.parents or base in cache_root.parents:
+        raise ConfigError(f"{remote.url} overlaps the cache root {root}; publish to a directory outside it")
+
+
+def _refuse_foreign_files(remote: Remote, cache: VerifiedCache) -> None:
+    foreign = [rel for rel in remote.list_files() if rel not in cache.digests and rel != SUCCESS]
+    if foreign:
+        shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
+        raise CacheIntegrityError(
+            f"{remote.url} holds files that are not part of this cache ({shown}); "
+            "publish into an empty prefix or remove them"
+        )
+
+
+def _deep(remote: Remote, options: PublishOptions) -> bool:
+    """Whether checking an object means reading it back: always where the store keeps no checksums."""
+    return options.verify_remote or not remote.stores_checksums
+
+
+def _find_uploads(
+    remotes: list[Remote], cache: VerifiedCache, options: PublishOptions, reports: dict[str, DestinationReport]
+) -> list[tuple[Remote, str]]:
+    jobs = [(remote, rel) for remote in remotes for rel in cache.digests]
+    reasons = run_parallel(
+        lambda job: job[0].problem(job[1], cache.digests[job[1]], _deep(job[0], options)), jobs, options.workers
+    )
+    for (remote, rel), reason in zip(jobs, reasons):
+        if reason is None:
+            reports[remote.url].already_confirmed.append(rel)
+        else:
+            reports[remote.url].uploaded[rel] = reason
+    return [job for job, reason in zip(jobs, reasons) if reason is not None]
+
+
+def _upload(job: tuple[Remote, str], cache: VerifiedCache, options: PublishOptions) -> None:
+    remote, rel = job
+    digest = cache.digests[rel]
+    remote.upload(rel, cache.root / rel, digest)
+    if options.on_event:
+        options.on_event(TransferEvent(remote.url, rel, "uploaded", digest.size))
+
+
+def _confirm_all(
+    remotes: list[Remote], cache: VerifiedCache, options: PublishOptions, reports: dict[str, DestinationReport]
+) -> None:
+    """Check every object again; read back only what this run uploaded (the rest was just checked that deep)."""
+    jobs = [(remote, rel) for remote in remotes for rel in cache.digests]
+
+    def confirm(job: tuple[Remote, str]) -> str | None:
+        remote, rel = job
+        deep = rel in reports[remote.url].uploaded and _deep(remote, options)
+        reason = remote.problem(rel, cache.digests[rel], deep)
+        if reason is None and options.on_event:
+            options.on_event(TransferEvent(remote.url, rel, "confirmed", cache.digests[rel].size))
+        return reason
+
+    reasons = run_parallel(confirm, jobs, options.workers)
+    failed = [f"{remote.url}: {rel}: {reason}" for (remote, rel), reason in zip(jobs, reasons) if reason]
+    if failed:
+        raise CacheIntegrityError("objects not confirmed after upload; rerun publish:\n  " + "\n  ".join(failed))
+
+
+def _success_marker(cache: VerifiedCache) -> bytes:
+    summary = {
+        "format": "latentforge-publish",
+        "objects": len(cache.digests),
+        "bytes": cache.total_bytes,
+        "sha256sums_sha256": cache.digests[SUMS_NAME].sha256,
+    }
+    return (canonical_json(summary) + "\n").encode("utf-8")
