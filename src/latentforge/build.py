@@ -25,7 +25,7 @@ from .decode.pyav import probe_video
 from .errors import LatentforgeError, SampleRejected
 from .estimate import check_free_disk, estimate_output_bytes
 from .executor.unit import Unit, UnitContext, cut_units, run_unit
-from .io import canonical_json, write_text_atomic
+from .io import canonical_json, read_jsonl, write_text_atomic
 from .lock import BuildLock
 from .plan import diff_fingerprints, make_plan, plan_fingerprint, write_plan
 from .probe import ProbeResult, probe_sample
@@ -219,4 +219,5 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> 
             "device": str(device),
         }
         write_text_atomic(build_dir / f"stats-{stats['utc']}.json", json.dumps(stats, indent=2))
-        return BuildResult(root, result.num_samples, result.rejects_by_reason, seconds, stats)
+        rejects = Counter(row["reason"] for row in read_jsonl(root / "rejects.jsonl"))
+        return BuildResult(root, result.num_samples, dict(sorted(rejects.items())), seconds, stats)

@@ -72,7 +72,7 @@ def _encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
 def run_unit(unit: Unit, ctx: UnitContext) -> Path:
     """Run one unit and stage its result atomically; returns the staged file."""
     batch_size = ctx.config.output.batch_size
-    rows: list[StagedRow] = []
+    rows: list[dict] = []  # StagedRow fields; prompt_truncated is known only after text encoding
     latents: list[np.ndarray] = []
     rejects: list[Reject] = []
     prompts: list[str] = []
@@ -100,7 +100,7 @@ def run_unit(unit: Unit, ctx: UnitContext) -> Path:
         finally:
             ctx.seconds["decode"] += time.perf_counter() - started
         rows.append(
-            StagedRow(
+            dict(
                 sample_id=sample.sample_id,
                 source_index=sample.source_index,
                 prompt=probe.caption,
@@ -126,14 +126,15 @@ def run_unit(unit: Unit, ctx: UnitContext) -> Path:
         text_embeddings = encoded.embeddings.astype(ctx.storage_dtype)
         text_lengths = encoded.lengths
         for row, truncated in zip(rows, encoded.truncated):
-            row.prompt_truncated = bool(truncated)
+            row["prompt_truncated"] = bool(truncated)
 
     started = time.perf_counter()
     if latents:
         stacked = np.concatenate(latents)
     else:
         stacked = np.zeros((0,), dtype=ctx.storage_dtype)
-    path = write_staged_unit(ctx.build_dir, unit.index, rows, stacked, text_embeddings, text_lengths, rejects)
+    staged_rows = [StagedRow(**row) for row in rows]
+    path = write_staged_unit(ctx.build_dir, unit.index, staged_rows, stacked, text_embeddings, text_lengths, rejects)
     ctx.seconds["stage"] += time.perf_counter() - started
     ctx.samples_done += len(unit.samples)
     return path
