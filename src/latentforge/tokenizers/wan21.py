@@ -1,0 +1,161 @@
+"""The "wan2.1" tokenizer: the Wan2.1 VAE (diffusers' AutoencoderKLWan modules) in three precision modes.
+
+- fp32: fp32 weights and input, TF32 off; equals the official `WanVAE_.encode(x, scale)` bit for bit on CPU.
+- bf16: bf16 weights and input through diffusers' modules (their RMS norm normalises in fp32); mu is cast to
+  fp32 and normalised with the exact constants.
+- cosmos-bf16: what Cosmos-Predict2's `TokenizerInterface` computes: bf16 weights and input, no autocast,
+  RMS norm in bf16, mean and 1/std as bf16 tensors, bf16 normalisation, result cast to fp32.
+All modes run the causal chunk loop of Cosmos' `VAE_.encode`: frame 0 alone, then `temporal_window` frames
+at a time, the remainder last; with window 4 this is exactly the loop of official Wan and diffusers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+import diffusers
+import torch
+import torch.nn.functional as F
+from diffusers import AutoencoderKLWan
+from diffusers.models.autoencoders.autoencoder_kl_wan import WanRMS_norm
+
+from ..config import TokenizerConfig
+from ..errors import ConfigError
+from .base import Tokenizer
+from .wan21_checkpoint import check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
+
+PRECISIONS = ("fp32", "bf16", "cosmos-bf16")
+# Wan's latent normalisation constants (formats.md §1; Wan2.1 vae.py, Cosmos tokenizer.py, diffusers).
+LATENTS_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+                0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)  # fmt: skip
+LATENTS_STD = (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+               3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160)  # fmt: skip
+
+
+class CosmosRMSNorm(WanRMS_norm):
+    """Cosmos' (and official Wan's) RMS_norm: F.normalize in the input dtype, no fp32 upcast."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, dim=(1 if self.channel_first else -1)) * self.scale * self.gamma + self.bias
+
+
+def latent_constants(precision: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, 1/std) shaped [1,16,1,1,1], built by the same expressions as Wan's and Cosmos' `VAE.__init__`
+    (`torch.tensor(list, dtype)` then `1.0 / std`), so the bf16 rounding of cosmos-bf16 is theirs."""
+    dtype = torch.bfloat16 if precision == "cosmos-bf16" else torch.float32
+    mean = torch.tensor(list(LATENTS_MEAN), dtype=dtype, device=device)
+    std = torch.tensor(list(LATENTS_STD), dtype=dtype, device=device)
+    return mean.view(1, -1, 1, 1, 1), (1.0 / std).view(1, -1, 1, 1, 1)
+
+
+def encode_mu(vae: AutoencoderKLWan, video: torch.Tensor, temporal_window: int) -> torch.Tensor:
+    """The posterior mean mu [B,16,T',H',W'] in the model's dtype, chunked as Cosmos' `VAE_.encode`."""
+    frames = video.shape[2]
+    chunks = [video[:, :, :1]] + [video[:, :, s : s + temporal_window] for s in range(1, frames, temporal_window)]
+    vae.clear_cache()
+    outputs = []
+    for chunk in chunks:
+        vae._enc_conv_idx = [0]
+        outputs.append(vae.encoder(chunk, feat_cache=vae._enc_feat_map, feat_idx=vae._enc_conv_idx))
+    moments = vae.quant_conv(torch.cat(outputs, dim=2))
+    vae.clear_cache()
+    return moments.chunk(2, dim=1)[0]
+
+
+@contextlib.contextmanager
+def tf32_off() -> Iterator[None]:
+    """Both TF32 switches off (fp32 convolutions and matmuls stay fp32 on Ampere+), restored afterwards."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+class Wan21Tokenizer(Tokenizer):
+    """Wan2.1 VAE: [B,3,T,H,W] in [-1,1] -> normalised posterior mean [B,16,1+(T-1)/4,H/8,W/8]."""
+
+    name = "wan2.1"
+    latent_channels = 16
+    temporal_factor = 4
+    spatial_factor = 8
+    causal = True
+
+    def __init__(
+        self,
+        checkpoint: str,
+        precision: str = "fp32",
+        sha256: str | None = None,
+        temporal_window: int = 4,
+        device: torch.device | str = "cpu",
+    ):
+        super().__init__(device)
+        if precision not in PRECISIONS:
+            raise ConfigError(f"tokenizer.precision={precision!r} is not allowed; allowed: {', '.join(PRECISIONS)}")
+        if isinstance(temporal_window, bool) or not isinstance(temporal_window, int) or temporal_window < 1:
+            raise ConfigError(
+                f"tokenizer.temporal_window={temporal_window!r} must be an integer >= 1 (4 as official Wan, "
+                "16 as Cosmos-Predict2's video2world config)"
+            )
+        self.precision = precision
+        self.temporal_window = temporal_window
+        self.source = resolve_checkpoint(checkpoint)
+        self.checkpoint_sha256 = checkpoint_sha256(self.source)
+        check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
+        self._dtype = torch.float32 if precision == "fp32" else torch.bfloat16
+        model = load_model(self.source, self._dtype)
+        if precision == "cosmos-bf16":
+            for module in model.modules():
+                if type(module) is WanRMS_norm:
+                    module.__class__ = CosmosRMSNorm
+        self._vae = model.to(self.device)
+        self._mean, self._inv_std = latent_constants(precision, self.device)
+
+    @classmethod
+    def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan21Tokenizer:
+        if not cfg.checkpoint:
+            raise ConfigError(
+                "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
+                "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
+            )
+        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device)
+
+    def encode(self, video: torch.Tensor) -> torch.Tensor:
+        if video.ndim != 5 or video.shape[1] != 3:
+            raise ConfigError(f"wan2.1 encodes [B,3,T,H,W] video in [-1,1]; got a tensor of shape {list(video.shape)}")
+        self.check_geometry(video.shape[2], video.shape[3], video.shape[4])
+        with torch.inference_mode(), tf32_off():
+            mu = encode_mu(self._vae, video.to(self.device, self._dtype), self.temporal_window)
+            if self.precision == "bf16":
+                mu = mu.float()
+            latent = (mu - self._mean) * self._inv_std
+        return latent.float()
+
+    def decode(self, latent: torch.Tensor) -> torch.Tensor:
+        if latent.ndim != 5 or latent.shape[1] != self.latent_channels:
+            raise ConfigError(
+                f"wan2.1 decodes [B,{self.latent_channels},T',H',W'] latents; got shape {list(latent.shape)}"
+            )
+        constants_dtype = self._mean.dtype
+        with torch.inference_mode(), tf32_off():
+            z = latent.to(self.device, constants_dtype)
+            mu = (z / self._inv_std + self._mean).to(self._dtype)
+            frames = self._vae.decode(mu).sample  # diffusers clamps to [-1,1] as official WanVAE.decode does
+        return frames.float()
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "checkpoint_sha256": self.checkpoint_sha256,
+            "checkpoint_format": self.source.kind,
+            "precision": self.precision,
+            "temporal_window": self.temporal_window,
+            "latent": "posterior mean mu, (mu - latents_mean) * (1 / latents_std)",
+            "latents_mean": list(LATENTS_MEAN),
+            "latents_std": list(LATENTS_STD),
+            "constants_dtype": "bfloat16" if self.precision == "cosmos-bf16" else "float32",
+            "diffusers_version": diffusers.__version__,
+        }
