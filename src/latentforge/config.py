@@ -75,7 +75,10 @@ class TokenizerConfig:
     checkpoint: str | None = None  # .pth state dict, diffusers folder or hub id (wan2.1)
     sha256: str | None = None  # refuse a checkpoint whose SHA-256 differs
     precision: str = "fp32"  # fp32 | bf16 | cosmos-bf16
-    temporal_window: int = 4  # frames per causal chunk (memory/speed only; same maths)
+    # Frames per causal chunk of the fp32 / cosmos-bf16 loops. The maths is the same for any window, but on a
+    # GPU the convolution algorithms (and so the last bits) depend on it: Cosmos' video2world uses 16.
+    temporal_window: int = 4
+    max_gpu_mem_gib: float = 24.0  # the bf16 fast path picks its causal window to stay under this
 
 
 @dataclass
@@ -104,6 +107,10 @@ class RunConfig:
     device: str = "cpu"  # cpu | cuda | cuda:N
     seed: int = 0
     max_reject_fraction: float = 1.0  # abort once more than this fraction of probed samples is rejected
+    # Execution only: never part of the output (docs/execution.md).
+    procs: int = 1  # encoder processes on run.device when run.gpus is empty
+    gpus: str = ""  # "all" or "0,1": one encoder process per GPU (indices within CUDA_VISIBLE_DEVICES)
+    workers_per_gpu: int = 2  # CPU decode workers per encoder process; 0 decodes on the encoder thread
 
 
 @dataclass
@@ -317,6 +324,11 @@ def validate(config: BuildConfig) -> None:
     for key in ("rows_per_shard", "unit_size", "batch_size"):
         if getattr(config.output, key) < 1:
             raise ConfigError(f"output.{key}={getattr(config.output, key)} must be >= 1")
+    if config.run.procs < 1 or config.run.workers_per_gpu < 0:
+        raise ConfigError(f"run.procs={config.run.procs} must be >= 1 and run.workers_per_gpu="
+                          f"{config.run.workers_per_gpu} >= 0")
+    if not 0.0 <= config.run.max_reject_fraction <= 1.0:
+        raise ConfigError(f"run.max_reject_fraction={config.run.max_reject_fraction} must be within [0, 1]")
     if not config.dataset.path:
         raise ConfigError("dataset.path is empty; give the dataset folder or table file(s)")
     if not config.output.root:

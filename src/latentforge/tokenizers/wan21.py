@@ -1,12 +1,15 @@
 """The "wan2.1" tokenizer: the Wan2.1 VAE (diffusers' AutoencoderKLWan modules) in three precision modes.
 
 - fp32: fp32 weights and input, TF32 off; equals the official `WanVAE_.encode(x, scale)` bit for bit on CPU.
-- bf16: bf16 weights and input through diffusers' modules (their RMS norm normalises in fp32); mu is cast to
-  fp32 and normalised with the exact constants.
+- bf16: the fast path (wan21_fast.FastWanEncoder over the same weights): bf16 convolutions in channels-last
+  3D, RMS norm + SiLU in fp32 rounded once, causal windows sized by max_gpu_mem_gib, torch.compile on CUDA;
+  mu is normalised in fp32 with the exact constants. Decode uses diffusers' modules in bf16.
 - cosmos-bf16: what Cosmos-Predict2's `TokenizerInterface` computes: bf16 weights and input, no autocast,
   RMS norm in bf16, mean and 1/std as bf16 tensors, bf16 normalisation, result cast to fp32.
-All modes run the causal chunk loop of Cosmos' `VAE_.encode`: frame 0 alone, then `temporal_window` frames
-at a time, the remainder last; with window 4 this is exactly the loop of official Wan and diffusers.
+fp32 and cosmos-bf16 run the causal chunk loop of Cosmos' `VAE_.encode`: frame 0 alone, then `temporal_window`
+frames at a time, the remainder last; with window 4 this is exactly the loop of official Wan and diffusers.
+On CUDA, cuDNN is set to deterministic algorithms without benchmarking, so the same batch encodes to the same
+bits every time (deep verify relies on it).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ..config import TokenizerConfig
 from ..errors import ConfigError
 from .base import Tokenizer
 from .wan21_checkpoint import check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
+from .wan21_fast import FastWanEncoder
 
 PRECISIONS = ("fp32", "bf16", "cosmos-bf16")
 # Wan's latent normalisation constants (formats.md §1; Wan2.1 vae.py, Cosmos tokenizer.py, diffusers).
@@ -91,6 +95,7 @@ class Wan21Tokenizer(Tokenizer):
         sha256: str | None = None,
         temporal_window: int = 4,
         device: torch.device | str = "cpu",
+        max_gpu_mem_gib: float = 24.0,
     ):
         super().__init__(device)
         if precision not in PRECISIONS:
@@ -113,6 +118,15 @@ class Wan21Tokenizer(Tokenizer):
                     module.__class__ = CosmosRMSNorm
         self._vae = model.to(self.device)
         self._mean, self._inv_std = latent_constants(precision, self.device)
+        self._fast = None
+        if precision == "bf16":
+            self._fast = FastWanEncoder(
+                self._vae.encoder, self._vae.quant_conv, torch.bfloat16, window=None,
+                compile=self.device.type == "cuda", max_gib=max_gpu_mem_gib,
+            )
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = False
+            torch.backends.cudnn.deterministic = True
 
     @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan21Tokenizer:
@@ -121,16 +135,17 @@ class Wan21Tokenizer(Tokenizer):
                 "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
                 "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
             )
-        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device)
+        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device, cfg.max_gpu_mem_gib)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:
             raise ConfigError(f"wan2.1 encodes [B,3,T,H,W] video in [-1,1]; got a tensor of shape {list(video.shape)}")
         self.check_geometry(video.shape[2], video.shape[3], video.shape[4])
         with torch.inference_mode(), tf32_off():
-            mu = encode_mu(self._vae, video.to(self.device, self._dtype), self.temporal_window)
-            if self.precision == "bf16":
-                mu = mu.float()
+            if self._fast is not None:
+                mu = self._fast(video.to(self.device))
+            else:
+                mu = encode_mu(self._vae, video.to(self.device, self._dtype), self.temporal_window)
             latent = (mu - self._mean) * self._inv_std
         return latent.float()
 
@@ -152,7 +167,9 @@ class Wan21Tokenizer(Tokenizer):
             "checkpoint_sha256": self.checkpoint_sha256,
             "checkpoint_format": self.source.kind,
             "precision": self.precision,
-            "temporal_window": self.temporal_window,
+            "temporal_window": self.temporal_window if self._fast is None else None,
+            "max_gpu_mem_gib": self._fast.max_gib if self._fast is not None else None,
+            "encoder_path": "latentforge fast (wan21_fast)" if self._fast is not None else "chunk loop",
             "latent": "posterior mean mu, (mu - latents_mean) * (1 / latents_std)",
             "latents_mean": list(LATENTS_MEAN),
             "latents_std": list(LATENTS_STD),
