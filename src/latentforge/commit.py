@@ -22,6 +22,7 @@ import numpy as np
 
 from .cache_readme import render_cache_readme
 from .errors import CacheIntegrityError
+from .faults import fault_point
 from .hashing import write_sha256sums
 from .io import canonical_json, write_jsonl_atomic, write_text_atomic
 from .records import Reject
@@ -70,7 +71,8 @@ def _check_unit_arrays(path: Path, staged: OpenStagedUnit, layout: CacheLayout) 
     got_latent = (staged.latents.dtype, staged.latents.shape)
     if got_latent != want[layout.latent_dataset]:
         problems.append(f"latents are {got_latent[0]} {list(got_latent[1])}, want {want[layout.latent_dataset]}")
-    if (staged.text_embeddings is None) != (layout.text_prefix is None):
+    # A unit whose samples were all rejected encodes no prompt, so it may hold no text arrays at all.
+    if staged.rows and (staged.text_embeddings is None) != (layout.text_prefix is None):
         problems.append(f"text arrays {'missing' if staged.text_embeddings is None else 'present'} "
                         f"but the layout's text prefix is {layout.text_prefix!r}")
     elif staged.text_embeddings is not None:
@@ -145,6 +147,7 @@ def _write_shards(
             units = {p: stack.enter_context(open_staged_unit(p)) for p in sorted({r.unit_path for r in rows})}
             write_h5_atomic(root / rel, layout.dataset_specs(end - start), block_rows,
                             _fill_shard(layout, rows, units))
+        fault_point("commit")  # test-only: a kill between shards
     return [rel for rel, _, _ in shards]
 
 
@@ -238,13 +241,16 @@ def commit_cache(
     write_jsonl_atomic(root / "rejects.jsonl", rejects)
     write_text_atomic(root / "cache_config.json", _config_text(config) + "\n")
     write_jsonl_atomic(root / "manifest.jsonl", _manifest_rows(placed, shards))
+    fault_point("manifest")
     write_text_atomic(root / "README.md", readme)
     write_sha256sums(root)
+    fault_point("sha256sums")
     report = verify_integrity(root, require_complete=False)
     if not report.ok:
         failures = "; ".join(f"{c.name}: {c.detail}" for c in report.failures[:10])
         raise CacheIntegrityError(f"{root}: the committed cache fails its integrity verify: {failures}")
     stamp = {"completed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "num_samples": len(placed), "num_shards": len(written)}
+    fault_point("marker")
     write_text_atomic(root / COMPLETE_MARKER, canonical_json(stamp) + "\n")
     return CommitResult(root, len(placed), len(written), len(rejects), written, report)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import sys
 
 # flag -> config key; every flag is also reachable as --set section.key=value
 FLAG_KEYS = {
@@ -17,11 +20,16 @@ FLAG_KEYS = {
     "text_path": "text.path",
     "device": "run.device",
     "limit": "dataset.limit",
+    "procs": "run.procs",
+    "gpus": "run.gpus",
+    "workers_per_gpu": "run.workers_per_gpu",
+    "max_reject_fraction": "run.max_reject_fraction",
+    "on_missing_caption": "dataset.on_missing_caption",
 }
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("build", help="build a latent cache (resumes when rerun)")
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by build and scan: everything that says what the cache is made of."""
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--preset", help="openvid-perception-stage1 | cosmos-predict2-720p | cosmos-predict2-480p | wan2.1-t2v-480p")
     parser.add_argument("--dataset", nargs="+", help="dataset folder, or table file(s)/globs")
@@ -35,10 +43,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--text-path", help="local text-encoder folder")
     parser.add_argument("--device", help="cpu | cuda | cuda:N")
     parser.add_argument("--limit", type=int, help="keep the first N samples of the plan")
+    parser.add_argument("--on-missing-caption", help="reject | empty")
+    parser.add_argument("--max-reject-fraction", type=float, help="abort when the probe rejects more than this")
+    parser.add_argument("--procs", type=int, help="encoder processes on --device (default 1)")
+    parser.add_argument("--gpus", help="all | 0,1,...: one encoder process per GPU")
+    parser.add_argument("--workers-per-gpu", type=int, help="CPU decode workers per encoder process (0: inline)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("build", help="build a latent cache (resumes when rerun)")
+    add_input_arguments(parser)
+    parser.add_argument("--no-encode", action="store_true", help="only probe the input (same as `scan`)")
     parser.add_argument("--overwrite", action="store_true", help="start over instead of resuming")
     parser.add_argument("--quiet", action="store_true")
     parser.set_defaults(run=run)
+    from . import scan
+
+    scan.add_parser(subparsers)
 
 
 def config_from_args(args: argparse.Namespace):
@@ -53,13 +75,37 @@ def config_from_args(args: argparse.Namespace):
     return load_config(args.config, list(args.set), preset=args.preset, extra=extra)
 
 
+def resume_command() -> str:
+    return shlex.join(["latentforge", *[a for a in sys.argv[1:] if a != "--overwrite"]])
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ..build import build
+    from ..errors import LatentforgeError
+    from ..executor.process_setup import StopRequested
 
+    if args.no_encode:
+        from .scan import run as run_scan
+
+        return run_scan(args)
     config = config_from_args(args)
-    result = build(config, overwrite=args.overwrite, quiet=args.quiet)
+    try:
+        result = build(config, overwrite=args.overwrite, quiet=args.quiet)
+    except LatentforgeError as error:
+        if isinstance(error.__cause__, RuntimeError):
+            # A failed HDF5 write leaves the library holding a broken file that crashes it at exit
+            # (SIGSEGV in its atexit hook); report and leave without running it.
+            Console(stderr=True).print(f"error: {error}", soft_wrap=True, markup=False)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+        raise
+    except StopRequested as stop:
+        Console(stderr=True).print(f"{stop}; staged work is kept. Resume with:\n  "
+                                   f"{resume_command()}", soft_wrap=True, markup=False)
+        return stop.exit_code
     rejects = sum(result.rejects_by_reason.values())
     Console().print(
         f"[green]built[/green] {result.root}: {result.num_samples} samples, {rejects} rejected "

@@ -1,7 +1,8 @@
-"""The one function that runs a unit of work: decode -> transform -> tokenize -> text-encode -> stage.
+"""The one function that runs a unit of work: decoded samples -> tokenize -> text-encode -> stage.
 
-Executors only decide where a unit runs; what a unit produces depends on nothing but its samples, the config
-and the models (DESIGN §5).
+Executors only decide where a unit runs and who decodes its samples; what a unit produces depends on
+nothing but its samples, the config and the models (DESIGN §5). The local executor and a Ray actor both
+call `run_unit`.
 """
 
 from __future__ import annotations
@@ -10,16 +11,17 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
 
 from ..config import BuildConfig
 from ..errors import SampleRejected
+from ..faults import fault_point
 from ..probe import ProbeResult
 from ..records import Reject, Sample, SamplePixels
 from ..samples import load_sample_pixels
-from ..text.base import TextEncoder
 from ..text.prompt_cache import PromptCache
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from ..writers.staging import StagedRow, write_staged_unit
@@ -34,20 +36,53 @@ class Unit:
     probes: dict[int, ProbeResult | Reject]
 
 
+@dataclass(frozen=True)
+class StagedPayload:
+    """Everything write_staged_unit needs for one unit; handed to a writer so encoding can go on."""
+
+    unit: int
+    rows: list[StagedRow]
+    latents: np.ndarray
+    text_embeddings: np.ndarray | None
+    text_lengths: np.ndarray | None
+    rejects: list[Reject]
+    num_samples: int  # planned samples of the unit, accepted or not
+
+
+def stage_now(build_dir: Path) -> Callable[[StagedPayload], None]:
+    """The synchronous stager: write the unit before returning (the Ray executor and tests use it)."""
+
+    def stage(payload: StagedPayload) -> None:
+        write_staged_unit(build_dir, payload.unit, payload.rows, payload.latents, payload.text_embeddings,
+                          payload.text_lengths, payload.rejects)
+
+    return stage
+
+
 @dataclass
 class UnitContext:
-    """What a worker holds for its whole life: config, models, and the per-stage clock."""
+    """What a rank holds for its whole life: config, models, where staged units go, and its clocks."""
 
     config: BuildConfig
-    build_dir: Path
     tokenizer: Tokenizer
     text: PromptCache | None
+    stage: Callable[[StagedPayload], None]
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     samples_done: int = 0
 
     @property
     def storage_dtype(self) -> np.dtype:
         return np.dtype(self.config.output.storage_dtype)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A sample's decode outcome as a decode worker returns it, with the worker's clocks."""
+
+    source_index: int
+    result: SamplePixels | Reject
+    seconds: float  # wall seconds reading, decoding and transforming
+    cpu_seconds: float  # CPU core-seconds the worker spent on it
 
 
 def cut_units(samples: list[Sample], probes: dict[int, ProbeResult | Reject], unit_size: int) -> list[Unit]:
@@ -58,6 +93,19 @@ def cut_units(samples: list[Sample], probes: dict[int, ProbeResult | Reject], un
     return units
 
 
+def decode_sample(sample: Sample, probe: ProbeResult | Reject, config: BuildConfig) -> Decoded:
+    """Decode and transform one sample (in a CPU worker or inline); a probe reject passes straight through."""
+    if isinstance(probe, Reject):
+        return Decoded(sample.source_index, probe, 0.0, 0.0)
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        result: SamplePixels | Reject = load_sample_pixels(sample, probe, config)
+    except SampleRejected as error:
+        result = Reject(sample.sample_id, sample.source_index, error.reason, error.detail, "decode")
+    fault_point("decode")
+    return Decoded(sample.source_index, result, time.perf_counter() - wall, time.process_time() - cpu)
+
+
 def _encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
     """[B, C_total, T', H', W'] in the storage dtype: each modality through the tokenizer, channels concatenated."""
     latents = []
@@ -66,11 +114,21 @@ def _encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
         video = pixels_to_input(stacked, ctx.tokenizer.device)
         with torch.inference_mode():
             latents.append(ctx.tokenizer.encode(video).float().cpu())
+    fault_point("encode")
     return torch.cat(latents, dim=1).numpy().astype(ctx.storage_dtype)
 
 
-def run_unit(unit: Unit, ctx: UnitContext) -> Path:
-    """Run one unit and stage its result atomically; returns the staged file."""
+def _row_shape(ctx: UnitContext) -> tuple[int, ...]:
+    frames = ctx.config.frames
+    channels, *rest = ctx.tokenizer.latent_shape(frames.num_frames, frames.height, frames.width)
+    return (channels * len(ctx.config.modalities.names), *rest)
+
+
+def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
+    """Encode one unit from its decoded samples (one per planned sample, in source_index order) and stage it.
+
+    The batch split depends only on the unit's accepted samples, so every executor produces the same rows.
+    """
     batch_size = ctx.config.output.batch_size
     rows: list[dict] = []  # StagedRow fields; prompt_truncated is known only after text encoding
     latents: list[np.ndarray] = []
@@ -86,19 +144,17 @@ def run_unit(unit: Unit, ctx: UnitContext) -> Path:
         ctx.seconds["encode"] += time.perf_counter() - started
         pending.clear()
 
-    for sample in unit.samples:
+    expected = iter(unit.samples)
+    for item in decoded:
+        sample = next(expected)
+        if item.source_index != sample.source_index:
+            raise RuntimeError(f"unit {unit.index}: decoded source_index {item.source_index} arrived where "
+                               f"{sample.source_index} was due; decoders must keep plan order")
+        if isinstance(item.result, Reject):
+            rejects.append(item.result)
+            continue
+        pixels = item.result
         probe = unit.probes[sample.source_index]
-        if isinstance(probe, Reject):
-            rejects.append(probe)
-            continue
-        started = time.perf_counter()
-        try:
-            pixels = load_sample_pixels(sample, probe, ctx.config)
-        except SampleRejected as error:
-            rejects.append(Reject(sample.sample_id, sample.source_index, error.reason, error.detail, "decode"))
-            continue
-        finally:
-            ctx.seconds["decode"] += time.perf_counter() - started
         rows.append(
             dict(
                 sample_id=sample.sample_id,
@@ -117,6 +173,9 @@ def run_unit(unit: Unit, ctx: UnitContext) -> Path:
         if len(pending) == batch_size:
             flush()
     flush()
+    missing = [s.sample_id for s in expected]
+    if missing:
+        raise RuntimeError(f"unit {unit.index}: no decode outcome for {missing[:3]}")
 
     text_embeddings = text_lengths = None
     if ctx.text is not None and rows:
@@ -128,13 +187,10 @@ def run_unit(unit: Unit, ctx: UnitContext) -> Path:
         for row, truncated in zip(rows, encoded.truncated):
             row["prompt_truncated"] = bool(truncated)
 
-    started = time.perf_counter()
-    if latents:
-        stacked = np.concatenate(latents)
-    else:
-        stacked = np.zeros((0,), dtype=ctx.storage_dtype)
+    stacked = np.concatenate(latents) if latents else np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
     staged_rows = [StagedRow(**row) for row in rows]
-    path = write_staged_unit(ctx.build_dir, unit.index, staged_rows, stacked, text_embeddings, text_lengths, rejects)
-    ctx.seconds["stage"] += time.perf_counter() - started
+    started = time.perf_counter()
+    ctx.stage(StagedPayload(unit.index, staged_rows, stacked, text_embeddings, text_lengths, rejects,
+                            len(unit.samples)))
+    ctx.seconds["stage_handoff"] += time.perf_counter() - started
     ctx.samples_done += len(unit.samples)
-    return path

@@ -18,6 +18,7 @@ import h5py
 import numpy as np
 
 from ..errors import CacheIntegrityError
+from ..faults import fault_point
 from ..hashing import sha256_file
 from ..io import atomic_path, canonical_json, write_text_atomic
 from ..records import Reject
@@ -113,6 +114,7 @@ def write_staged_unit(
         with h5py.File(tmp, "w") as handle:
             handle.attrs["unit"] = unit
             handle.create_dataset("latents", data=latents, track_times=False)
+            fault_point("stage")  # test-only: a kill here leaves a half-written tmp file
             if text_embeddings is not None:
                 handle.create_dataset("text_embeddings", data=text_embeddings, track_times=False)
                 handle.create_dataset("text_lengths", data=text_lengths, track_times=False)

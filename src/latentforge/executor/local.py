@@ -1,0 +1,142 @@
+"""The local executor: one rank per GPU or CPU slot, units handed to whichever rank asks next.
+
+A single slot runs its rank in the main process (no model is loaded twice); more slots are spawned
+processes fed from one queue. Which rank ran a unit never changes the output (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..config import BuildConfig
+from ..errors import ConfigError, LatentforgeError
+from ..stats import RankStats
+from .process_setup import dump_stacks_on_sigusr1
+from .rank import RankSpec, rank_process_main, run_rank
+from .unit import Unit
+
+_POLL_SECONDS = 0.2
+_STOP_GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Slots:
+    devices: tuple[str, ...]
+    workers: int
+
+    @property
+    def torch_threads(self) -> int | None:
+        """CPU slots share the cores; one slot keeps torch's default."""
+        if len(self.devices) == 1 or not self.devices[0].startswith("cpu"):
+            return None
+        return max(1, (os.cpu_count() or 1) // len(self.devices))
+
+
+def resolve_slots(config: BuildConfig) -> Slots:
+    """`run.gpus` (all | 0,1,...: indices within CUDA_VISIBLE_DEVICES) wins; else run.procs x run.device."""
+    run = config.run
+    if run.gpus:
+        import torch
+
+        available = torch.cuda.device_count()
+        if run.gpus == "all":
+            indices = list(range(available))
+        else:
+            try:
+                indices = [int(part) for part in run.gpus.split(",") if part.strip()]
+            except ValueError:
+                raise ConfigError(f"run.gpus={run.gpus!r}; allowed: all, or GPU indices such as 0,1") from None
+        bad = [i for i in indices if not 0 <= i < available]
+        if not indices or bad or len(set(indices)) != len(indices):
+            raise ConfigError(f"run.gpus={run.gpus!r}: this machine shows {available} GPU(s) "
+                              f"(indices within CUDA_VISIBLE_DEVICES); allowed: all or distinct indices below {available}")
+        return Slots(tuple(f"cuda:{i}" for i in indices), run.workers_per_gpu)
+    return Slots((run.device,) * run.procs, run.workers_per_gpu)
+
+
+def run_local(config: BuildConfig, build_dir: Path, units: list[Unit], on_staged: Callable[[int, int], None],
+              ranks_out: dict[int, RankStats]) -> None:
+    """Run `units`; on_staged(unit, samples) after each is staged; ranks_out gets each rank's stats."""
+    slots = resolve_slots(config)
+    by_index = {u.index: u for u in units}
+    specs = [RankSpec(rank, device, slots.workers, slots.torch_threads, config, str(build_dir))
+             for rank, device in enumerate(slots.devices)]
+    if len(specs) == 1:
+        _run_inline(specs[0], by_index, on_staged, ranks_out)
+    else:
+        _run_spawned(specs, by_index, on_staged, ranks_out)
+
+
+def _run_inline(spec: RankSpec, units: dict[int, Unit], on_staged, ranks_out) -> None:
+    pending = iter(sorted(units))
+    streams = []
+    dump_stacks_on_sigusr1(lambda: [pid for s in streams for pid in s.worker_pids()])
+
+    def report(message: tuple) -> None:
+        if message[0] == "staged":
+            on_staged(message[2], message[3])
+        elif message[0] == "heartbeat":
+            ranks_out[spec.rank] = RankStats(**message[2])
+
+    ranks_out[spec.rank] = run_rank(spec, units, lambda: next(pending, None), report, streams.append)
+
+
+def _run_spawned(specs: list[RankSpec], units: dict[int, Unit], on_staged, ranks_out) -> None:
+    context = multiprocessing.get_context("spawn")
+    tasks, results = context.Queue(), context.Queue()
+    for index in sorted(units):
+        tasks.put(index)
+    for _ in specs:
+        tasks.put(None)
+    processes = {spec.rank: context.Process(target=rank_process_main, args=(spec, units, tasks, results),
+                                            name=f"latentforge-rank{spec.rank}") for spec in specs}
+    dump_stacks_on_sigusr1(lambda: [p.pid for p in processes.values() if p.pid is not None])
+    running = set(processes)
+    try:
+        for process in processes.values():
+            process.start()
+        while running:
+            try:
+                message = results.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                _check_alive(processes, running)
+                continue
+            kind, rank = message[0], message[1]
+            if kind == "staged":
+                on_staged(message[2], message[3])
+            elif kind in ("heartbeat", "exit"):
+                ranks_out[rank] = RankStats(**message[2])
+                if kind == "exit":
+                    processes[rank].join()
+                    running.discard(rank)
+            elif kind == "error":
+                raise LatentforgeError(f"rank {rank} ({specs[rank].device}) failed: {message[2]}")
+    finally:
+        _stop(processes.values())
+
+
+def _check_alive(processes, running: set[int]) -> None:
+    for rank in sorted(running):
+        code = processes[rank].exitcode
+        if code is not None:
+            raise LatentforgeError(f"rank {rank} died with exit code {code} before finishing its units; "
+                                   "rerun the same command to resume")
+
+
+def _stop(processes) -> None:
+    """SIGTERM every live rank (its decode workers follow by PR_SET_PDEATHSIG), SIGKILL what lingers."""
+    alive = [p for p in processes if p.pid is not None and p.exitcode is None]
+    for process in alive:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+    for process in alive:
+        process.join(_STOP_GRACE_SECONDS)
+        if process.exitcode is None:
+            process.kill()
+            process.join()

@@ -1,0 +1,110 @@
+"""One encoder process ("rank"): loads the models once, then runs whichever units it is handed.
+
+The same code runs inside the main process (one slot) or in a spawned child per GPU / CPU slot.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .. import registry
+from ..config import BuildConfig
+from ..text.prompt_cache import PromptCache
+from ..stats import RankStats
+from .decode_stream import DecodeStream
+from .env_errors import as_os_error, environment_message
+from .process_setup import child_process_setup, dump_stacks_on_sigusr1
+from .staging_writer import StagingWriter
+from .unit import StagedPayload, Unit, UnitContext, run_unit
+
+Report = Callable[[tuple], None]  # ("staged", rank, unit, samples) | ("heartbeat", rank, RankStats dict)
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    rank: int
+    device: str
+    workers: int  # CPU decode workers; 0 decodes on the encoder thread
+    torch_threads: int | None  # None keeps torch's default
+    config: BuildConfig
+    build_dir: str
+
+
+def load_models(config: BuildConfig, device: torch.device):
+    """(tokenizer, text encoder or None), each loaded once per rank."""
+    tokenizer = registry.resolve("tokenizer", config.tokenizer.name).from_config(config.tokenizer, device)
+    text = None
+    if config.text.name != "none":
+        text = registry.resolve("text", config.text.name).from_config(config.text, device)
+    return tokenizer, text
+
+
+def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], int | None], report: Report,
+             on_stream: Callable[[DecodeStream], None] = lambda stream: None) -> RankStats:
+    if spec.torch_threads is not None:
+        torch.set_num_threads(spec.torch_threads)
+    stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers)
+    device = torch.device(spec.device)
+    tokenizer, text = load_models(spec.config, device)
+
+    def next_unit() -> Unit | None:
+        index = next_index()
+        return None if index is None else units[index]
+
+    stream = DecodeStream(spec.config, next_unit, spec.workers)
+    on_stream(stream)
+
+    def staged(payload: StagedPayload, seconds: float) -> None:  # on the writer thread
+        stats.seconds["stage"] = stats.seconds.get("stage", 0.0) + seconds
+        stats.units += 1
+        stats.samples += payload.num_samples
+        stats.accepted += len(payload.rows)
+        report(("staged", spec.rank, payload.unit, payload.num_samples))
+        stats.beat(stream.worker_cpu_seconds)
+        report(("heartbeat", spec.rank, stats.to_json()))
+
+    writer = StagingWriter(Path(spec.build_dir), staged)
+    ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, writer)
+    try:
+        for unit, decoded in stream.units():
+            run_unit(unit, ctx, decoded)
+    finally:
+        stream.close()
+    writer.close()
+    for key in ("encode", "text"):
+        stats.seconds[key] = ctx.seconds.get(key, 0.0)
+    stats.seconds["decode"] = stream.decode_seconds
+    stats.seconds["encoder_wait"] = stream.wait_seconds
+    stats.beat(stream.worker_cpu_seconds)
+    return stats
+
+
+def describe_failure(error: BaseException) -> str:
+    cause = as_os_error(error)
+    message = environment_message(cause) if cause is not None else None
+    if message is not None:
+        return message
+    return "".join(traceback.format_exception(error)).rstrip()
+
+
+def rank_process_main(spec: RankSpec, units: dict[int, Unit], tasks: Any, results: Any) -> None:
+    """Entry point of a spawned rank: tasks yields unit indices (None = no more), results gets reports."""
+    child_process_setup()
+    streams: list[DecodeStream] = []
+    dump_stacks_on_sigusr1(lambda: [pid for s in streams for pid in s.worker_pids()])
+    try:
+        stats = run_rank(spec, units, tasks.get, results.put, streams.append)
+    except BaseException as error:  # noqa: BLE001 - every failure goes to the main process as text
+        results.put(("error", spec.rank, describe_failure(error)))
+        results.close()
+        results.join_thread()
+        os._exit(1)
+    results.put(("exit", spec.rank, stats.to_json()))
+    results.close()
+    results.join_thread()

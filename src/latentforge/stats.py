@@ -1,0 +1,109 @@
+"""Run accounting: per-rank clocks, CPU core-seconds, peak memory and heartbeat -> ROOT/build/stats-<utc>.json.
+
+Nothing here is checksummed (build/ holds run records); every number is for this run only, so a resumed
+run reports its own work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .io import write_text_atomic
+
+STAGES = ("probe", "decode", "encode", "text", "stage", "commit")
+
+
+def utc_stamp(when: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if when is None else when, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+@dataclass
+class RankStats:
+    """One encoder process (rank). decode seconds are summed over its CPU workers, so they can exceed wall."""
+
+    rank: int
+    pid: int
+    device: str
+    workers: int
+    units: int = 0
+    samples: int = 0  # planned samples of the units it ran (accepted or rejected)
+    accepted: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # decode, encode, text, stage, encoder_wait
+    cpu_seconds: float = 0.0  # this process plus its decode workers
+    peak_host_bytes: int = 0  # max resident set size of the rank process
+    peak_gpu_bytes: int | None = None
+    heartbeat_utc: str = ""
+    heartbeat_unix: float = 0.0
+
+    def beat(self, worker_cpu_seconds: float) -> None:
+        """Refresh the clocks that are read from the OS, and the heartbeat."""
+        self.cpu_seconds = time.process_time() + worker_cpu_seconds
+        self.peak_host_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        if self.device.startswith("cuda"):
+            import torch
+
+            self.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(self.device))
+        self.heartbeat_unix = time.time()
+        self.heartbeat_utc = utc_stamp(self.heartbeat_unix)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RunStats:
+    """The whole run: main-process stage seconds, every rank, rejects by reason."""
+
+    started_unix: float = field(default_factory=time.time)
+    main_pid: int = field(default_factory=os.getpid)
+    outcome: str = "running"  # running | complete | interrupted | failed
+    samples_planned: int = 0
+    samples_todo: int = 0  # planned samples in units this run had to do
+    main_seconds: dict[str, float] = field(default_factory=dict)  # probe, commit, ...
+    ranks: dict[int, RankStats] = field(default_factory=dict)
+    rejects_by_reason: dict[str, int] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def path_name(self) -> str:
+        return f"stats-{utc_stamp(self.started_unix)}.json"
+
+    def summary(self) -> dict[str, Any]:
+        ranks = [self.ranks[k] for k in sorted(self.ranks)]
+        encoded = sum(r.samples for r in ranks)
+        per_stage: Counter[str] = Counter()
+        for rank in ranks:
+            per_stage.update(rank.seconds)
+        per_stage.update(self.main_seconds)
+        per_sample = {k: v / encoded for k, v in sorted(per_stage.items())} if encoded else {}
+        cpu = sum(r.cpu_seconds for r in ranks)
+        return {
+            "utc": utc_stamp(self.started_unix),
+            "outcome": self.outcome,
+            "seconds": time.time() - self.started_unix,
+            "main_pid": self.main_pid,
+            "settings": self.settings,
+            "samples_planned": self.samples_planned,
+            "samples_todo": self.samples_todo,
+            "samples_encoded_this_run": encoded,
+            "stage_seconds": dict(sorted(per_stage.items())),
+            "stage_seconds_per_sample": per_sample,
+            "encoder_wait_seconds": sum(r.seconds.get("encoder_wait", 0.0) for r in ranks),
+            "cpu_core_seconds": cpu,
+            "cpu_core_seconds_per_sample": cpu / encoded if encoded else None,
+            "ranks": [r.to_json() for r in ranks],
+            "rejects_by_reason": dict(sorted(self.rejects_by_reason.items())),
+        }
+
+    def write(self, build_dir: Path) -> Path:
+        path = Path(build_dir) / self.path_name
+        write_text_atomic(path, json.dumps(self.summary(), indent=2) + "\n")
+        return path
