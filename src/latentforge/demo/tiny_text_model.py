@@ -3,7 +3,8 @@
 `make_tiny_t5` / `make_tiny_umt5` save, into a folder that `from_pretrained` loads, a transformers
 T5EncoderModel / UMT5EncoderModel with seeded random weights and a T5-style tokenizer (Unigram +
 Metaspace, `</s>` appended, pad 0 / eos 1 / unk 2) trained with the `tokenizers` library on `corpus`
-(or, for umT5, optionally a SentencePiece `spiece.model` as google/umt5-xxl ships).
+(or, for umT5, optionally a SentencePiece `spiece.model` as google/umt5-xxl ships), plus a provenance note
+saying the weights are untrained, which the cache README then quotes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from ..text.hf_encoder import PROVENANCE_NOTE_FILE
 
 DEFAULT_CORPUS = (
     "a red ball rolls to the left",
@@ -75,6 +78,8 @@ def _make(kind: str, folder: Path, d_model: int, corpus, vocab_size: int, seed: 
     )
     torch.manual_seed(seed)
     model_class(config).eval().save_pretrained(folder)
+    note = f"text embeddings come from an untrained tiny {model_class.__name__} (random weights, seed {seed})."
+    (folder / PROVENANCE_NOTE_FILE).write_text(note + "\n", encoding="utf-8")
     return folder
 
 

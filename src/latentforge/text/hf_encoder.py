@@ -21,6 +21,10 @@ from .base import TextBatch, TextEncoder
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
+# A model folder may say where its weights come from (the demo's tiny models are untrained); the cache
+# README quotes it so nobody mistakes such embeddings for a real encoder's.
+PROVENANCE_NOTE_FILE = "latentforge_provenance.txt"
+
 # Files whose bytes define the tokenizer: hashing them makes a changed vocabulary change the fingerprint.
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "tokenizer_config.json", "special_tokens_map.json")
 
@@ -113,6 +117,8 @@ class HFTextEncoder(TextEncoder):
             )
         if not weight_files(self.folder):
             raise ConfigError(f"{self.name}: no *.safetensors or pytorch_model*.bin weights in {path!r}")
+        note = self.folder / PROVENANCE_NOTE_FILE
+        self.provenance_note = note.read_text(encoding="utf-8").strip() if note.is_file() else None
         self.precision = precision
         self.max_length = max_length
         self.batch_size = batch_size
