@@ -11,7 +11,7 @@ from rich.console import Console
 from ..errors import ConfigError, LatentforgeError
 
 # verb modules, each with add_parser(subparsers) and the run function it sets as the parser default
-VERB_MODULES = ("build", "verify", "inspect", "demo", "cosmos", "publish")
+VERB_MODULES = ("build", "verify", "inspect", "demo", "cosmos", "publish", "stats", "preview")
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,5 @@
-"""`latentforge demo`: generate a world and a tiny T5, build the perception layout with haar-4x8x8, verify, report.
+"""`latentforge demo`: generate a world and a tiny T5, build the perception layout with haar-4x8x8, deep-verify,
+report.
 
 Runs end to end on a laptop CPU in well under a minute; every step uses the same code as a real build.
 """
@@ -11,17 +12,11 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-import torch
 
-from .. import registry
 from ..build import build
 from ..config import BuildConfig, load_config
-from ..io import read_jsonl
-from ..plan import make_plan
-from ..probe import probe_sample
-from ..samples import load_sample_pixels
-from ..tokenizers.base import pixels_to_input
-from ..verify import verify_integrity
+from ..reencode import Overrides
+from ..verify_deep import verify_deep
 from .tiny_text_model import make_tiny_t5
 from .world import make_world
 
@@ -61,31 +56,6 @@ def demo_config(world: Path, table: Path, model: Path, root: Path, device: str) 
     )
 
 
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    """PSNR of two [-1, 1] signals (peak-to-peak 2)."""
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10.0 * np.log10(4.0 / mse)
-
-
-def reconstruction_psnr(config: BuildConfig, root: Path, samples: int = 3) -> dict[str, float]:
-    """Mean PSNR per modality of tokenizer.decode(stored latent) against the frames the build encoded."""
-    tokenizer = registry.resolve("tokenizer", config.tokenizer.name).from_config(config.tokenizer, config.run.device)
-    reader = registry.resolve("reader", config.dataset.reader)(config.dataset)
-    planned = {s.sample_id: s for s in make_plan(reader.entries(), None)[0]}
-    channels = tokenizer.latent_channels
-    scores: dict[str, list[float]] = {name: [] for name in config.modalities.names}
-    for row in read_jsonl(root / "manifest.jsonl")[:samples]:
-        sample = planned[row["sample_id"]]
-        pixels = load_sample_pixels(sample, probe_sample(sample, config), config)
-        with h5py.File(root / row["shard_path"], "r") as shard:
-            latent = torch.from_numpy(shard[config.output.latent_dataset][row["cache_row"]].astype(np.float32))
-        for i, name in enumerate(config.modalities.names):
-            source = pixels_to_input(pixels.modalities[name], "cpu").numpy()
-            decoded = tokenizer.decode(latent[None, i * channels : (i + 1) * channels])[0].numpy()
-            scores[name].append(psnr(decoded, source))
-    return {name: float(np.mean(values)) for name, values in scores.items()}
-
-
 def run_demo(folder: Path, device: str = "cpu", quiet: bool = False) -> DemoReport:
     started = time.perf_counter()
     folder = Path(folder)
@@ -96,7 +66,7 @@ def run_demo(folder: Path, device: str = "cpu", quiet: bool = False) -> DemoRepo
     root = folder / "cache"
     config = demo_config(world, table, model, root, device)
     result = build(config, overwrite=True, quiet=quiet)
-    report = verify_integrity(root)
+    report = verify_deep(root, indices=[0, 1, 2], overrides=Overrides(device=device))  # integrity included
     with h5py.File(next((root / "shards").glob("*.h5")), "r") as shard:
         latent_shape = tuple(shard[config.output.latent_dataset].shape[1:])
         text_shape = tuple(shard["t5_text_embeddings"].shape[1:])
@@ -109,7 +79,8 @@ def run_demo(folder: Path, device: str = "cpu", quiet: bool = False) -> DemoRepo
         text_shape=text_shape,
         cache_bytes=cache_bytes,
         seconds=time.perf_counter() - started,
-        psnr_db=reconstruction_psnr(config, root),
+        psnr_db={name: float(np.mean([q.psnr_db for q in report.quality if q.modality == name]))
+                 for name in config.modalities.names},
         verified=report.ok,
     )
 

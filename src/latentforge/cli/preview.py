@@ -1,0 +1,32 @@
+"""`latentforge preview ROOT --samples K`: thin wrapper over preview.make_preview."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("preview", help="decode K samples next to their sources: an mp4 and a PNG sheet")
+    parser.add_argument("root")
+    parser.add_argument("--samples", type=int, default=4, help="samples spread evenly over the cache (default 4)")
+    parser.add_argument("--index", type=int, action="append", help="preview this dataset_index (repeatable)")
+    parser.add_argument("--out", help="folder for preview.mp4 and preview.png (default ROOT/build/preview)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dataset", action="append", help="the dataset's location now, if it moved")
+    parser.add_argument("--tokenizer-checkpoint", help="the tokenizer checkpoint on this machine")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from ..preview import make_preview
+    from ..reencode import Overrides
+
+    overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, None, args.device)
+    preview = make_preview(Path(args.root), args.samples, Path(args.out) if args.out else None, overrides, args.index)
+    Console().print(f"dataset_index {preview.dataset_indices}: {preview.video} and {preview.sheet} (per modality: "
+                    "source | reconstruction)")
+    return 0

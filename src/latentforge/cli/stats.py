@@ -1,0 +1,43 @@
+"""`latentforge stats ROOT`: thin wrapper over cache_stats.compute_stats and stats_report.write_stats_report."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("stats", help="latent/text statistics of a cache, PNG plots and an HTML report")
+    parser.add_argument("root")
+    parser.add_argument("--out", help="folder for stats.json, the plots and report.html (default ROOT/build/stats)")
+    parser.add_argument("--extreme", type=float, default=6.0, help="|x| at or above this counts as extreme (default 6)")
+    parser.add_argument("--every", type=int, default=1, help="read every N-th sample only (default: all)")
+    parser.add_argument("--export-cosmos-mean-std", metavar="DIR",
+                        help="write Cosmos-Predict2's video_mean_std.pt and images_mean_std.pt into DIR")
+    parser.add_argument("--modality", default="rgb", help="the modality whose statistics are exported (default rgb)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..cache_stats import compute_stats, export_cosmos_mean_std
+    from ..stats_report import write_stats_report
+
+    root = Path(args.root)
+    stats = compute_stats(root, extreme=args.extreme, every=args.every)
+    report = write_stats_report(stats, Path(args.out) if args.out else root / "build" / "stats")
+    table = Table("modality", "channels", "mean (min..max over channels)", "std (min..max)", "extreme fraction",
+                  title=f"{stats.num_samples} samples, {stats.latent_dataset} {stats.latent_shape}")
+    for m in stats.modalities:
+        table.add_row(m.name, f"{m.channels[0]}..{m.channels[1] - 1}", f"{min(m.mean):.4g}..{max(m.mean):.4g}",
+                      f"{min(m.std):.4g}..{max(m.std):.4g}", f"{max(m.extreme_fraction):.3g}")
+    console = Console()
+    console.print(table)
+    if args.export_cosmos_mean_std:
+        video, images = export_cosmos_mean_std(stats, Path(args.export_cosmos_mean_std), args.modality)
+        console.print(f"Cosmos mean/std: {video} and {images} (set mean_std_path to {video.parent / 'mean_std.pt'})")
+    console.print(f"report: {report.html}")
+    return 0
