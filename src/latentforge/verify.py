@@ -50,7 +50,7 @@ class VerifyReport:
         return [check for check in self.checks if not check.ok]
 
 
-class _Recorder:
+class CheckRecorder:
     def __init__(self) -> None:
         self.report = VerifyReport()
         self._failed: Counter[str] = Counter()
@@ -68,7 +68,7 @@ class _Recorder:
             self.report.checks.append(Check(name, False, f"{self._failed[name] - _MAX_LISTED} more failures"))
 
 
-def _check_markers(root: Path, rec: _Recorder, require_complete: bool) -> None:
+def _check_markers(root: Path, rec: CheckRecorder, require_complete: bool) -> None:
     if require_complete and not (root / "_CACHE_COMPLETE").is_file():
         rec.fail("markers", "_CACHE_COMPLETE is missing: the build did not finish its commit")
     if (root / "_SUCCESS").exists() and not (root / "_CACHE_COMPLETE").is_file():
@@ -76,7 +76,7 @@ def _check_markers(root: Path, rec: _Recorder, require_complete: bool) -> None:
     rec.close("markers", "markers consistent")
 
 
-def _load_config(root: Path, rec: _Recorder) -> tuple[dict[str, Any], CacheLayout] | None:
+def _load_config(root: Path, rec: CheckRecorder) -> tuple[dict[str, Any], CacheLayout] | None:
     try:
         config = json.loads((root / "cache_config.json").read_text(encoding="utf-8"))
         layout = CacheLayout.from_cache_config(config)
@@ -95,7 +95,7 @@ def _load_config(root: Path, rec: _Recorder) -> tuple[dict[str, Any], CacheLayou
     return config, layout
 
 
-def _check_shard_files(root: Path, config: dict[str, Any], shards: list[tuple[str, int, int]], rec: _Recorder):
+def _check_shard_files(root: Path, config: dict[str, Any], shards: list[tuple[str, int, int]], rec: CheckRecorder):
     if config.get("num_shards") != len(shards):
         rec.fail("shard_files", f"cache_config num_shards={config.get('num_shards')!r}, but "
                  f"{config['num_samples']} samples at {config['rows_per_shard']} per shard make {len(shards)}")
@@ -109,7 +109,7 @@ def _check_shard_files(root: Path, config: dict[str, Any], shards: list[tuple[st
     rec.close("shard_files", f"{len(shards)} shards named as expected")
 
 
-def _check_sums(root: Path, shards: list[tuple[str, int, int]], rec: _Recorder) -> None:
+def _check_sums(root: Path, shards: list[tuple[str, int, int]], rec: CheckRecorder) -> None:
     where = {rel: (start, end) for rel, start, end in shards}
     for problem in find_sum_problems(root):
         if problem.path in where:
@@ -120,7 +120,7 @@ def _check_sums(root: Path, shards: list[tuple[str, int, int]], rec: _Recorder) 
     rec.close("sha256sums", "every file matches SHA256SUMS and every file is listed")
 
 
-def _check_manifest(root: Path, num_samples: int, shards, rec: _Recorder) -> dict[int, int]:
+def _check_manifest(root: Path, num_samples: int, shards, rec: CheckRecorder) -> dict[int, int]:
     """{dataset_index: source_index} of the rows that parse."""
     boundaries = {i: (rel, i - start) for rel, start, end in shards for i in range(start, end)}
     source_of: dict[int, int] = {}
@@ -181,7 +181,7 @@ def _dataset_problems(handle: h5py.File, specs: dict[str, tuple[np.dtype, tuple[
     return problems
 
 
-def _check_rows(handle: h5py.File, layout: CacheLayout, start: int, source_of: dict[int, int], rec: _Recorder):
+def _check_rows(handle: h5py.File, layout: CacheLayout, start: int, source_of: dict[int, int], rec: CheckRecorder):
     sources = handle[SOURCE_INDEX_DATASET][()]
     latents = handle[layout.latent_dataset]
     for row in range(latents.shape[0]):
@@ -195,7 +195,7 @@ def _check_rows(handle: h5py.File, layout: CacheLayout, start: int, source_of: d
             _check_text_row(handle, layout, row, index, rec)
 
 
-def _check_text_row(handle: h5py.File, layout: CacheLayout, row: int, index: int | None, rec: _Recorder) -> None:
+def _check_text_row(handle: h5py.File, layout: CacheLayout, row: int, index: int | None, rec: CheckRecorder) -> None:
     where = f"dataset_index {index}" if index is not None else EMPTY_PROMPT_NAME
     embeddings = handle[layout.embeddings_dataset][row]
     length = int(handle[layout.length_dataset][row])
@@ -208,7 +208,7 @@ def _check_text_row(handle: h5py.File, layout: CacheLayout, row: int, index: int
                  "are not all zero", index)
 
 
-def _check_shards(root: Path, layout: CacheLayout, shards, source_of: dict[int, int], rec: _Recorder) -> None:
+def _check_shards(root: Path, layout: CacheLayout, shards, source_of: dict[int, int], rec: CheckRecorder) -> None:
     for rel, start, end in shards:
         if not (root / rel).is_file():
             continue  # reported by shard_files
@@ -231,7 +231,7 @@ def _check_shards(root: Path, layout: CacheLayout, shards, source_of: dict[int, 
         rec.close("text_padding", "text rows at and past each length are zero")
 
 
-def _check_empty_prompt(root: Path, config: dict[str, Any], layout: CacheLayout, rec: _Recorder) -> None:
+def _check_empty_prompt(root: Path, config: dict[str, Any], layout: CacheLayout, rec: CheckRecorder) -> None:
     path = root / EMPTY_PROMPT_NAME
     wanted = config["text"] is not None and bool(config["text"].get("empty_prompt"))
     if not wanted:
@@ -252,7 +252,7 @@ def _check_empty_prompt(root: Path, config: dict[str, Any], layout: CacheLayout,
     rec.close("empty_prompt", "empty prompt as promised")
 
 
-def _check_rejects(root: Path, accepted_sources: set[int], rec: _Recorder) -> None:
+def _check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) -> None:
     try:
         lines = (root / "rejects.jsonl").read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -287,7 +287,7 @@ def _check_rejects(root: Path, accepted_sources: set[int], rec: _Recorder) -> No
 def verify_integrity(root: Path, require_complete: bool = True) -> VerifyReport:
     """Every integrity check of docs/verify.md; the report is ok only if all of them pass."""
     root = Path(root)
-    rec = _Recorder()
+    rec = CheckRecorder()
     _check_markers(root, rec, require_complete)
     loaded = _load_config(root, rec)
     if loaded is None:

@@ -22,14 +22,14 @@ import torch
 from . import registry
 from .config import BuildConfig
 from .errors import ConfigError, LatentforgeError, SampleRejected
-from .executor.unit import UnitContext, _encode_batch
+from .executor.unit import UnitContext, encode_batch
 from .io import atomic_path
 from .quality import Quality, QualityThresholds, measure
 from .reencode import (Comparison, Overrides, SampleFinder, choose_comparison, environment_record,
                        load_recorded_tokenizer, recorded_config, recorded_pixels, tolerance_for)
 from .records import SamplePixels
 from .tokenizers.base import Tokenizer, pixels_to_input
-from .verify import Check, VerifyReport, _Recorder, verify_integrity
+from .verify import Check, VerifyReport, CheckRecorder, verify_integrity
 
 DEFAULT_SPOT = 4
 REPORT_NAME = "build/verify_report.json"
@@ -98,7 +98,7 @@ def _never_staged(payload: Any) -> None:
 
 
 class _DeepRun:
-    def __init__(self, root: Path, config: BuildConfig, cache_config: dict[str, Any], rec: _Recorder):
+    def __init__(self, root: Path, config: BuildConfig, cache_config: dict[str, Any], rec: CheckRecorder):
         self.root, self.config, self.cache_config, self.rec = root, config, cache_config, rec
         self.storage = config.output.storage_dtype
         self.channels = {m["name"]: tuple(m["channels"]) for m in cache_config["latent"]["modalities"]}
@@ -155,7 +155,7 @@ class _DeepRun:
         for members in batches.values():
             if any(row["dataset_index"] not in pixels for row in members):
                 continue  # a member's sources failed (reported): the batch cannot be reproduced
-            fresh = _encode_batch([pixels[row["dataset_index"]] for row in members], ctx)
+            fresh = encode_batch([pixels[row["dataset_index"]] for row in members], ctx)
             for row, latent in zip(members, fresh):
                 stored = stored_row(self.root, row, self.latent_dataset)
                 identical += int(np.array_equal(stored, latent))
@@ -259,7 +259,7 @@ def _run_deep(root: Path, spot: int, overrides: Overrides, thresholds: QualityTh
               indices: list[int] | None, report: DeepReport) -> None:
     cache_config = json.loads((root / "cache_config.json").read_text(encoding="utf-8"))
     config = recorded_config(root, overrides)
-    rec = _Recorder()
+    rec = CheckRecorder()
     report.checks = rec.report.checks  # one list: what the recorder adds is the report's
     run = _DeepRun(root, config, cache_config, rec)
     num_samples = cache_config["num_samples"]

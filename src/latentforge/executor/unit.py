@@ -106,7 +106,7 @@ def decode_sample(sample: Sample, probe: ProbeResult | Reject, config: BuildConf
     return Decoded(sample.source_index, result, time.perf_counter() - wall, time.process_time() - cpu)
 
 
-def _encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
+def encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
     """[B, C_total, T', H', W'] in the storage dtype: each modality through the tokenizer, channels concatenated."""
     latents = []
     for name in ctx.config.modalities.names:
@@ -140,7 +140,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         if not pending:
             return
         started = time.perf_counter()
-        latents.append(_encode_batch(pending, ctx))
+        latents.append(encode_batch(pending, ctx))
         ctx.seconds["encode"] += time.perf_counter() - started
         pending.clear()
 

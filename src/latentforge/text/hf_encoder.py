@@ -154,14 +154,14 @@ class HFTextEncoder(TextEncoder):
         lengths = np.zeros(len(distinct), dtype=np.int64)
         for start in range(0, len(distinct), self.batch_size):
             chunk = distinct[start : start + self.batch_size]
-            rows, chunk_lengths = self._encode_batch(chunk)
+            rows, chunk_lengths = self.encode_batch(chunk)
             embeddings[start : start + len(chunk)] = rows
             lengths[start : start + len(chunk)] = chunk_lengths
         truncated = self._untruncated_counts(distinct) > self.max_length
         return TextBatch(embeddings=embeddings[inverse], lengths=lengths[inverse], truncated=truncated[inverse])
 
     @torch.inference_mode()
-    def _encode_batch(self, prompts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def encode_batch(self, prompts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         tokens = self.tokenizer(
             prompts, padding="max_length", max_length=self.max_length, truncation=True, return_tensors="pt"
         )
