@@ -1,0 +1,210 @@
+"""Loader throughput: LatentCacheDataset through a DataLoader vs a raw sequential read of the same files.
+
+    python bench/loader.py                      # ~15.4 MB samples (perception preset), 64 samples, 0/2/4 workers
+    python bench/loader.py --sample-mb 4 --samples 200 --workers 0,1,2
+    python bench/loader.py --tiny               # seconds on CPU; what the tests run
+
+Cold runs start after the files' pages are dropped with posix_fadvise(POSIX_FADV_DONTNEED) (after fsync, so
+no page is dirty); the drop is checked by timing a probe read cold and warm. Warm runs follow a full read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import h5py
+import torch
+from torch.utils.data import DataLoader
+
+from latentforge.dataset import DemoCacheSpec, LatentCacheDataset, ResumableSampler, collate_latent_batch
+from latentforge.dataset.demo_cache import write_demo_cache
+
+TEXT_TOKENS, TEXT_DIM = 512, 1024  # T5 rows of the perception preset: 1 MiB in float16
+PERCEPTION_LATENT = (48, 24, 60, 104)  # 14.4 MB in float16
+
+
+@dataclass
+class Row:
+    reader: str
+    workers: int | None
+    cache: str  # cold | warm
+    seconds: float
+    samples_per_s: float
+    mb_per_s: float
+    vs_raw: float  # samples/s relative to the raw read of the same state
+
+
+def spec_for(sample_mb: float, samples: int, tiny: bool) -> DemoCacheSpec:
+    if tiny:
+        return DemoCacheSpec(num_samples=samples, latent_frames=3, latent_height=8, latent_width=16, text_dim=64,
+                             max_length=32, rows_per_shard=8, content="noise")
+    # Keep the preset's channels, frames and height; scale the width to reach the asked sample size.
+    text_mb = TEXT_TOKENS * TEXT_DIM * 2 / 1e6
+    per_column = PERCEPTION_LATENT[0] * PERCEPTION_LATENT[1] * PERCEPTION_LATENT[2] * 2 / 1e6
+    width = max(1, round((sample_mb - text_mb) / per_column))
+    return DemoCacheSpec(num_samples=samples, latent_frames=PERCEPTION_LATENT[1], latent_height=PERCEPTION_LATENT[2],
+                         latent_width=width, text_dim=TEXT_DIM, max_length=TEXT_TOKENS, rows_per_shard=32,
+                         content="noise")
+
+
+def cache_files(root: Path) -> list[Path]:
+    return sorted(root.joinpath("shards").glob("*.h5"))
+
+
+def drop_pages(paths: list[Path]) -> None:
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def read_sequential(paths: list[Path], limit: int | None = None) -> int:
+    """Read files front to back in 16 MiB blocks (about one sample); return the bytes read."""
+    buffer = bytearray(16 << 20)
+    view = memoryview(buffer)
+    total = 0
+    for path in paths:
+        with open(path, "rb", buffering=0) as handle:
+            while limit is None or total < limit:
+                got = handle.readinto(view)
+                if not got:
+                    break
+                total += got
+    return total
+
+
+def eviction_check(paths: list[Path], probe_bytes: int) -> tuple[float, float]:
+    """(cold MB/s, warm MB/s) of a probe read; cold far below warm shows that the page drop works."""
+    rates = []
+    for _ in ("cold", "warm"):
+        if not rates:
+            drop_pages(paths)
+        start = time.perf_counter()
+        got = read_sequential(paths, probe_bytes)
+        rates.append(got / 1e6 / (time.perf_counter() - start))
+    return rates[0], rates[1]
+
+
+def run_loader(root: Path, workers: int, batch_size: int) -> float:
+    dataset = LatentCacheDataset(root)
+    sampler = ResumableSampler(len(dataset), seed=0)
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+                        collate_fn=collate_latent_batch, prefetch_factor=2 if workers else None)
+    start = time.perf_counter()
+    count = sum(batch["latent"].shape[0] for batch in loader)
+    seconds = time.perf_counter() - start
+    if count != len(dataset):
+        raise RuntimeError(f"loader yielded {count} samples, expected {len(dataset)}")
+    dataset.close()
+    return seconds
+
+
+def machine() -> dict[str, str]:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    memory = next((line.split(":", 1)[1].strip() for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal")), "?")
+    return {"host cpu": f"{cpu}, {len(os.sched_getaffinity(0))} usable cores", "memory": memory,
+            "python": platform.python_version(), "torch": torch.__version__, "h5py": h5py.version.version,
+            "kernel": platform.release()}
+
+
+def filesystem(path: Path) -> str:
+    best = ("?", "?", "")
+    for line in Path("/proc/mounts").read_text().splitlines():
+        device, mount, kind = line.split()[:3]
+        if str(path.resolve()).startswith(mount) and len(mount) >= len(best[2]):
+            best = (device, kind, mount)
+    return f"{best[0]} ({best[1]}) mounted at {best[2]}"
+
+
+def bench(root: Path, workers: list[int], batch_size: int, samples: int, sample_bytes: int, repeats: int) -> list[Row]:
+    """Median seconds over `repeats` rounds; each round runs the raw read and every worker count in turn."""
+    paths = cache_files(root)
+    rows: list[Row] = []
+    for state in ("cold", "warm"):
+        times: dict[int | None, list[float]] = {None: [], **{count: [] for count in workers}}
+        for _ in range(repeats):
+            for count in times:
+                if state == "cold":
+                    drop_pages(paths)
+                else:
+                    read_sequential(paths)
+                start = time.perf_counter()
+                if count is None:
+                    read_sequential(paths)
+                    times[None].append(time.perf_counter() - start)
+                else:
+                    times[count].append(run_loader(root, count, batch_size))
+        raw = statistics.median(times[None])
+        for count, runs in times.items():
+            seconds = statistics.median(runs)
+            reader = "raw sequential read" if count is None else "LatentCacheDataset"
+            rows.append(Row(reader, count, state, seconds, samples / seconds, samples * sample_bytes / 1e6 / seconds,
+                            raw / seconds))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", help="where to generate the cache (default: a temp folder, removed after)")
+    parser.add_argument("--samples", type=int, default=None, help="samples in the cache (default 64; tiny 16)")
+    parser.add_argument("--sample-mb", type=float, default=15.4, help="bytes of latent + text per sample, in MB")
+    parser.add_argument("--workers", default=None, help="comma-separated DataLoader worker counts (default 0,2,4)")
+    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="rounds per measurement, the median is kept (default 3; tiny 1)")
+    parser.add_argument("--tiny", action="store_true", help="tiny samples and workers 0,2: runs in seconds")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args(argv)
+    samples = args.samples or (16 if args.tiny else 64)
+    workers = [int(w) for w in (args.workers or ("0,2" if args.tiny else "0,2,4")).split(",")]
+    spec = spec_for(args.sample_mb, samples, args.tiny)
+    scratch = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="latentforge-bench-"))
+    root = scratch / "cache"
+    try:
+        if root.exists():
+            shutil.rmtree(root)
+        write_demo_cache(root, spec, checksums=False)
+        sample_bytes = 2 * (spec.latent_shape[0] * spec.latent_frames * spec.latent_height * spec.latent_width
+                            + spec.max_length * spec.text_dim)
+        probe = min(sum(p.stat().st_size for p in cache_files(root)), 256 << 20)
+        cold_probe, warm_probe = eviction_check(cache_files(root), probe)
+        rows = bench(root, workers, args.batch_size, samples, sample_bytes, args.repeats or (1 if args.tiny else 3))
+        info = {**machine(), "cache filesystem": filesystem(root)}
+    finally:
+        if not args.dir:
+            shutil.rmtree(scratch, ignore_errors=True)
+    evicted = cold_probe < 0.5 * warm_probe
+    result = {"machine": info, "samples": samples, "sample_mb": sample_bytes / 1e6, "batch_size": args.batch_size,
+              "eviction_probe_mb_s": {"cold": cold_probe, "warm": warm_probe, "confirmed": evicted},
+              "rows": [asdict(r) for r in rows],
+              "command": " ".join(["python bench/loader.py", *(sys.argv[1:] if argv is None else argv)])}
+    print("\n".join(f"{key}: {value}" for key, value in info.items()))
+    print(f"{samples} samples of {sample_bytes / 1e6:.2f} MB, batch size {args.batch_size}, median of "
+          f"{args.repeats or (1 if args.tiny else 3)} rounds; eviction probe: cold "
+          f"{cold_probe:.0f} MB/s vs warm {warm_probe:.0f} MB/s -> {'confirmed' if evicted else 'NOT confirmed'}")
+    print("| reader | workers | cache | s | samples/s | MB/s | vs raw |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.reader} | {'-' if r.workers is None else r.workers} | {r.cache} | {r.seconds:.2f} | "
+              f"{r.samples_per_s:.1f} | {r.mb_per_s:.0f} | {100 * r.vs_raw:.0f} % |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""What a trainer was built for, checked against a cache before the first batch.
+
+A cache silently mismatched with its trainer (another tokenizer, precision, geometry, text encoder) trains
+for days on wrong inputs without any error; this module turns every such mismatch into one loud error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+from .cache_info import CacheInfo
+
+
+class CacheMismatch(ConfigError):
+    """The cache does not fit the trainer. `mismatches` holds (field, trainer expects, cache has)."""
+
+    def __init__(self, root: str, mismatches: list[tuple[str, Any, Any]]):
+        self.mismatches = mismatches
+        lines = "; ".join(f"{field}: trainer expects {want!r}, cache has {have!r}" for field, want, have in mismatches)
+        super().__init__(
+            f"cache {root} does not fit this trainer: {lines}. Point the trainer at a cache built for it, "
+            "or rebuild the cache with the trainer's settings"
+        )
+
+
+@dataclass(frozen=True)
+class CacheExpectation:
+    """Every field left at None is not checked."""
+
+    tokenizer_family: str | None = None  # "wan2.1"; a "wan2.2" cache never feeds a wan2.1 trainer
+    tokenizer_sha256: str | None = None  # checkpoint SHA-256 the tokenizer was loaded from
+    precision: str | None = None  # fp32 | bf16 | cosmos-bf16
+    num_frames: int | None = None  # pixel frames per clip
+    height: int | None = None
+    width: int | None = None
+    fps: str | None = None  # "source" or the target rate the frames were resampled to, e.g. "16"
+    modalities: tuple[str, ...] | None = None  # the modalities the dataset returns, in channel order
+    latent_shape: tuple[int, ...] | None = None  # [C, T', H', W'] of the returned latent
+    normalization: str | None = None  # how latents were normalised ("tokenizer": (mu - mean_c) / std_c)
+    storage_dtype: str | None = None
+    text_encoder: str | None = None  # t5 | umt5 | none
+    text_dim: int | None = None
+    text_max_length: int | None = None
+
+    @classmethod
+    def coerce(cls, value: "CacheExpectation | dict[str, Any] | None") -> "CacheExpectation":
+        """Accept the dataclass or a dict with its field names; refuse unknown keys with the allowed ones."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"expect= must be a CacheExpectation or a dict, got {type(value).__name__}")
+        allowed = [f.name for f in dataclasses.fields(cls)]
+        unknown = [key for key in value if key not in allowed]
+        if unknown:
+            raise ConfigError(f"unknown expect= key {unknown[0]!r}; allowed keys: {', '.join(allowed)}")
+        data = dict(value)
+        for key in ("modalities", "latent_shape"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
+        return cls(**data)
+
+    @classmethod
+    def of_cache(cls, info: CacheInfo, modalities: Sequence[str] | None = None) -> "CacheExpectation":
+        """The expectation a cache meets exactly: save it with a checkpoint, check it again on resume."""
+        found = _found(info, tuple(modalities) if modalities else tuple(m.name for m in info.modalities))
+        return cls(**found)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+def tokenizer_family(tokenizer: dict[str, Any]) -> str:
+    """A backend fingerprint may name its family; otherwise the backend name is the family."""
+    return str(tokenizer.get("family") or tokenizer.get("name"))
+
+
+def _found(info: CacheInfo, modalities: tuple[str, ...]) -> dict[str, Any]:
+    config = info.config
+    tokenizer = config.get("tokenizer") or {}
+    frames = config.get("frames") or {}
+    channels = sum(info.modality(name).channels[1] - info.modality(name).channels[0] for name in modalities)
+    return {
+        "tokenizer_family": tokenizer_family(tokenizer),
+        "tokenizer_sha256": tokenizer.get("checkpoint_sha256"),
+        "precision": tokenizer.get("precision"),
+        "num_frames": frames.get("num_frames"),
+        "height": frames.get("height"),
+        "width": frames.get("width"),
+        "fps": None if frames.get("fps") is None else str(frames["fps"]),
+        "modalities": modalities,
+        "latent_shape": (channels, *info.latent_shape[1:]),
+        "normalization": config["latent"].get("normalization"),
+        "storage_dtype": info.storage_dtype,
+        "text_encoder": info.text_name or "none",
+        "text_dim": info.text_dim,
+        "text_max_length": info.text_max_length,
+    }
+
+
+def _same(field: str, want: Any, have: Any) -> bool:
+    if field == "fps" and want != "source" and have not in (None, "source"):
+        try:
+            return float(want) == float(have)
+        except (TypeError, ValueError):
+            return False
+    if field == "tokenizer_sha256" and isinstance(want, str) and isinstance(have, str):
+        return want.lower() == have.lower()
+    return want == have
+
+
+def check_expectation(info: CacheInfo, modalities: tuple[str, ...], expect: CacheExpectation) -> None:
+    """Raise CacheMismatch naming every field where the cache differs from what the trainer expects."""
+    found = _found(info, modalities)
+    mismatches = []
+    for field in dataclasses.fields(expect):
+        want = getattr(expect, field.name)
+        if want is not None and not _same(field.name, want, found[field.name]):
+            mismatches.append((field.name, want, found[field.name]))
+    if mismatches:
+        raise CacheMismatch(str(info.root), mismatches)

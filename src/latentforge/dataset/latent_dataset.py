@@ -1,0 +1,211 @@
+"""LatentCacheDataset: a map-style dataset over a latentforge cache; no video decode, no VAE, no T5 per step."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import h5py
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from ..errors import CacheIntegrityError, ConfigError
+from .cache_info import EMPTY_PROMPT_FILE, CacheInfo, load_cache_info, resolve_cache_root
+from .expect import CacheExpectation, CacheMismatch, check_expectation
+from .manifest_index import ManifestIndex, read_manifest_index
+from .row_reader import ShardReader
+
+
+class LatentCacheDataset(Dataset):
+    """Items are dicts of tensors read from one cache row.
+
+    - `latent` [C, T', H', W'] (storage dtype): the selected modalities concatenated on channels, in the
+      order given; `channel_ranges[name]` is each one's [start, end) inside it. Every modality is a target.
+    - `conditioning_latent` [C_m, f1 - f0, H', W']: latent frames [f0, f1) of the modality whose role is
+      "conditioning+target" (RGB frame 0 in the perception preset), read even when that modality is not
+      selected.
+    - `text_embeddings` [L, D] (storage dtype, zero past the length), `text_length` int64, `text_mask` bool [L]
+      (absent when the cache has no text).
+    - provenance: `dataset_index`, `source_index` (ints), `sample_id`, `prompt` (str).
+
+    HDF5 files open lazily in the process that reads, so the dataset is safe to hand to DataLoader workers
+    under fork and spawn. `expect=` is checked here, before the first item.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        modalities: Sequence[str] | None = None,
+        expect: CacheExpectation | dict[str, Any] | None = None,
+        *,
+        text: bool = True,
+        require_complete: bool = True,
+    ):
+        self.root: Path = resolve_cache_root(root)
+        self.info: CacheInfo = load_cache_info(self.root, require_complete)
+        expectation = CacheExpectation.coerce(expect)
+        available = tuple(m.name for m in self.info.modalities)
+        if modalities is None and expectation.modalities is not None:
+            if not set(expectation.modalities) <= set(available):
+                raise CacheMismatch(str(self.root), [("modalities", expectation.modalities, available)])
+            modalities = expectation.modalities
+        self.modalities: tuple[str, ...] = tuple(modalities) if modalities is not None else available
+        if not self.modalities or len(set(self.modalities)) != len(self.modalities):
+            raise ConfigError(
+                f"modalities={list(self.modalities)}: give distinct names from the cache's {list(available)}"
+            )
+        ranges = [self.info.modality(name).channels for name in self.modalities]
+        check_expectation(self.info, self.modalities, expectation)
+        self.expectation = CacheExpectation.of_cache(self.info, self.modalities)
+        self.channel_ranges: dict[str, tuple[int, int]] = {}
+        cursor = 0
+        for name, (start, end) in zip(self.modalities, ranges):
+            self.channel_ranges[name] = (cursor, cursor + end - start)
+            cursor += end - start
+        self._reads = _merged_reads(ranges)
+        self.latent_shape = (cursor, *self.info.latent_shape[1:])
+        self.text = text and self.info.text_name is not None
+        self.index: ManifestIndex = read_manifest_index(self.root, self.info.num_samples)
+        self._shards: ShardReader | None = None
+        self._pid: int | None = None
+        self._empty_prompt: dict[str, torch.Tensor] | None = None
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """Read a batch into one tensor per field; collate_latent_batch returns those tensors without a copy.
+
+        Rows go straight into memory the main process can map (see row_reader), so a DataLoader worker does not
+        copy a batch into shared memory after reading it.
+        """
+        indices = [int(index) for index in indices]
+        reader = self._reader()
+        locations = [self._locate(index) for index in indices]
+        latent = reader.gather(locations, self.info.latent_dataset, self.latent_shape, self._reads)
+        fields = {"latent": latent}
+        if self.info.conditioning_modality is not None:
+            fields["conditioning_latent"] = self._conditioning(reader, locations, latent)
+        if self.text:
+            shape = (self.info.text_max_length, self.info.text_dim)
+            fields["text_embeddings"] = reader.gather(locations, self.info.text_embeddings_dataset, shape,
+                                                      [(0, shape[0], 0)])
+        items = []
+        for slot, (index, (shard, row)) in enumerate(zip(indices, locations)):
+            item: dict[str, Any] = {key: value[slot] for key, value in fields.items()}
+            if self.text:
+                length = int(reader.file(shard)[self.info.text_length_dataset][row])
+                item.update(_text_fields(fields["text_embeddings"][slot], length))
+            item["dataset_index"] = index
+            item["source_index"] = int(self.index.source_index[index])
+            item["sample_id"] = self.index.sample_id[index]
+            item["prompt"] = self.index.prompt[index]
+            items.append(item)
+        return items
+
+    def _locate(self, index: int) -> tuple[int, int]:
+        """(shard, row) of a dataset_index, after checking the row is the sample the manifest names."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"dataset_index {index} is out of range for a cache of {len(self)} samples")
+        shard, row = int(self.index.shard_of[index]), int(self.index.cache_row[index])
+        stored = int(self._reader().file(shard)["source_index"][row])
+        if stored != self.index.source_index[index]:
+            raise CacheIntegrityError(
+                f"{self.root}: dataset_index {index} ({self.index.sample_id[index]!r}) maps to "
+                f"{self.index.shard_paths[shard]} row {row}, whose source_index is {stored}, "
+                f"but the manifest says {self.index.source_index[index]}; run `latentforge verify` on the cache"
+            )
+        return shard, row
+
+    def _conditioning(self, reader: ShardReader, locations: list[tuple[int, int]], latent: torch.Tensor
+                      ) -> torch.Tensor:
+        """Latent frames of the conditioning modality: from the rows just read, or from the file if not selected."""
+        name = self.info.conditioning_modality
+        first, last = self.info.conditioning_frames
+        if name in self.channel_ranges:
+            start, end = self.channel_ranges[name]
+            return torch.from_numpy(np.ascontiguousarray(latent.numpy()[:, start:end, first:last]))
+        start, end = self.info.modality(name).channels
+        shape = (len(locations), end - start, last - first, *self.latent_shape[2:])
+        out = np.empty(shape, dtype=self.info.storage_dtype)
+        for slot, (shard, row) in enumerate(locations):
+            latents = reader.file(shard)[self.info.latent_dataset]
+            latents.read_direct(out, np.s_[row, start:end, first:last], np.s_[slot])
+        return torch.from_numpy(out)
+
+    def empty_prompt(self) -> dict[str, torch.Tensor]:
+        """The empty prompt's `text_embeddings`, `text_length`, `text_mask`, for caption dropout."""
+        if self._empty_prompt is None:
+            path = self.root / EMPTY_PROMPT_FILE
+            if self.info.text_name is None or not path.is_file():
+                raise ConfigError(
+                    f"{self.root} has no {EMPTY_PROMPT_FILE}; rebuild the cache with text.empty_prompt=true to "
+                    "use caption dropout"
+                )
+            with h5py.File(path, "r") as handle:
+                text = torch.from_numpy(handle[self.info.text_embeddings_dataset][0])
+                length = int(handle[self.info.text_length_dataset][0])
+            self._empty_prompt = _text_fields(text, length)
+        return self._empty_prompt
+
+    def _reader(self) -> ShardReader:
+        # A forked worker inherits the parent's open HDF5 handles; HDF5 state is not fork-safe, so reopen.
+        if self._shards is None or self._pid != os.getpid():
+            self._shards = ShardReader(self.root, self.index.shard_paths, self._check_shard)
+            self._pid = os.getpid()
+        return self._shards
+
+    def _check_shard(self, handle: h5py.File, path: Path) -> None:
+        expected = {self.info.latent_dataset: (self.info.storage_dtype, self.info.latent_shape)}
+        if self.text:
+            shape = (self.info.text_max_length, self.info.text_dim)
+            expected[self.info.text_embeddings_dataset] = (self.info.storage_dtype, shape)
+            expected[self.info.text_length_dataset] = ("uint16", ())
+        expected["source_index"] = ("int64", ())
+        for name, (dtype, shape) in expected.items():
+            if name not in handle:
+                raise CacheIntegrityError(f"{path} has no dataset {name!r}; cache_config.json promises it")
+            dataset = handle[name]
+            if dataset.dtype != np.dtype(dtype) or tuple(dataset.shape[1:]) != tuple(shape):
+                raise CacheIntegrityError(
+                    f"{path}:{name} is {dataset.dtype} {list(dataset.shape)}; cache_config.json promises "
+                    f"{dtype} [N, {', '.join(map(str, shape))}]"
+                )
+
+    def close(self) -> None:
+        if self._shards is not None and self._pid == os.getpid():
+            self._shards.close()
+        self._shards = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_shards"] = None
+        state["_pid"] = None
+        return state
+
+
+def _text_fields(embeddings: torch.Tensor, length: int) -> dict[str, torch.Tensor]:
+    return {
+        "text_embeddings": embeddings,
+        "text_length": torch.tensor(length, dtype=torch.int64),
+        "text_mask": torch.from_numpy(np.arange(embeddings.shape[0]) < length),
+    }
+
+
+def _merged_reads(ranges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(stored start, stored end, start in the output) per read; adjacent channel ranges become one read."""
+    reads: list[tuple[int, int, int]] = []
+    at = 0
+    for start, end in ranges:
+        if reads and reads[-1][1] == start:
+            first, _, first_at = reads[-1]
+            reads[-1] = (first, end, first_at)
+        else:
+            reads.append((start, end, at))
+        at += end - start
+    return reads

@@ -1,0 +1,136 @@
+"""Reading cache rows into batch tensors, with the shard handles of one process.
+
+In a DataLoader worker, plain rows (one single-sample chunk, no filters, native byte order: what
+docs/cache-format.md prescribes) are copied by the kernel from the shard's page cache into a memfd with
+sendfile, and the batch tensor maps that memfd, which the worker hands to the main process as it is. Without
+this, every batch is read into fresh shared memory that must first be faulted in and zero-filled page by page.
+Everything else (the main process, other layouts) is read through h5py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import h5py
+import numpy as np
+import torch
+from torch.utils.data import get_worker_info
+
+from ..errors import CacheIntegrityError
+
+# Private torch API (what torch.multiprocessing uses to rebuild a shared storage from an fd); when it is absent
+# every row takes the h5py path.
+_SHARED_FROM_FD = getattr(torch.UntypedStorage, "_new_shared_fd_cpu", None)
+_MEMFD = getattr(os, "memfd_create", None)
+
+Location = tuple[int, int]  # (shard number, row in the shard)
+Read = tuple[int, int, int]  # (stored start, stored end, start in the output) along the row's first axis
+
+
+class ShardReader:
+    """The open shards of one process: h5py handles for metadata and raw file descriptors for the bytes."""
+
+    def __init__(self, root: Path, shard_paths: tuple[str, ...], check: Callable[[h5py.File, Path], None]):
+        self.root = root
+        self.shard_paths = shard_paths
+        self.check = check
+        self._files: dict[int, h5py.File] = {}
+        self._fds: dict[int, int] = {}
+        self._plain: dict[tuple[int, str], bool] = {}
+
+    def file(self, shard: int) -> h5py.File:
+        handle = self._files.get(shard)
+        if handle is None:
+            path = self.root / self.shard_paths[shard]
+            # Rows are whole single-sample chunks read once each: HDF5's chunk cache would only add a copy.
+            handle = h5py.File(path, "r", rdcc_nbytes=0)
+            self.check(handle, path)
+            self._files[shard] = handle
+        return handle
+
+    def gather(self, locations: list[Location], name: str, shape: tuple[int, ...], reads: list[Read]) -> torch.Tensor:
+        """[len(locations), *shape] tensor of dataset `name`: slot i holds the `reads` of row locations[i]."""
+        dtype = self.file(locations[0][0])[name].dtype
+        # Only workers need shared memory; in the main process a reused heap buffer is cheaper than a memfd.
+        if get_worker_info() is not None and _SHARED_FROM_FD is not None and _MEMFD is not None:
+            sources = [self._chunk(shard, name, row) for shard, row in locations]
+            if all(source is not None for source in sources):
+                return _memfd_batch(sources, shape, reads, dtype)  # type: ignore[arg-type]
+        out = _buffer((len(locations), *shape), dtype)
+        target = out.numpy()
+        for slot, (shard, row) in enumerate(locations):
+            dataset = self.file(shard)[name]
+            for start, end, at in reads:
+                dataset.read_direct(target, np.s_[row, start:end], np.s_[slot, at : at + end - start])
+        return out
+
+    def _chunk(self, shard: int, name: str, row: int) -> tuple[int, int] | None:
+        """(file descriptor, byte offset) of a plain row's chunk, else None."""
+        dataset = self.file(shard)[name]
+        plain = self._plain.get((shard, name))
+        if plain is None:
+            plain = (
+                dataset.chunks == (1, *dataset.shape[1:])
+                and dataset.id.get_create_plist().get_nfilters() == 0
+                and dataset.dtype.isnative
+            )
+            self._plain[(shard, name)] = plain
+        if not plain:
+            return None
+        info = dataset.id.get_chunk_info_by_coord((row,) + (0,) * (dataset.ndim - 1))
+        if info.byte_offset is None:  # never written: h5py returns the fill value
+            return None
+        fd = self._fds.get(shard)
+        if fd is None:
+            fd = self._fds[shard] = os.open(self.root / self.shard_paths[shard], os.O_RDONLY | os.O_CLOEXEC)
+        return fd, int(info.byte_offset)
+
+    def close(self) -> None:
+        for handle in self._files.values():
+            handle.close()
+        for fd in self._fds.values():
+            os.close(fd)
+        self._files, self._fds = {}, {}
+
+
+def _memfd_batch(
+    sources: list[tuple[int, int]], shape: tuple[int, ...], reads: list[Read], dtype: np.dtype
+) -> torch.Tensor:
+    plane = int(np.prod(shape[1:])) * dtype.itemsize
+    row_bytes = shape[0] * plane
+    total = len(sources) * row_bytes
+    fd = _MEMFD("latentforge-batch", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, total)
+        for slot, (source, offset) in enumerate(sources):
+            for start, end, at in reads:
+                os.lseek(fd, slot * row_bytes + at * plane, os.SEEK_SET)
+                _sendfile_all(fd, source, offset + start * plane, (end - start) * plane)
+        storage = _SHARED_FROM_FD(fd, total)  # maps a dup of fd, as torch.multiprocessing does
+    finally:
+        os.close(fd)
+    return torch.empty(0, dtype=_torch_dtype(dtype)).set_(storage, 0, (len(sources), *shape))
+
+
+def _sendfile_all(out_fd: int, in_fd: int, offset: int, count: int) -> None:
+    while count:
+        sent = os.sendfile(out_fd, in_fd, offset, count)
+        if sent == 0:
+            raise CacheIntegrityError(f"shard ends before byte {offset + count}: the file is truncated")
+        offset += sent
+        count -= sent
+
+
+def _torch_dtype(dtype: np.dtype | str) -> torch.dtype:
+    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+
+
+def _buffer(shape: tuple[int, ...], dtype: np.dtype | str) -> torch.Tensor:
+    """An uninitialised tensor; in a DataLoader worker, backed by shared memory (as default_collate does)."""
+    torch_dtype = _torch_dtype(dtype)
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=torch_dtype)
+    storage = torch.UntypedStorage._new_shared(int(np.prod(shape)) * torch_dtype.itemsize)
+    return torch.empty(0, dtype=torch_dtype).set_(storage, 0, shape)
