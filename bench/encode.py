@@ -128,6 +128,20 @@ def matmul_tflops(device: torch.device, size: int) -> float:
     return 2 * size**3 / seconds / 1e12
 
 
+def profile_kernels(fn, video: torch.Tensor, out: Path) -> None:
+    """Where one (warm) encode spends GPU time, by kernel, written to `out` and printed."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn(video)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn(video)
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=30, max_name_column_width=90)
+    out.write_text(table)
+    print(table)
+
+
 def set_exact(flag: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = not flag
     torch.backends.cudnn.allow_tf32 = not flag
@@ -221,7 +235,6 @@ def run(args: argparse.Namespace) -> dict:
     vae_bf16 = AutoencoderKLWan.from_config(vae.config).eval()
     vae_bf16.load_state_dict(vae.state_dict())
     vae_bf16 = vae_bf16.to(device=device, dtype=torch.bfloat16)
-    compile_fast = device.type == "cuda" and not args.no_compile
     tokenizers = {p: Wan21Tokenizer(str(checkpoint), precision=p, device=device,
                                     temporal_window=16 if p == "cosmos-bf16" else 4)
                   for p in ("fp32", "cosmos-bf16", "bf16")}
@@ -233,15 +246,17 @@ def run(args: argparse.Namespace) -> dict:
         "latentforge bf16 (build path, 24 GiB)": (tokenizers["bf16"].encode, 1),
     }
     for window in args.windows:
-        fast = FastWanEncoder(vae.encoder, vae.quant_conv, torch.bfloat16, window=window, compile=compile_fast)
-        modes[f"fast encoder, window {window}"] = (lambda v, f=fast: normalised(f(v)), 1)
-    if args.no_compile_row and compile_fast:
-        plain = FastWanEncoder(vae.encoder, vae.quant_conv, torch.bfloat16, window=args.windows[0], compile=False)
-        modes[f"fast encoder, window {args.windows[0]}, no compile"] = (lambda v: normalised(plain(v)), 1)
+        for autotune in (True, False):
+            fast = FastWanEncoder(vae.encoder, vae.quant_conv, torch.bfloat16, window=window,
+                                  cudnn_benchmark=autotune and device.type == "cuda")
+            label = "cudnn autotuned" if autotune else "cudnn deterministic heuristics"
+            modes[f"fast encoder, window {window}, {label}"] = (lambda v, f=fast: normalised(f(v)), 1)
     if args.batch > 1:
         modes[f"latentforge bf16 (build path), batch {args.batch}"] = (tokenizers["bf16"].encode, args.batch)
     rows = []
     for name, (fn, batch) in modes.items():
+        if any(skip in name for skip in args.skip):
+            continue
         try:
             rows.append(measure_mode(name, fn, batch, videos, references, flops, peak_matmul, device, args))
         except Exception as error:  # one broken mode must not cost the whole (GPU-minute) run
@@ -259,15 +274,51 @@ def run(args: argparse.Namespace) -> dict:
                      "s_per_clip": seconds, "tflops": shape_flops / seconds / 1e12,
                      "pct_of_matmul": 100 * shape_flops / seconds / 1e12 / peak_matmul, "peak_gib": peak,
                      "rel_l2_vs_fp32": None, "max_abs_vs_fp32": None, "deterministic": None})
+    cross_process = None
+    if args.cross_process:
+        cross_process = same_bits_in_another_process(args, tokenizers["bf16"].encode(videos[0]))
+        print(f"  cross-process bits equal (build path): {cross_process}", flush=True)
     roofline_encoder = FastWanEncoder(vae.encoder, vae.quant_conv, torch.bfloat16, window=args.windows[0])
+    if args.profile and device.type == "cuda":
+        profile_kernels(tokenizers["bf16"].encode, videos[0], Path(args.profile))
     return {
         "machine": {"device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor(),
                     "torch": torch.__version__, "python": platform.python_version()},
         "encoder_tflop_per_clip": flops / 1e12,
         "matmul_bf16_tflops": peak_matmul,
         "rows": rows,
-        "roofline": per_layer_roofline(roofline_encoder, videos[0], device),
+        "build_path_bits_equal_across_processes": cross_process,
+        "roofline": [] if args.no_roofline else per_layer_roofline(roofline_encoder, videos[0], device),
     }
+
+
+def same_bits_in_another_process(args: argparse.Namespace, here: torch.Tensor) -> bool:
+    """Encode clip 0 with the build path in a fresh process (fresh cuDNN autotuning) and compare bits."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "latent.pt"
+        command = [sys.executable, __file__, "--encode-one", str(out), "--device", args.device, "--frames",
+                   str(args.frames), "--height", str(args.height), "--width", str(args.width)]
+        if args.clips_dir:
+            command += ["--clips-dir", str(args.clips_dir)]
+        subprocess.run(command, check=True)
+        return torch.equal(torch.load(out).to(here.device), here)
+
+
+def encode_one(args: argparse.Namespace) -> None:
+    """The child of same_bits_in_another_process: same weights, same clip 0, the build path, saved."""
+    import tempfile
+
+    from latentforge.tokenizers.wan21 import Wan21Tokenizer
+
+    device = torch.device(args.device)
+    with tempfile.TemporaryDirectory() as folder:
+        make_vae().save_pretrained(folder)
+        tokenizer = Wan21Tokenizer(folder, precision="bf16", device=device)
+        clip = load_clips(args.clips_dir, 1, args.frames, args.height, args.width)[0]
+        torch.save(tokenizer.encode(pixels_to_input(clip, device)[None]).cpu(), args.encode_one)
 
 
 def print_table(result: dict) -> None:
@@ -299,17 +350,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=832)
     parser.add_argument("--windows", type=int, nargs="+", default=[32], help="fast-encoder windows to time")
     parser.add_argument("--batch", type=int, default=1, help="also time the build path at this batch size")
-    parser.add_argument("--no-compile", action="store_true", help="fast encoder without torch.compile")
-    parser.add_argument("--no-compile-row", action="store_true", help="add a row without torch.compile")
+    parser.add_argument("--cross-process", action="store_true", help="check build-path bits in a second process")
+    parser.add_argument("--no-roofline", action="store_true")
+    parser.add_argument("--encode-one", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--skip", nargs="*", default=[], help="skip modes whose name contains any of these")
+    parser.add_argument("--profile", help="write a per-kernel profile of the build path's encode to this file")
     parser.add_argument("--workdir", default=None, help="where the random checkpoint is saved (a temp dir)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--extra-shapes", nargs="*", default=[], help="e.g. 81x480x832 93x704x1280")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--tiny", action="store_true", help="CPU, 9x16x24, 2 clips: checks the script, not speed")
     args = parser.parse_args(argv)
+    if args.encode_one:
+        encode_one(args)
+        return 0
     if args.tiny:
         args.device, args.frames, args.height, args.width = "cpu", 9, 16, 24
         args.clips, args.reps, args.windows, args.extra_shapes, args.batch = 2, 1, [4], ["5x16x24"], 2
+        args.cross_process = True
     import tempfile
 
     with tempfile.TemporaryDirectory() as workdir:

@@ -16,7 +16,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "modalities": {"names": ["rgb", "mask", "depth"]},
         "tokenizer": {"name": "wan2.1", "precision": "cosmos-bf16", "temporal_window": 16},
         "text": {"name": "t5", "max_length": 512},
-        "output": {"latent_dataset": "perception_latent_state", "rows_per_shard": 3000, "batch_size": 4},
+        "output": {"latent_dataset": "perception_latent_state", "rows_per_shard": 3000, "batch_size": 1},
     },
     "cosmos-predict2-720p": {
         "frames": {"num_frames": 93, "height": 704, "width": 1280, "fps": "source", "resize": "stretch"},

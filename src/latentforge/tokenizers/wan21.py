@@ -2,7 +2,8 @@
 
 - fp32: fp32 weights and input, TF32 off; equals the official `WanVAE_.encode(x, scale)` bit for bit on CPU.
 - bf16: the fast path (wan21_fast.FastWanEncoder over the same weights): bf16 convolutions in channels-last
-  3D, RMS norm + SiLU in fp32 rounded once, causal windows sized by max_gpu_mem_gib, torch.compile on CUDA;
+  3D, residual add + RMS norm + SiLU fused (Triton on CUDA) and rounded once, causal windows sized by
+  max_gpu_mem_gib, cuDNN autotuning unless tokenizer.cudnn_benchmark is false;
   mu is normalised in fp32 with the exact constants. Decode uses diffusers' modules in bf16.
 - cosmos-bf16: what Cosmos-Predict2's `TokenizerInterface` computes: bf16 weights and input, no autocast,
   RMS norm in bf16, mean and 1/std as bf16 tensors, bf16 normalisation, result cast to fp32.
@@ -96,6 +97,7 @@ class Wan21Tokenizer(Tokenizer):
         temporal_window: int = 4,
         device: torch.device | str = "cpu",
         max_gpu_mem_gib: float = 24.0,
+        cudnn_benchmark: bool = True,
     ):
         super().__init__(device)
         if precision not in PRECISIONS:
@@ -122,7 +124,7 @@ class Wan21Tokenizer(Tokenizer):
         if precision == "bf16":
             self._fast = FastWanEncoder(
                 self._vae.encoder, self._vae.quant_conv, torch.bfloat16, window=None,
-                compile=self.device.type == "cuda", max_gib=max_gpu_mem_gib,
+                max_gib=max_gpu_mem_gib, cudnn_benchmark=cudnn_benchmark and self.device.type == "cuda",
             )
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = False
@@ -135,7 +137,10 @@ class Wan21Tokenizer(Tokenizer):
                 "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
                 "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
             )
-        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device, cfg.max_gpu_mem_gib)
+        return cls(
+            cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device, cfg.max_gpu_mem_gib,
+            cfg.cudnn_benchmark,
+        )
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:
@@ -169,6 +174,7 @@ class Wan21Tokenizer(Tokenizer):
             "precision": self.precision,
             "temporal_window": self.temporal_window if self._fast is None else None,
             "max_gpu_mem_gib": self._fast.max_gib if self._fast is not None else None,
+            "cudnn_benchmark": bool(self._fast is not None and self._fast.cudnn_benchmark),
             "encoder_path": "latentforge fast (wan21_fast)" if self._fast is not None else "chunk loop",
             "latent": "posterior mean mu, (mu - latents_mean) * (1 / latents_std)",
             "latents_mean": list(LATENTS_MEAN),

@@ -6,42 +6,58 @@ What changes against diffusers' `_encode` (and why the result is the same functi
   so each output frame sees exactly the inputs it sees in the reference (formats.md §1: the window changes
   memory and speed, not the result).
 - Activations and weights in channels-last 3D, so each RMS norm is a reduction over contiguous channels.
-- RMS norm + SiLU computed in fp32 and rounded once, written straight into the buffer the next causal conv
-  reads (no separate pad/concatenate copy); with `compile=True` torch.compile fuses it into one kernel.
+- Residual add + RMS norm + SiLU in one fused pass (wan21_kernels), computed in fp32 and rounded once, written
+  straight into the buffer the next causal conv reads (no separate pad/concatenate copy).
+- The first conv (3 input channels, which cuDNN runs ~20x below its peak) becomes a 2-D conv over the three
+  frames it reads stacked as 9 (zero-padded to 16) channels, with the weights rearranged to match.
+- Spatial downsamples run as 2-D convolutions over frames folded into the batch.
 - The mid-block attention runs as one SDPA over every frame of the window.
+- Optionally cuDNN autotuning (`cudnn_benchmark`): faster kernels for the full-resolution convs; within a
+  process the same input still gives the same bits, across processes the chosen kernels may differ.
 The exact `fp32` mode does not use this module: it runs diffusers' own path (bit-identical by construction).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .wan21_kernels import add_rms_silu
 
-# Live activation frames per input frame in the worst (full-resolution) stage: input, two padded buffers,
-# two conv outputs and the shortcut, with headroom. Calibrated on an H200 (BENCHMARKS.md).
+# Peak memory of one encode ~ (window + _FIXED_FRAMES) x _LIVE_FRAMES_PER_FRAME full-resolution 96-channel
+# frames: measured on an H200 at 93x480x832 (12.4 GiB at window 16, 19.2 GiB at window 32; BENCHMARKS.md).
 _LIVE_FRAMES_PER_FRAME = 6
+_FIXED_FRAMES = 13
 _MAX_WINDOW = 64
+STACKED_INPUT_CHANNELS = 16  # 3 frames x 3 colours, zero-padded to a multiple of 8 for tensor cores
 
 
 def choose_window(batch: int, height: int, width: int, max_gib: float, base_dim: int = 96) -> int:
     """The largest causal window (a multiple of 4, at most 64) whose stage-0 activations fit in max_gib."""
     bytes_per_frame = batch * base_dim * height * width * 2 * _LIVE_FRAMES_PER_FRAME
-    frames = int(max_gib * 2**30 // bytes_per_frame) - 3  # the first window holds 1 + W frames plus 2 cached
+    frames = int(max_gib * 2**30 // bytes_per_frame) - _FIXED_FRAMES
     return max(4, min(_MAX_WINDOW, frames // 4 * 4))
 
 
-def _rms_silu(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor) -> None:
-    """out <- silu(normalize(x over channels) * weight), computed in fp32, rounded once to out.dtype."""
-    y = F.normalize(x.float(), dim=1) * weight
-    out.copy_(F.silu(y))
+@dataclass
+class _Residual:
+    """A conv output whose bias (and residual shortcut) are still to be added, fused into the next pass."""
+
+    h: torch.Tensor
+    shortcut: torch.Tensor | None
+    bias: torch.Tensor | None
 
 
-def _rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return (F.normalize(x.float(), dim=-1) * weight).to(x.dtype)
+def _rms(tokens: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """RMS norm over the last (channel) dim in fp32, rounded once."""
+    return (F.normalize(tokens.float(), dim=-1) * weight).to(tokens.dtype)
+
+
+def _channels_last(shape, like: torch.Tensor) -> torch.Tensor:
+    return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=torch.channels_last_3d)
 
 
 class FastWanEncoder(nn.Module):
@@ -53,8 +69,8 @@ class FastWanEncoder(nn.Module):
         quant_conv: nn.Module,
         dtype: torch.dtype = torch.bfloat16,
         window: int | None = 32,
-        compile: bool = False,
         max_gib: float = 24.0,
+        cudnn_benchmark: bool = False,
     ):
         super().__init__()
         if window is not None and (window < 4 or window % 4 != 0):
@@ -62,13 +78,10 @@ class FastWanEncoder(nn.Module):
         self.dtype = dtype
         self.window = window  # None: chosen per call from the clip size and max_gib
         self.max_gib = max_gib
+        self.cudnn_benchmark = cudnn_benchmark
         self.layers = _flatten_encoder(encoder)
-        self.quant_conv = quant_conv
         # A private copy in the compute dtype and layout; the caller's module stays untouched.
         self._params = _prepare_params(self.layers + [("quant", quant_conv)], dtype)
-        self._rms_silu: Callable = torch.compile(_rms_silu) if compile else _rms_silu
-        if compile:
-            torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
 
     # ------------------------------------------------------------------------------------------ forward
 
@@ -77,66 +90,106 @@ class FastWanEncoder(nn.Module):
         frames = video.shape[2]
         if (frames - 1) % 4 != 0:
             raise ValueError(f"{frames} frames: the causal 4x encoder needs (T - 1) % 4 == 0")
-        x = video.to(self.dtype).contiguous(memory_format=torch.channels_last_3d)
+        x = video.to(self.dtype)
         window = self.window or choose_window(x.shape[0], x.shape[3], x.shape[4], self.max_gib)
-        caches: dict[int, torch.Tensor] = {}
+        caches: dict = {}
         outputs = []
         start, size = 0, 1 + window
-        while start < frames:
-            chunk = x[:, :, start : start + size]
-            outputs.append(self._window(chunk, caches, first=start == 0))
-            start += chunk.shape[2]
-            size = window
+        deterministic = not self.cudnn_benchmark
+        with torch.backends.cudnn.flags(enabled=True, benchmark=self.cudnn_benchmark, deterministic=deterministic):
+            while start < frames:
+                chunk = x[:, :, start : start + size]
+                outputs.append(self._window(chunk, caches, first=start == 0))
+                start += chunk.shape[2]
+                size = window
         return torch.cat(outputs, dim=2)
 
-    def _window(self, x: torch.Tensor, caches: dict[int, torch.Tensor], first: bool) -> torch.Tensor:
+    def _window(self, x: torch.Tensor, caches: dict, first: bool) -> torch.Tensor:
         p = self._params
         for index, (kind, _) in enumerate(self.layers):
             if kind == "conv_in":
-                x = self._causal_conv(x, p[index]["conv"], caches, (index, 0), activate=None)
+                x = self._conv_in(x, p[index], caches, index)
             elif kind == "resblock":
                 x = self._resblock(x, p[index], caches, index)
             elif kind == "down2d":
-                x = self._down_spatial(x, p[index])
+                x = self._down_spatial(self._value(x), p[index])
             elif kind == "down3d":
-                x = self._down_spatial(x, p[index])
+                x = self._down_spatial(self._value(x), p[index])
                 x = self._down_time(x, p[index], caches, index, first)
             elif kind == "attention":
-                x = self._attention(x, p[index])
+                x = self._attention(self._value(x), p[index])
             elif kind == "head":
-                x = self._causal_conv(x, p[index]["conv"], caches, (index, 0), activate=p[index]["norm"])
+                x = self._value(self._causal_conv(x, p[index]["norm"], p[index]["conv"], caches, (index, 0))[:2])
         quant = p[len(self.layers)]["conv"]
         mu = F.conv3d(x, quant["weight"], quant["bias"])[:, :16]
         return mu.float()
 
-    def _causal_conv(self, x, conv, caches, key, activate: torch.Tensor | None) -> torch.Tensor:
-        """3x3x3 causal conv of (optionally) silu(rms(x)); the two cached frames are written in front."""
-        batch, channels, frames, height, width = x.shape
-        padded = torch.empty(
-            (batch, channels, frames + 2, height, width), dtype=self.dtype, device=x.device
-        ).contiguous(memory_format=torch.channels_last_3d)
+    @staticmethod
+    def _value(x) -> torch.Tensor:
+        if isinstance(x, tuple):  # (conv output, pending bias)
+            x = _Residual(x[0], None, x[1])
+        if isinstance(x, _Residual):
+            add_rms_silu(x.h, x.shortcut, None, None, sum_out=x.h, bias=x.bias)
+            return x.h
+        return x
+
+    def _conv_in(self, x: torch.Tensor, p: dict, caches: dict, index: int) -> torch.Tensor:
+        """The causal 3x3x3 conv over RGB as a 3x3 conv of the stacked frames (t-2, t-1, t)."""
+        batch, colours, frames, height, width = x.shape
+        previous = caches.get((index, 0))
+        if previous is None:
+            previous = x.new_zeros((batch, colours, 2, height, width))
+        full = torch.cat([previous, x], dim=2)
+        caches[(index, 0)] = full[:, :, -2:].clone()
+        stacked = _channels_last((batch, STACKED_INPUT_CHANNELS, frames, height, width), x)
+        for k in range(3):
+            stacked[:, k * colours : (k + 1) * colours].copy_(full[:, :, k : k + frames])
+        stacked[:, 3 * colours :].zero_()
+        planes = stacked.permute(0, 2, 1, 3, 4).reshape(batch * frames, STACKED_INPUT_CHANNELS, height, width)
+        out = F.conv2d(planes, p["weight"], p["bias"], padding=1)
+        return out.reshape(batch, frames, -1, height, width).permute(0, 2, 1, 3, 4)
+
+    def _causal_conv(self, x, norm, conv, caches, key, keep_input: bool = True):
+        """3x3x3 causal conv of silu(rms(x)) -> (conv output, its pending bias, x with anything pending added).
+
+        The conv runs without its bias; the caller passes the bias on to the next fused pass. With
+        keep_input False the pending input is not materialised (nothing else reads it).
+        """
+        pending = x if isinstance(x, _Residual) else None
+        source = pending.h if pending else x
+        batch, channels, frames, height, width = source.shape
+        padded = _channels_last((batch, channels, frames + 2, height, width), source)
         previous = caches.get(key)
         if previous is None:
             padded[:, :, :2].zero_()
         else:
             padded[:, :, :2].copy_(previous)
-        if activate is None:
-            padded[:, :, 2:].copy_(x)
+        total = source
+        if pending:
+            total = _channels_last(source.shape, source) if keep_input else None
+            add_rms_silu(pending.h, pending.shortcut, norm, padded[:, :, 2:], sum_out=total, bias=pending.bias)
         else:
-            self._rms_silu(x, activate, padded[:, :, 2:])
+            add_rms_silu(source, None, norm, padded[:, :, 2:])
         caches[key] = padded[:, :, -2:].clone()
-        return F.conv3d(padded, conv["weight"], conv["bias"], padding=(0, 1, 1))
+        out = F.conv3d(padded, conv["weight"], None, padding=(0, 1, 1))
+        return out, conv["bias_fp32"], total
 
-    def _resblock(self, x, p, caches, index) -> torch.Tensor:
+    def _resblock(self, x, p, caches, index) -> _Residual:
+        h, bias, x = self._causal_conv(x, p["norm1"], p["conv1"], caches, (index, 1))
         shortcut = F.conv3d(x, p["shortcut"]["weight"], p["shortcut"]["bias"]) if "shortcut" in p else x
-        h = self._causal_conv(x, p["conv1"], caches, (index, 1), activate=p["norm1"])
-        h = self._causal_conv(h, p["conv2"], caches, (index, 2), activate=p["norm2"])
-        return h.add_(shortcut)
+        h, bias, _ = self._causal_conv(_Residual(h, None, bias), p["norm2"], p["conv2"], caches, (index, 2),
+                                       keep_input=False)
+        return _Residual(h, shortcut, bias)
 
     def _down_spatial(self, x, p) -> torch.Tensor:
-        # ZeroPad2d((0, 1, 0, 1)) then a stride-2 3x3 Conv2d on every frame, as one (1,3,3) conv3d.
-        x = F.pad(x, (0, 1, 0, 1))
-        return F.conv3d(x, p["spatial"]["weight"], p["spatial"]["bias"], stride=(1, 2, 2))
+        # ZeroPad2d((0, 1, 0, 1)) then a stride-2 3x3 Conv2d on every frame. Frames are folded into the batch
+        # of a 2-D convolution (a view in channels-last 3D memory), where cuDNN has faster kernels.
+        batch, channels, frames, height, width = x.shape
+        planes = x.permute(0, 2, 1, 3, 4).reshape(batch * frames, channels, height, width)
+        planes = F.pad(planes, (0, 1, 0, 1))
+        out = F.conv2d(planes, p["spatial"]["weight"], p["spatial"]["bias"], stride=2)
+        _, out_channels, out_height, out_width = out.shape
+        return out.reshape(batch, frames, out_channels, out_height, out_width).permute(0, 2, 1, 3, 4)
 
     def _down_time(self, x, p, caches, index, first) -> torch.Tensor:
         # Reference: frame 0 passes through; later frames go through a stride-2 (3,1,1) conv whose input starts
@@ -184,14 +237,30 @@ def _flatten_encoder(encoder: nn.Module) -> list[tuple[str, nn.Module]]:
     return layers
 
 
-def _conv(module: nn.Module, dtype: torch.dtype, as_3d: bool = False) -> dict[str, torch.Tensor]:
+def _stacked_conv_in(module: nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """[96, 3, 3, 3, 3] -> [96, 16, 3, 3]: input channel k*3 + c is colour c of frame t - 2 + k."""
+    weight = module.weight.detach()
+    out_channels, colours, taps = weight.shape[:3]
+    stacked = weight.new_zeros((out_channels, STACKED_INPUT_CHANNELS, *weight.shape[3:]))
+    for k in range(taps):
+        stacked[:, k * colours : (k + 1) * colours] = weight[:, :, k]
+    stacked = stacked.to(dtype).contiguous(memory_format=torch.channels_last)
+    return {"weight": stacked, "bias": module.bias.detach().to(dtype)}
+
+
+def _conv(module: nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Weights in the compute dtype and channels-last layout; the bias also in fp32 for the fused passes."""
     weight = module.weight.detach().to(dtype)
-    if as_3d and weight.dim() == 4:
-        weight = weight.unsqueeze(2)
     if weight.dim() == 5:
         weight = weight.contiguous(memory_format=torch.channels_last_3d)
-    bias = module.bias.detach().to(dtype) if module.bias is not None else None
-    return {"weight": weight, "bias": bias}
+    elif weight.dim() == 4:
+        weight = weight.contiguous(memory_format=torch.channels_last)
+    bias = module.bias.detach() if module.bias is not None else None
+    return {
+        "weight": weight,
+        "bias": bias.to(dtype) if bias is not None else None,
+        "bias_fp32": bias.float() if bias is not None else None,
+    }
 
 
 def _norm(module: nn.Module, flat: bool = False) -> torch.Tensor:
@@ -203,7 +272,7 @@ def _prepare_params(layers: list[tuple[str, nn.Module]], dtype: torch.dtype) -> 
     params: list[dict] = []
     for kind, module in layers:
         if kind == "conv_in":
-            params.append({"conv": _conv(module, dtype)})
+            params.append(_stacked_conv_in(module, dtype))
         elif kind == "resblock":
             entry = {
                 "norm1": _norm(module.norm1),
@@ -215,7 +284,7 @@ def _prepare_params(layers: list[tuple[str, nn.Module]], dtype: torch.dtype) -> 
                 entry["shortcut"] = _conv(module.conv_shortcut, dtype)
             params.append(entry)
         elif kind in ("down2d", "down3d"):
-            entry = {"spatial": _conv(module.resample[1], dtype, as_3d=True)}
+            entry = {"spatial": _conv(module.resample[1], dtype)}
             if kind == "down3d":
                 entry["time"] = _conv(module.time_conv, dtype)
             params.append(entry)
