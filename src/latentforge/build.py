@@ -39,6 +39,7 @@ from .probe import ProbeResult, probe_sample
 from .progress import BuildProgress
 from .records import Reject, Sample, SourceEntry
 from .resume import check_config, check_inputs, resume_key
+from .text.source import build_text_record
 from .stats import RunStats
 from .transforms.window import window_starts
 from .writers.staging import STAGING_DIR, completed_units
@@ -146,8 +147,7 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> 
             raise LatentforgeError(f"--overwrite refused: {root} is not empty and is not a latentforge cache")
     build_dir = root / "build"
     arm_main_process()
-    stats = RunStats(settings={"slots": list(resolve_slots(config).devices),
-                               "workers_per_gpu": config.run.workers_per_gpu})
+    stats = RunStats(settings=_execution_settings(config))
     guard = stop_on_signals() if _on_main_thread() else contextlib.nullcontext()
     try:
         with guard, BuildLock(build_dir):
@@ -169,6 +169,31 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> 
         if message is None:
             raise
         raise LatentforgeError(message) from error
+
+
+def _execution_settings(config: BuildConfig) -> dict[str, Any]:
+    if config.run.executor == "ray":
+        return {"executor": "ray", "ray_address": config.run.ray_address, "device": config.run.device,
+                "workers_per_gpu": config.run.workers_per_gpu}
+    return {"slots": list(resolve_slots(config).devices), "workers_per_gpu": config.run.workers_per_gpu}
+
+
+def _run_units(config: BuildConfig, build_dir: Path, todo: list[Unit], on_staged, stats: RunStats,
+               quiet: bool) -> None:
+    if config.run.executor == "ray":
+        from .executor.ray_executor import run_ray  # Ray is an optional extra, imported only when used
+
+        run_ray(config, build_dir, todo, on_staged, stats.ranks, quiet)
+    else:
+        run_local(config, build_dir, todo, on_staged, stats.ranks)
+
+
+def _commit_device(config: BuildConfig) -> str:
+    if config.run.executor == "ray":
+        from .executor.ray_executor import commit_device
+
+        return commit_device(config)
+    return resolve_slots(config).devices[0]
 
 
 def _on_main_thread() -> bool:
@@ -204,10 +229,10 @@ def _build_locked(config: BuildConfig, root: Path, build_dir: Path, overwrite: b
     stats.samples_todo = sum(len(u.samples) for u in todo)
     if todo:
         with progress.task("encode", len(samples), completed=len(samples) - stats.samples_todo) as advance:
-            run_local(config, build_dir, todo, lambda unit, n: advance(n), stats.ranks)
+            _run_units(config, build_dir, todo, lambda unit, n: advance(n), stats, progress.quiet)
 
     started = time.perf_counter()
-    result = _commit(config, root, build_dir, total_shape, plan_rejects, resolve_slots(config).devices[0])
+    result = _commit(config, root, build_dir, total_shape, plan_rejects, _commit_device(config))
     stats.main_seconds["commit"] = time.perf_counter() - started
     rejects = Counter(row["reason"] for row in read_jsonl(root / "rejects.jsonl"))
     stats.rejects_by_reason = dict(rejects)
@@ -221,26 +246,21 @@ def _commit(config: BuildConfig, root: Path, build_dir: Path, total_shape: tuple
     """Every unit is staged: shards, manifest, SHA256SUMS, verify, marker. Models load only for their
     fingerprints and the empty prompt, on the first slot's device, so the result is the same for any split."""
     tokenizer, text_encoder = load_models(config, torch.device(device))
+    text = build_text_record(config, text_encoder, torch.device(device))
     empty_prompt = None
-    text_datasets = None
-    if text_encoder is not None:
-        text_datasets = (text_encoder.embeddings_dataset, text_encoder.length_dataset)
-        if config.text.empty_prompt:
-            encoded = text_encoder.encode([""])
-            empty_prompt = (encoded.embeddings.astype(config.output.storage_dtype), encoded.lengths)
-    cache_config = make_cache_config(
-        config, total_shape, tokenizer.fingerprint(),
-        text_encoder.fingerprint() if text_encoder is not None else None, text_datasets,
-        text_encoder.embed_dim if text_encoder is not None else None, type(tokenizer).latent_channels)
+    if text is not None and text.empty_prompt is not None:
+        empty_prompt = (text.empty_prompt.embeddings.astype(config.output.storage_dtype), text.empty_prompt.lengths)
+    cache_config = make_cache_config(config, total_shape, tokenizer.fingerprint(), text,
+                                     type(tokenizer).latent_channels)
     layout = CacheLayout(
         latent_dataset=config.output.latent_dataset,
         latent_shape=total_shape,
         storage_dtype=config.output.storage_dtype,
         rows_per_shard=config.output.rows_per_shard,
-        text_prefix=text_encoder.dataset_prefix if text_encoder is not None else None,
-        text_dim=text_encoder.embed_dim if text_encoder is not None else None,
+        text_prefix=text.prefix if text is not None else None,
+        text_dim=text.dim if text is not None else None,
         max_length=config.text.max_length,
     )
     unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]
-    readme_context = {"text_note": getattr(text_encoder, "provenance_note", None)}
+    readme_context = {"text_note": text.provenance_note if text is not None else None}
     return commit_cache(root, layout, unit_paths, plan_rejects, cache_config, empty_prompt, readme_context)

@@ -10,6 +10,7 @@ from typing import Any
 
 from . import __version__
 from .config import BuildConfig
+from .text.source import BuildTextRecord, pickle_lookup_rule, uses_pickles
 
 PIXEL_RANGE = "uint8 v -> v/127.5 - 1 (256-entry table)"
 
@@ -23,30 +24,34 @@ def modality_entries(config: BuildConfig, latent_channels: int) -> list[dict[str
     return entries
 
 
+def text_entry(config: BuildConfig, text: BuildTextRecord) -> dict[str, Any]:
+    """The text section: datasets and width, where rows come from, then the encoder's fingerprint (if any)."""
+    entry: dict[str, Any] = {
+        "name": config.text.name,
+        "embeddings_dataset": text.embeddings_dataset,
+        "length_dataset": text.length_dataset,
+        "dim": text.dim,
+        "max_length": config.text.max_length,
+        "empty_prompt": config.text.empty_prompt,
+        "source": config.text.source,
+    }
+    if uses_pickles(config.text):
+        entry["pickles"] = {"format": "cosmos-t5-pickle", "lookup": pickle_lookup_rule(config)}
+    entry.update({k: v for k, v in text.fingerprint.items() if k not in ("name", "max_length", "dim")})
+    return entry
+
+
 def make_cache_config(
     config: BuildConfig,
     latent_shape: tuple[int, ...],
     tokenizer_fingerprint: dict[str, Any],
-    text_fingerprint: dict[str, Any] | None,
-    text_datasets: tuple[str, str] | None,
-    text_dim: int | None,
+    text: BuildTextRecord | None,
     latent_channels: int,
 ) -> dict[str, Any]:
     """The cache_config.json object with num_samples/num_shards left at 0 (commit fills them in)."""
     frames = dict(vars(config.frames))
     frames["pixel_range"] = PIXEL_RANGE
     dataset = {k: v for k, v in vars(config.dataset).items() if k not in ("path", "limit")}
-    text: dict[str, Any] | None = None
-    if text_fingerprint is not None and text_datasets is not None:
-        text = {
-            "name": config.text.name,
-            "embeddings_dataset": text_datasets[0],
-            "length_dataset": text_datasets[1],
-            "dim": text_dim,
-            "max_length": config.text.max_length,
-            "empty_prompt": config.text.empty_prompt,
-            **{k: v for k, v in text_fingerprint.items() if k not in ("name", "max_length", "dim")},
-        }
     return {
         "format": "latentforge-cache",
         "format_version": 1,
@@ -64,7 +69,7 @@ def make_cache_config(
             "normalization": "tokenizer",
         },
         "tokenizer": tokenizer_fingerprint,
-        "text": text,
+        "text": None if text is None else text_entry(config, text),
         "frames": frames,
         "modalities": {
             "names": list(config.modalities.names),

@@ -15,6 +15,7 @@ REJECT_REASONS = (
     "mask_id_out_of_range",
     "depth_not_finite",
     "duplicate_id",
+    "bad_text_pickle",  # text.source pickles*: the sample's t5_xxl pickle is missing, malformed or unsafe
 )
 
 

@@ -18,6 +18,7 @@ class SourceEntry:
     caption: str | None  # None: no caption was found
     mask: str | None = None  # mask source (PNG folder or lossless video); None when absent
     depth: str | None = None  # depth source (.npz/.npy, 16-bit PNG folder or video); None when absent
+    t5_pickle: str | None = None  # table reader: the row's Cosmos T5 pickle (dataset.t5_pickle_column)
     extra: dict[str, Any] = field(default_factory=dict)  # pass-through columns copied into the manifest
 
 

@@ -18,6 +18,8 @@ FLAG_KEYS = {
     "precision": "tokenizer.precision",
     "text": "text.name",
     "text_path": "text.path",
+    "text_source": "text.source",
+    "empty_prompt": "text.empty_prompt",
     "device": "run.device",
     "limit": "dataset.limit",
     "procs": "run.procs",
@@ -25,6 +27,8 @@ FLAG_KEYS = {
     "workers_per_gpu": "run.workers_per_gpu",
     "max_reject_fraction": "run.max_reject_fraction",
     "on_missing_caption": "dataset.on_missing_caption",
+    "executor": "run.executor",
+    "ray_address": "run.ray_address",
 }
 
 
@@ -41,6 +45,10 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", help="fp32 | bf16 | cosmos-bf16")
     parser.add_argument("--text", help="t5 | umt5 | none")
     parser.add_argument("--text-path", help="local text-encoder folder")
+    parser.add_argument("--text-source", help="encoder | pickles | pickles+encoder: rows from the encoder, from "
+                        "Cosmos t5_xxl/<stem>.pickle files, or pickles where present (docs/text.md)")
+    parser.add_argument("--no-empty-prompt", dest="empty_prompt", action="store_const", const=False,
+                        help="write no empty_prompt.h5 (lets a pickles-only build run without a T5 folder)")
     parser.add_argument("--device", help="cpu | cuda | cuda:N")
     parser.add_argument("--limit", type=int, help="keep the first N samples of the plan")
     parser.add_argument("--on-missing-caption", help="reject | empty")
@@ -56,6 +64,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_input_arguments(parser)
     parser.add_argument("--no-encode", action="store_true", help="only probe the input (same as `scan`)")
     parser.add_argument("--overwrite", action="store_true", help="start over instead of resuming")
+    parser.add_argument("--executor", help="local | ray: where units run (docs/execution.md)")
+    parser.add_argument("--ray-address", help="with --executor ray: auto | HOST:PORT of the Ray cluster")
     parser.add_argument("--quiet", action="store_true")
     parser.set_defaults(run=run)
     from . import scan

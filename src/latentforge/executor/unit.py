@@ -23,6 +23,7 @@ from ..probe import ProbeResult
 from ..records import Reject, Sample, SamplePixels
 from ..samples import load_sample_pixels
 from ..text.prompt_cache import PromptCache
+from ..text.source import PickledText, TextSource, text_source
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from ..writers.staging import StagedRow, write_staged_unit
 
@@ -65,10 +66,14 @@ class UnitContext:
 
     config: BuildConfig
     tokenizer: Tokenizer
-    text: PromptCache | None
+    text: PromptCache | None  # the rank's encoder behind its prompt cache; None when units run no encoder
     stage: Callable[[StagedPayload], None]
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     samples_done: int = 0
+    text_source: TextSource | None = field(init=False)  # text.source applied to `text`; None: no text stage
+
+    def __post_init__(self) -> None:
+        self.text_source = text_source(self.config, self.text)
 
     @property
     def storage_dtype(self) -> np.dtype:
@@ -134,6 +139,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     latents: list[np.ndarray] = []
     rejects: list[Reject] = []
     prompts: list[str] = []
+    pickled: list[PickledText | None] = []
     pending: list[SamplePixels] = []
 
     def flush() -> None:
@@ -155,6 +161,11 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
             continue
         pixels = item.result
         probe = unit.probes[sample.source_index]
+        try:  # before the tokenizer, so a sample without usable text costs no encode and shifts no batch
+            pickled_text = ctx.text_source.pickled(sample) if ctx.text_source is not None else None
+        except SampleRejected as error:
+            rejects.append(Reject(sample.sample_id, sample.source_index, error.reason, error.detail, "encode"))
+            continue
         rows.append(
             dict(
                 sample_id=sample.sample_id,
@@ -169,6 +180,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
             )
         )
         prompts.append(probe.caption)
+        pickled.append(pickled_text)
         pending.append(pixels)
         if len(pending) == batch_size:
             flush()
@@ -178,14 +190,16 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         raise RuntimeError(f"unit {unit.index}: no decode outcome for {missing[:3]}")
 
     text_embeddings = text_lengths = None
-    if ctx.text is not None and rows:
+    if ctx.text_source is not None and rows:
         started = time.perf_counter()
-        encoded = ctx.text.encode(prompts)
+        text = ctx.text_source.rows(prompts, pickled)
         ctx.seconds["text"] += time.perf_counter() - started
-        text_embeddings = encoded.embeddings.astype(ctx.storage_dtype)
-        text_lengths = encoded.lengths
-        for row, truncated in zip(rows, encoded.truncated):
+        text_embeddings = text.batch.embeddings.astype(ctx.storage_dtype)
+        text_lengths = text.batch.lengths
+        for row, truncated, origin in zip(rows, text.batch.truncated, text.provenance):
             row["prompt_truncated"] = bool(truncated)
+            if ctx.text_source.records_provenance:
+                row["provenance"] = {**row["provenance"], "text": origin}
 
     stacked = np.concatenate(latents) if latents else np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
     staged_rows = [StagedRow(**row) for row in rows]

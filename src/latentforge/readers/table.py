@@ -122,7 +122,7 @@ class TableReader:
     def _columns(self) -> dict[str, str | None]:
         c = self.config
         return {"id": c.id_column, "video": c.video_column, "caption": c.caption_column,
-                "mask": c.mask_column, "depth": c.depth_column}
+                "mask": c.mask_column, "depth": c.depth_column, "t5_pickle": c.t5_pickle_column}
 
     def entries(self) -> list[SourceEntry]:
         roles = {role: name for role, name in self._columns().items() if name}
@@ -166,6 +166,7 @@ class TableReader:
             caption=self._caption(values["caption"], where),
             mask=self._resolved(part, self._path_text(values.get("mask"), "mask", where)),
             depth=self._resolved(part, self._path_text(values.get("depth"), "depth", where)),
+            t5_pickle=self._resolved(part, self._path_text(values.get("t5_pickle"), "t5_pickle", where)),
             extra=extra,
         )
 

@@ -74,15 +74,21 @@ def read_cosmos_pickle(path: str | Path, dim: int = 1024, max_tokens: int = COSM
     """
     path = Path(path)
     try:
-        with open(path, "rb") as handle:
-            value = _CosmosUnpickler(handle, path).load()
-    except LatentforgeError:
-        raise
+        data = path.read_bytes()
     except OSError as error:
         raise BadCosmosPickleError(f"{path}: cannot read: {error}") from error
+    return load_cosmos_pickle(data, path, dim, max_tokens)
+
+
+def load_cosmos_pickle(data: bytes, source: Path, dim: int = 1024, max_tokens: int = COSMOS_MAX_TOKENS) -> np.ndarray:
+    """read_cosmos_pickle on bytes already read (a build hashes the same bytes it loads); `source` names them."""
+    try:
+        value = _CosmosUnpickler(io.BytesIO(data), source).load()
+    except LatentforgeError:
+        raise
     except Exception as error:  # any failure inside pickle machinery means a corrupt or hostile file
-        raise BadCosmosPickleError(f"{path}: not a readable pickle ({type(error).__name__}: {error})") from error
-    return _check_structure(value, path, dim, max_tokens)
+        raise BadCosmosPickleError(f"{source}: not a readable pickle ({type(error).__name__}: {error})") from error
+    return _check_structure(value, source, dim, max_tokens)
 
 
 def _check_structure(value: object, path: Path, dim: int, max_tokens: int) -> np.ndarray:
