@@ -1,0 +1,80 @@
+"""The unit queue of a Ray build: one small actor on the driver's node that workers pull units from.
+
+It only keeps books (which worker holds which unit, how often a unit's worker failed, what was staged);
+units go to workers as plan records, and staged data never passes through it. Plain Python so that the
+bookkeeping is testable without Ray; the driver wraps it with `ray.remote`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass
+from typing import Any
+
+from .unit import Unit
+
+
+@dataclass(frozen=True)
+class StagedEvent:
+    """A worker staged a unit; `stats` is its RankStats as JSON, refreshed right after the write."""
+
+    worker: int
+    unit: int
+    samples: int
+    node: str
+    stats: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Charge:
+    """The unit a failed worker was running, and how many of its attempts have now failed."""
+
+    unit: int
+    tries: int
+    first_sample: str
+    last_sample: str
+
+
+class UnitDispatcher:
+    """Hands out units in plan order; a failed worker's units go back to the front of the queue."""
+
+    def __init__(self, units: list[Unit]):
+        self._units = {u.index: u for u in units}
+        self._pending: deque[int] = deque(sorted(self._units))
+        # Units a worker took and has not staged, in the order taken. Staging is synchronous in a worker,
+        # so the first one is always the unit it is encoding; the rest are decoded ahead.
+        self._held: dict[int, list[int]] = defaultdict(list)
+        self._tries: Counter[int] = Counter()
+        self._events: list[StagedEvent] = []
+        self._left = len(self._units)
+
+    def take(self, worker: int) -> Unit | None:
+        if not self._pending:
+            return None
+        index = self._pending.popleft()
+        self._held[worker].append(index)
+        return self._units[index]
+
+    def staged(self, event: StagedEvent) -> None:
+        held = self._held[event.worker]
+        if event.unit in held:
+            held.remove(event.unit)
+            self._left -= 1
+            self._events.append(event)
+
+    def drain(self) -> tuple[list[StagedEvent], int]:
+        """(staged events since the last drain, units not staged yet)."""
+        events, self._events = self._events, []
+        return events, self._left
+
+    def release(self, worker: int) -> Charge | None:
+        """The worker stopped on an error or died: requeue what it held and charge the unit it was running.
+        None when it held nothing (it failed before taking a unit)."""
+        held = self._held.pop(worker, [])
+        self._pending.extendleft(reversed(held))
+        if not held:
+            return None
+        unit = held[0]
+        self._tries[unit] += 1
+        samples = self._units[unit].samples
+        return Charge(unit, self._tries[unit], samples[0].sample_id, samples[-1].sample_id)

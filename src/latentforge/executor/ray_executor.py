@@ -1,0 +1,268 @@
+"""The Ray executor (`--executor ray`): the same run_unit in Ray actors, one per GPU or CPU slot of a cluster.
+
+Workers pull units from a small dispatcher actor pinned to the driver's node and stage them into the
+shared ROOT/build/staging; the driver only moves plan records and counters, then commits as the local
+executor does, so the cache is byte-identical. A worker that dies or raises has its units requeued and
+is replaced; the unit it was running is charged one try, and after run.max_unit_tries failed tries the
+build stops with that unit's error (staged units are kept, a rerun resumes). See docs/execution.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..config import BuildConfig
+from ..errors import ConfigError, LatentforgeError
+from ..faults import FAULT_ENV
+from ..stats import RankStats
+from .ray_dispatch import UnitDispatcher
+from .ray_worker import DriverFacts, RankWorker, WorkerOutcome
+from .process_setup import StopRequested
+from .rank import RankSpec
+from .unit import Unit
+
+# Test-only: `<rank>:<phase>:<n>` gives the worker with that rank (never a replacement) LATENTFORGE_FAULT=<phase>:<n>.
+RAY_FAULT_ENV = "LATENTFORGE_RAY_FAULT"
+_POLL_SECONDS = 0.2
+_THROUGHPUT_EVERY_SECONDS = 30.0
+_STOP_GRACE_SECONDS = 5.0
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("run.executor=ray needs Ray: pip install 'latentforge[ray]' on the driver and on every "
+                          "node, or use run.executor=local") from None
+    return ray
+
+
+def uses_gpus(config: BuildConfig) -> bool:
+    return config.run.device.startswith("cuda") or bool(config.run.gpus)
+
+
+def commit_device(config: BuildConfig) -> str:
+    """The driver commits, loading the models on the workers' kind of device for the fingerprints and the
+    empty prompt, so the cache is the one a local build on that device model writes."""
+    if not uses_gpus(config):
+        return "cpu"
+    return config.run.device if config.run.device.startswith("cuda") else "cuda:0"
+
+
+@dataclass(frozen=True)
+class WorkerShape:
+    count: int
+    device: str  # as the actor sees it: Ray sets CUDA_VISIBLE_DEVICES to the one GPU it assigned
+    num_gpus: int
+
+
+def worker_shape(ray: Any, config: BuildConfig, units: int) -> WorkerShape:
+    """One GPU actor per GPU the cluster shows, or run.procs CPU actors; never more actors than units."""
+    if not uses_gpus(config):
+        return WorkerShape(max(1, min(config.run.procs, units)), "cpu", 0)
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    if gpus < 1:
+        raise ConfigError(f"run.device={config.run.device!r} asks for GPU workers but the Ray cluster shows no GPU; "
+                          "start the workers with GPUs (ray start ... --num-gpus N) or use --device cpu")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("the driver commits on the workers' device and sees no GPU; run the build command on a "
+                          "GPU node of the cluster (e.g. the head node)")
+    return WorkerShape(min(gpus, units), "cuda:0", 1)
+
+
+def _fault_env(rank: int) -> dict[str, str]:
+    target, _, fault = os.environ.get(RAY_FAULT_ENV, "").partition(":")
+    return {FAULT_ENV: fault} if fault and target == str(rank) else {}
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+@dataclass
+class _Signal:
+    signum: int | None = None
+
+
+@contextlib.contextmanager
+def _signals_noted() -> Iterator[_Signal]:
+    """SIGTERM/SIGINT only note the signal while Ray runs: an exception raised by a handler inside Ray's C
+    code comes out as SystemError or is swallowed. The loop raises StopRequested (exit 143/130) itself.
+    The handlers in place before are back afterwards."""
+    noted = _Signal()
+    if not on_main_thread():
+        yield noted
+        return
+
+    def note(signum: int, frame: object) -> None:
+        noted.signum = signum
+
+    previous = {s: signal.signal(s, note) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield noted
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@dataclass
+class _Worker:
+    rank: int
+    actor: Any
+
+
+class _RayRun:
+    def __init__(self, ray: Any, config: BuildConfig, build_dir: Path, units: list[Unit],
+                 on_staged: Callable[[int, int], None], ranks_out: dict[int, RankStats], quiet: bool,
+                 noted: _Signal):
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        self.ray, self.config, self.build_dir = ray, config, build_dir
+        self.on_staged, self.ranks_out, self.quiet = on_staged, ranks_out, quiet
+        self.shape = worker_shape(ray, config, len(units))
+        # On the driver's node, so losing a worker node never loses the queue.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.dispatcher = ray.remote(num_cpus=0, scheduling_strategy=here)(UnitDispatcher).remote(units)
+        self.actor_class = ray.remote(RankWorker)
+        self.facts = DriverFacts(__version__, (build_dir / "lock").read_text(encoding="utf-8").strip())
+        self.running: dict[Any, _Worker] = {}
+        self.started: dict[int, float] = {}  # rank -> when the driver created it
+        self.last_staged: dict[int, float] = {}
+        self.nodes: dict[int, str] = {}
+        self.next_rank = 0
+        self.left = len(units)
+        self.failed_before_a_unit = 0
+        self.noted = noted  # a SIGTERM/SIGINT, raised as StopRequested between Ray calls
+
+    def say(self, message: str) -> None:
+        if not self.quiet:
+            from rich import get_console
+
+            get_console().print(message, soft_wrap=True, markup=False)  # above the progress bar
+
+    def start_worker(self) -> None:
+        rank, self.next_rank = self.next_rank, self.next_rank + 1
+        spec = RankSpec(rank, self.shape.device, self.config.run.workers_per_gpu, None, self.config,
+                        str(self.build_dir))
+        options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0}
+        if env := _fault_env(rank):
+            options["runtime_env"] = {"env_vars": env}
+        actor = self.actor_class.options(**options).remote(spec, self.dispatcher, self.facts)
+        self.running[actor.serve.remote()] = _Worker(rank, actor)
+        self.started[rank] = time.time()  # driver clock, as last_staged: throughput needs no synced clocks
+
+    def drain(self) -> None:
+        events, self.left = self.ray.get(self.dispatcher.drain.remote())
+        for event in events:
+            self.ranks_out[event.worker] = RankStats(**event.stats)
+            self.nodes[event.worker] = event.node
+            self.last_staged[event.worker] = time.time()
+            self.on_staged(event.unit, event.samples)
+
+    def run(self) -> None:
+        for _ in range(self.shape.count):
+            self.start_worker()
+        printed = time.monotonic()
+        while self.running:
+            if self.noted.signum is not None:
+                raise StopRequested(self.noted.signum)
+            ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=_POLL_SECONDS)
+            self.drain()
+            for ref in ready:
+                self.finished(ref)
+            if time.monotonic() - printed >= _THROUGHPUT_EVERY_SECONDS:
+                self.print_throughput()
+                printed = time.monotonic()
+        self.drain()
+        if self.left:
+            raise LatentforgeError(f"{self.left} unit(s) were not staged although every Ray worker finished; "
+                                   "rerun the same command to resume")
+        self.print_throughput()
+
+    def finished(self, ref: Any) -> None:
+        worker = self.running.pop(ref)
+        died = False
+        try:
+            outcome: WorkerOutcome = self.ray.get(ref)
+        except self.ray.exceptions.RayActorError as error:
+            died = True
+            outcome = WorkerOutcome({}, f"the worker process died: {_one_line(str(error))}")
+        except self.ray.exceptions.RayTaskError as error:
+            raise LatentforgeError(f"Ray worker {worker.rank} could not start serving: {error}; is the same "
+                                   "latentforge installed on every node?") from None
+        if outcome.error is None:
+            self.ranks_out[worker.rank] = RankStats(**outcome.stats)
+            return
+        self.ray.kill(worker.actor)
+        where = outcome.node or self.nodes.get(worker.rank, "unknown node")
+        charge = self.ray.get(self.dispatcher.release.remote(worker.rank))
+        tries = self.config.run.max_unit_tries
+        if charge is None:
+            self.failed_before_a_unit += 1
+            if not died or self.failed_before_a_unit >= tries:
+                raise LatentforgeError(f"Ray worker {worker.rank} ({where}) failed before taking a unit:\n"
+                                       f"{outcome.error}")
+        elif charge.tries >= tries:
+            raise LatentforgeError(
+                f"unit {charge.unit} (samples {charge.first_sample} .. {charge.last_sample}) failed {charge.tries} "
+                f"time(s), the limit run.max_unit_tries={tries}; last error (worker {worker.rank}, {where}):\n"
+                f"{outcome.error}\nstaged units are kept: fix the cause and rerun the same command to resume")
+        else:
+            self.say(f"Ray worker {worker.rank} ({where}) stopped on unit {charge.unit}, try {charge.tries} of "
+                     f"{tries}: {_one_line(outcome.error.splitlines()[-1])}; rescheduling it")
+        self.start_worker()
+
+    def print_throughput(self) -> None:
+        for rank in sorted(self.ranks_out):
+            stats = self.ranks_out[rank]
+            seconds = self.last_staged.get(rank, time.time()) - self.started.get(rank, time.time())
+            rate = stats.samples / seconds if seconds > 0 else 0.0
+            self.say(f"Ray worker {rank} ({stats.device}, {self.nodes.get(rank, '?')}): {stats.units} units, "
+                     f"{stats.samples} samples, {rate:.2f} samples/s since it started")
+
+    def stop(self) -> None:
+        """Kill what is still running (an error or Ctrl-C ended the run); staged units stay for a resume."""
+        for worker in self.running.values():
+            self.ray.kill(worker.actor)
+        if self.running:  # gone before the lock is released, so no write races a rerun's tmp cleanup
+            self.ray.wait(list(self.running), num_returns=len(self.running), timeout=_STOP_GRACE_SECONDS)
+        self.ray.kill(self.dispatcher)
+
+
+def run_ray(config: BuildConfig, build_dir: Path, units: list[Unit], on_staged: Callable[[int, int], None],
+            ranks_out: dict[int, RankStats], quiet: bool = False) -> None:
+    """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected
+    to); on_staged(unit, samples) after each is staged; ranks_out gets each worker's stats."""
+    ray = import_ray()
+    connected_here = not ray.is_initialized()
+    if connected_here:
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if on_main_thread() else {}
+        ray.init(address=config.run.ray_address or None, log_to_driver=not quiet)
+        for signum, handler in handlers.items():  # ray.init put its own in place (sys.exit, C++ abort)
+            signal.signal(signum, handler)
+    try:
+        with _signals_noted() as noted:
+            run = _RayRun(ray, config, Path(build_dir), units, on_staged, ranks_out, quiet, noted)
+            try:
+                run.run()
+            finally:
+                run.stop()
+    finally:
+        if connected_here:
+            ray.shutdown()

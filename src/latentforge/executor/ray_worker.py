@@ -1,0 +1,129 @@
+"""The body of one Ray worker actor: load the models once, then pull units and run them with run_unit.
+
+Units are staged synchronously into the shared ROOT/build/staging, so when a unit raises, the unit named
+in the report is the one that failed, and the driver learns of a staged unit only after it is on disk.
+Decode workers are child processes of the actor, as in a local rank. Ray is imported only in here and
+in the driver (it is an optional extra).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import __version__
+from ..stats import RankStats
+from ..text.prompt_cache import PromptCache
+from .decode_stream import DecodeStream
+from .ray_dispatch import StagedEvent
+from .rank import RankSpec, describe_failure, load_models
+from .unit import StagedPayload, Unit, UnitContext, run_unit, stage_now
+
+
+@dataclass(frozen=True)
+class WorkerOutcome:
+    """What `serve` returns: final stats, or the error that stopped the worker (it is then discarded)."""
+
+    stats: dict[str, Any]
+    error: str | None = None
+    node: str = ""
+
+
+@dataclass(frozen=True)
+class DriverFacts:
+    """What a worker checks against its node before any work: same software, same build folder."""
+
+    version: str
+    lock_owner: str  # contents of ROOT/build/lock as the driver wrote it
+
+
+def _check_node(spec: RankSpec, facts: DriverFacts, node: str) -> None:
+    from ..errors import LatentforgeError
+
+    if __version__ != facts.version:
+        raise LatentforgeError(f"node {node} runs latentforge {__version__}, the driver {facts.version}; "
+                               "install the same version on every node of the Ray cluster")
+    lock = Path(spec.build_dir) / "lock"
+    try:
+        owner = lock.read_text(encoding="utf-8").strip()
+    except OSError:
+        owner = None
+    if owner != facts.lock_owner:
+        raise LatentforgeError(
+            f"node {node} does not see this build's {lock} (found {owner!r}, expected the driver's "
+            f"{facts.lock_owner!r}); Ray workers stage units into ROOT/build/staging, so the output root must "
+            "be on a filesystem that every node mounts at the same path (NFS, Lustre, ...)")
+
+
+class RankWorker:
+    """One encoder per GPU (num_gpus=1) or per CPU slot; `rank` is unique per actor, replacements included."""
+
+    def __init__(self, spec: RankSpec, dispatcher: Any, facts: DriverFacts):
+        self.spec = spec
+        self.dispatcher = dispatcher
+        self.facts = facts
+
+    def serve(self) -> WorkerOutcome:
+        import ray
+
+        spec = self.spec
+        node = f"{ray.util.get_node_ip_address()} pid {os.getpid()}"
+        stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers)
+        stream: DecodeStream | None = None
+        try:
+            _check_node(spec, self.facts, node)
+            if spec.torch_threads is not None:
+                torch.set_num_threads(spec.torch_threads)
+            tokenizer, text = load_models(spec.config, torch.device(spec.device))
+            write = stage_now(Path(spec.build_dir))
+
+            def stage(payload: StagedPayload) -> None:
+                write(payload)
+                stats.accepted += len(payload.rows)
+
+            ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, stage)
+            stream = DecodeStream(spec.config, self._take, spec.workers)
+            for unit, decoded in stream.units():
+                run_unit(unit, ctx, decoded)
+                stats.units += 1
+                stats.samples += len(unit.samples)
+                self._report(unit, stats, stream, ctx, node)
+        except Exception as error:  # noqa: BLE001 - the driver decides: reschedule, or report after N tries
+            return WorkerOutcome(self._finish(stats, stream, None), describe_failure(error), node)
+        finally:
+            if stream is not None:
+                stream.close()
+        return WorkerOutcome(self._finish(stats, stream, ctx), None, node)
+
+    def _take(self) -> Unit | None:
+        import ray
+
+        return ray.get(self.dispatcher.take.remote(self.spec.rank))
+
+    def _report(self, unit: Unit, stats: RankStats, stream: DecodeStream, ctx: UnitContext, node: str) -> None:
+        import ray
+
+        self._fill_seconds(stats, stream, ctx)
+        # Waited on, so the unit counts as staged before the worker can fail on the next one.
+        ray.get(self.dispatcher.staged.remote(StagedEvent(self.spec.rank, unit.index, len(unit.samples), node,
+                                                          stats.to_json())))
+
+    @staticmethod
+    def _fill_seconds(stats: RankStats, stream: DecodeStream, ctx: UnitContext) -> None:
+        for key in ("encode", "text"):
+            stats.seconds[key] = ctx.seconds.get(key, 0.0)
+        stats.seconds["stage"] = ctx.seconds.get("stage_handoff", 0.0)  # stage_now writes inside the hand-off
+        stats.seconds["decode"] = stream.decode_seconds
+        stats.seconds["encoder_wait"] = stream.wait_seconds
+        stats.beat(stream.worker_cpu_seconds)
+
+    def _finish(self, stats: RankStats, stream: DecodeStream | None, ctx: UnitContext | None) -> dict[str, Any]:
+        if stream is not None and ctx is not None:
+            self._fill_seconds(stats, stream, ctx)
+        else:
+            stats.beat(stream.worker_cpu_seconds if stream is not None else 0.0)
+        return stats.to_json()
