@@ -1,0 +1,170 @@
+"""In-process measurements of bench/build.py: pure encode, T5 with and without prompt dedup, CPU decode cost.
+
+Each uses the library's own functions on the same config the builds use, so the numbers are comparable:
+pure encode = the build's tokenizer, batch and precision on pre-decoded batches already on the device;
+CPU cost = the build's decode path for one sample, timed alone with process CPU time (all threads).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import statistics
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from av.video.reformatter import Interpolation
+
+from latentforge import registry
+from latentforge.build import plan_samples
+from latentforge.config import BuildConfig
+from latentforge.decode import pyav as decode_pyav
+from latentforge.probe import probe_sample
+from latentforge.samples import load_sample_pixels
+from latentforge.text.prompt_cache import PromptCache
+from latentforge.tokenizers.base import pixels_to_input
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _first_probed(config: BuildConfig, count: int):
+    samples, _ = plan_samples(config)
+    return [(s, probe_sample(s, config)) for s in samples[:count]]
+
+
+def pure_encode(config: BuildConfig, device: str, batches: int) -> dict[str, Any]:
+    """Seconds per batch of each modality; samples/s for all modalities and for RGB alone. The first batch
+    (compile, cudnn autotune) is not timed."""
+    dev = torch.device(device)
+    tokenizer = registry.resolve("tokenizer", config.tokenizer.name).from_config(config.tokenizer, dev)
+    batch = config.output.batch_size
+    pixels = [load_sample_pixels(s, p, config) for s, p in _first_probed(config, batch)]
+    on_device = {name: torch.as_tensor(np.stack([px.modalities[name] for px in pixels])).to(dev)
+                 for name in config.modalities.names}
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    seconds: dict[str, list[float]] = {name: [] for name in on_device}
+    for repeat in range(batches + 1):
+        for name, frames in on_device.items():
+            _sync(dev)
+            started = time.perf_counter()
+            with torch.inference_mode():
+                tokenizer.encode(pixels_to_input(frames, dev))
+            _sync(dev)
+            if repeat:
+                seconds[name].append(time.perf_counter() - started)
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    result = {
+        "batch": batch, "batches_timed": batches, "seconds_per_batch": median,
+        "samples_per_s_all_modalities": batch / sum(median.values()),
+        "samples_per_s_rgb": batch / median["rgb"],
+        "peak_gpu_gib": torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None,
+    }
+    del tokenizer, on_device
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
+def text_dedup(config: BuildConfig, device: str, prompts: list[str], unit_size: int) -> dict[str, Any]:
+    """T5 seconds per sample over the same prompt stream, in units as the build sees it: dedup on (the
+    build's PromptCache) and off (every prompt through the model, text.batch_size at a time)."""
+    dev = torch.device(device)
+    encoder = registry.resolve("text", config.text.name).from_config(config.text, dev)
+    encoder.encode_batch(prompts[: config.text.batch_size])  # warm-up: kernels, allocator
+    units = [prompts[i : i + unit_size] for i in range(0, len(prompts), unit_size)]
+
+    def dedup_on() -> None:
+        cache = PromptCache(encoder)
+        for unit in units:
+            cache.encode(unit)
+
+    def dedup_off() -> None:
+        for unit in units:
+            for start in range(0, len(unit), config.text.batch_size):
+                encoder.encode_batch(unit[start : start + config.text.batch_size])
+
+    result: dict[str, Any] = {"prompts": len(prompts), "distinct": len(set(prompts)),
+                              "batch_size": config.text.batch_size, "d_model": encoder.embed_dim}
+    for label, fn in (("dedup_on", dedup_on), ("dedup_off", dedup_off)):
+        _sync(dev)
+        started = time.perf_counter()
+        fn()
+        _sync(dev)
+        result[f"{label}_s_per_sample"] = (time.perf_counter() - started) / len(prompts)
+    del encoder
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
+def _core_seconds(fn: Callable[[], Any], reps: int) -> tuple[float, float]:
+    """Median (CPU core-seconds of this process, all threads; wall seconds) of fn()."""
+    cpu, wall = [], []
+    for _ in range(reps):
+        c, w = time.process_time(), time.perf_counter()
+        fn()
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - w)
+    return statistics.median(cpu), statistics.median(wall)
+
+
+@contextlib.contextmanager
+def swscale_flags(flags: Interpolation):
+    """The build's own decode path with other swscale flags: to_rgb24 reads the module constant per call."""
+    saved = decode_pyav.SWSCALE_FLAGS
+    decode_pyav.SWSCALE_FLAGS = flags
+    try:
+        yield
+    finally:
+        decode_pyav.SWSCALE_FLAGS = saved
+
+
+def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
+    """Core-seconds of one sample's CPU work: the build's RGB path (BITEXACT swscale; the build normalises on
+    the GPU) with and without a CPU normalise, the same path with other swscale flags, decode alone, and a
+    sample with each modality as a decode worker loads it."""
+    sample, probe = _first_probed(config, 1)[0]
+    path, info = sample.entry.video, probe.info
+    indices = list(probe.window.indices)
+
+    def decode_only() -> None:
+        for _ in decode_pyav.decode_frames(path, info, indices, sample.sample_id):
+            pass
+
+    def build_rgb(flags: Interpolation | None = None) -> np.ndarray:
+        with swscale_flags(decode_pyav.SWSCALE_FLAGS if flags is None else flags):
+            return decode_pyav.decode_rgb(path, info, indices, probe.plan, config.frames, sample.sample_id)
+
+    def modality(name: str) -> Callable[[], Any]:
+        cfg = dataclasses.replace(config, modalities=dataclasses.replace(config.modalities, names=["rgb", name]))
+        return lambda: load_sample_pixels(sample, probe, cfg)
+
+    exact = decode_pyav.SWSCALE_FLAGS
+    no_bitexact = exact & ~Interpolation.BITEXACT
+    rows = {
+        "decode only (no colour conversion)": decode_only,
+        "build path: decode + swscale resize (BITEXACT); normalise on GPU": build_rgb,
+        "build path + normalise on CPU (256-entry table)": lambda: pixels_to_input(build_rgb(), "cpu"),
+        "swscale without BITEXACT": lambda: build_rgb(no_bitexact),
+        "swscale without BITEXACT + normalise on CPU": lambda: pixels_to_input(build_rgb(no_bitexact), "cpu"),
+        "swscale filter only (no ACCURATE_RND, FULL_CHR_H_INT, BITEXACT)": lambda: build_rgb(Interpolation(0)),
+        "full perception sample as a decode worker does (rgb+mask+depth)":
+            lambda: load_sample_pixels(sample, probe, config),
+    }
+    if len(config.modalities.names) > 1:
+        rows["rgb + mask (PNG folder) sample"] = modality("mask")
+        rows["rgb + depth (NPZ) sample"] = modality("depth")
+    with torch.inference_mode():
+        measured = {label: _core_seconds(fn, reps) for label, fn in rows.items()}
+    return {
+        "clip": {"source": f"{info.width}x{info.height}", "frames": len(indices),
+                 "output": f"{config.frames.height}x{config.frames.width}", "filter": config.frames.resize_filter},
+        "torch_threads": torch.get_num_threads(),
+        "rows": [{"path": label, "core_s": c, "wall_s": w} for label, (c, w) in measured.items()],
+    }
