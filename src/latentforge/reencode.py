@@ -220,6 +220,11 @@ def tolerance_for(precision: str, storage_dtype: str) -> float:
     return PRECISION_TOLERANCE[precision] + STORAGE_TOLERANCE[storage_dtype]
 
 
+def _autotuned(root: Path) -> bool:
+    config = json.loads((root / "cache_config.json").read_text(encoding="utf-8"))
+    return bool((config.get("tokenizer") or {}).get("cudnn_benchmark"))
+
+
 def choose_comparison(root: Path, device: str, precision: str, storage_dtype: str,
                       execution_changes: list[str]) -> Comparison:
     """Exact when the build recorded an environment equal to this one and the tokenizer's software versions
@@ -233,6 +238,8 @@ def choose_comparison(root: Path, device: str, precision: str, storage_dtype: st
         why = "environment differs from the build's: " + ", ".join(changed)
     elif built is not None and execution_changes:
         why = "tokenizer software or code path differs from the build's: " + ", ".join(execution_changes)
+    elif built is not None and _autotuned(root):
+        why = "the build let cuDNN autotune its kernels (tokenizer.cudnn_benchmark), which may choose others here"
     elif built is not None:
         return Comparison(True, 0.0, "device model and software match the build's")
     return Comparison(False, tolerance, f"{why} ({precision} {PRECISION_TOLERANCE[precision]:.0e} + "
