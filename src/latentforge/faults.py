@@ -1,31 +1,40 @@
-"""Test-only fault injection: SIGKILL the whole build at the n-th arrival at a named phase.
+"""Test-only fault injection: SIGKILL the whole build, or stall one process, at the n-th arrival at a phase.
 
-`LATENTFORGE_FAULT=<phase>:<n>` (for example `stage:2`) makes the n-th call of `fault_point(phase)` in one
-process kill the build's main process and then itself with SIGKILL, as a power cut would. Phases:
-decode, encode, stage, commit, manifest, sha256sums, marker (docs/execution.md). Without the variable
-`fault_point` is a dictionary lookup and nothing else, so it stays in production code paths.
+`LATENTFORGE_FAULT=<phase>:<n>[:<action>]` acts at the n-th call of `fault_point(phase)` in each process.
+Actions: `kill` (default) SIGKILLs the build's main process and then the current one, as a power cut would;
+`sleep` says so on stderr and stalls the current process for STALL_SECONDS, so a test can signal a build
+whose ranks and decode workers are busy (tests/test_signals.py). Phases: decode, encode, stage, commit,
+manifest, sha256sums, marker (docs/execution.md). Without the variable `fault_point` is a dictionary lookup
+and nothing else, so it stays in production code paths.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
+import time
 
 FAULT_ENV = "LATENTFORGE_FAULT"
 MAIN_PID_ENV = "LATENTFORGE_FAULT_MAIN_PID"
 PHASES = ("decode", "encode", "stage", "commit", "manifest", "sha256sums", "marker")
+ACTIONS = ("kill", "sleep")
+STALL_SECONDS = 600.0  # longer than any test waits; a forgotten stalled process still ends on its own
 
 _arrivals: dict[str, int] = {}
 
 
-def _target() -> tuple[str, int] | None:
+def _target() -> tuple[str, int, str] | None:
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return None
-    phase, _, count = spec.partition(":")
-    if phase not in PHASES or not count.isdigit() or int(count) < 1:
-        raise ValueError(f"{FAULT_ENV}={spec!r}; expected <phase>:<n> with phase one of {', '.join(PHASES)}, n >= 1")
-    return phase, int(count)
+    phase, _, rest = spec.partition(":")
+    count, _, action = rest.partition(":")
+    action = action or "kill"
+    if phase not in PHASES or not count.isdigit() or int(count) < 1 or action not in ACTIONS:
+        raise ValueError(f"{FAULT_ENV}={spec!r}; expected <phase>:<n>[:<action>] with phase one of "
+                         f"{', '.join(PHASES)}, n >= 1, action one of {', '.join(ACTIONS)}")
+    return phase, int(count), action
 
 
 def arm_main_process() -> None:
@@ -40,6 +49,11 @@ def fault_point(phase: str) -> None:
         return
     _arrivals[phase] = _arrivals.get(phase, 0) + 1
     if _arrivals[phase] != target[1]:
+        return
+    if target[2] == "sleep":
+        print(f"{FAULT_ENV}: process {os.getpid()} stalls at {phase} for {STALL_SECONDS:g} s", file=sys.stderr,
+              flush=True)
+        time.sleep(STALL_SECONDS)
         return
     main = int(os.environ.get(MAIN_PID_ENV, os.getpid()))
     if main != os.getpid():

@@ -16,7 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .io import write_text_atomic
+from .reencode import environment_record
 
 STAGES = ("probe", "decode", "encode", "text", "stage", "commit")
 
@@ -42,14 +45,16 @@ class RankStats:
     peak_gpu_bytes: int | None = None
     heartbeat_utc: str = ""
     heartbeat_unix: float = 0.0
+    environment: dict[str, str] = field(default_factory=dict)  # device model and software it encoded with
 
     def beat(self, worker_cpu_seconds: float) -> None:
-        """Refresh the clocks that are read from the OS, and the heartbeat."""
+        """Refresh the clocks that are read from the OS, and the heartbeat (in the rank's own process, so
+        the environment is the one that encoded, also on a remote Ray node)."""
+        if not self.environment:
+            self.environment = environment_record(self.device)
         self.cpu_seconds = time.process_time() + worker_cpu_seconds
         self.peak_host_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         if self.device.startswith("cuda"):
-            import torch
-
             self.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(self.device))
         self.heartbeat_unix = time.time()
         self.heartbeat_utc = utc_stamp(self.heartbeat_unix)
@@ -74,7 +79,19 @@ class RunStats:
 
     @property
     def path_name(self) -> str:
-        return f"stats-{utc_stamp(self.started_unix)}.json"
+        # to the microsecond: two runs within one second (a quick failure, then the rerun) keep both records
+        stamp = datetime.fromtimestamp(self.started_unix, timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        return f"stats-{stamp}.json"
+
+    def environment(self) -> dict[str, str] | None:
+        """Where this run encoded (reencode.environment_record), None when its ranks differ. A run whose ranks
+        encoded nothing (a resume that only commits) records this process's device when it has one."""
+        recorded = {json.dumps(r.environment, sort_keys=True) for r in self.ranks.values() if r.environment}
+        if recorded:
+            return json.loads(recorded.pop()) if len(recorded) == 1 else None
+        slots = self.settings.get("slots") or [self.settings.get("device", "cpu")]
+        device = torch.device(slots[0])
+        return environment_record(device) if device.type == "cpu" or torch.cuda.is_available() else None
 
     def summary(self) -> dict[str, Any]:
         ranks = [self.ranks[k] for k in sorted(self.ranks)]
@@ -101,6 +118,9 @@ class RunStats:
             "cpu_core_seconds_per_sample": cpu / encoded if encoded else None,
             "ranks": [r.to_json() for r in ranks],
             "rejects_by_reason": dict(sorted(self.rejects_by_reason.items())),
+            # deep verify compares latents bit for bit only when every run of the build recorded an
+            # environment and it equals the verifier's (reencode.choose_comparison)
+            "environment": self.environment(),
         }
 
     def write(self, build_dir: Path) -> Path:

@@ -73,6 +73,10 @@ def probe_video(path: str, sample_id: str) -> VideoInfo:
         first = None
         try:
             for packet in container.demux(stream):
+                if packet.is_corrupt:
+                    # A short read: the file ends inside this packet, so frames its index lists are gone.
+                    raise SampleRejected("unreadable", sample_id, f"{path}: the file ends inside a video packet "
+                                         f"(cut short, e.g. an interrupted download); re-download or re-export it")
                 if packet.size == 0 or packet.is_discard:
                     continue
                 tick = packet.pts if packet.pts is not None else packet.dts

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..config import BuildConfig
-from .process_setup import child_process_setup, dump_stacks_on_sigusr1
+from .process_setup import child_process_setup, dump_stacks_on_sigusr1, sigusr1_held, stacks_file
 from .unit import Decoded, Unit, decode_sample
 
 _worker_config: BuildConfig | None = None
 
 
-def _init_worker(config: BuildConfig) -> None:
+def _init_worker(config: BuildConfig, stacks: tuple[str, str] | None) -> None:
     global _worker_config
     child_process_setup()
-    dump_stacks_on_sigusr1(lambda: [])
+    dump_stacks_on_sigusr1(lambda: [], stacks_file(*stacks) if stacks is not None else None)
     _worker_config = config
 
 
@@ -44,13 +44,16 @@ class _Slot:
 class DecodeStream:
     """Yields (unit, decoded samples of that unit) for every unit `next_unit()` hands out, in order."""
 
-    def __init__(self, config: BuildConfig, next_unit: Callable[[], Unit | None], workers: int):
+    def __init__(self, config: BuildConfig, next_unit: Callable[[], Unit | None], workers: int,
+                 stacks: tuple[str, str] | None = None):
+        """stacks: (build_dir, role) of the workers' SIGUSR1 dump files; None dumps to stderr."""
         self.config = config
         self._next_unit = next_unit
         self._window = 2 * workers
         self._pool: ProcessPoolExecutor | None = None
         if workers > 0:
-            self._pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _init_worker, (config,))
+            self._pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _init_worker,
+                                             (config, stacks))
         self._slots: deque[_Slot] = deque()
         self._feeding: Unit | None = None
         self._fed = 0
@@ -81,7 +84,10 @@ class DecodeStream:
                     return
                 continue
             unit, position = self._feeding, self._fed
-            outcome = self._pool.submit(_decode_in_worker, unit, position) if self._pool is not None else None
+            outcome = None
+            if self._pool is not None:
+                with sigusr1_held():  # a submit may start a worker process
+                    outcome = self._pool.submit(_decode_in_worker, unit, position)
             self._slots.append(_Slot(unit, position, outcome))
             self._fed += 1
 

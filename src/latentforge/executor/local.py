@@ -17,7 +17,7 @@ from typing import Callable
 from ..config import BuildConfig
 from ..errors import ConfigError, LatentforgeError
 from ..stats import RankStats
-from .process_setup import dump_stacks_on_sigusr1
+from .process_setup import STACKS_DIR, dump_stacks_on_sigusr1, remove_empty_stack_files, sigusr1_held
 from .rank import RankSpec, rank_process_main, run_rank
 from .unit import Unit
 
@@ -67,16 +67,20 @@ def run_local(config: BuildConfig, build_dir: Path, units: list[Unit], on_staged
     by_index = {u.index: u for u in units}
     specs = [RankSpec(rank, device, slots.workers, slots.torch_threads, config, str(build_dir))
              for rank, device in enumerate(slots.devices)]
-    if len(specs) == 1:
-        _run_inline(specs[0], by_index, on_staged, ranks_out)
-    else:
-        _run_spawned(specs, by_index, on_staged, ranks_out)
+    note = f"latentforge: stacks of the other processes of this build go to {build_dir / STACKS_DIR}/"
+    try:
+        if len(specs) == 1:
+            _run_inline(specs[0], by_index, on_staged, ranks_out, note)
+        else:
+            _run_spawned(specs, by_index, on_staged, ranks_out, note)
+    finally:
+        remove_empty_stack_files(build_dir)
 
 
-def _run_inline(spec: RankSpec, units: dict[int, Unit], on_staged, ranks_out) -> None:
+def _run_inline(spec: RankSpec, units: dict[int, Unit], on_staged, ranks_out, note: str) -> None:
     pending = iter(sorted(units))
     streams = []
-    dump_stacks_on_sigusr1(lambda: [pid for s in streams for pid in s.worker_pids()])
+    dump_stacks_on_sigusr1(lambda: [pid for s in streams for pid in s.worker_pids()], note=note)
 
     def report(message: tuple) -> None:
         if message[0] == "staged":
@@ -87,7 +91,7 @@ def _run_inline(spec: RankSpec, units: dict[int, Unit], on_staged, ranks_out) ->
     ranks_out[spec.rank] = run_rank(spec, units, lambda: next(pending, None), report, streams.append)
 
 
-def _run_spawned(specs: list[RankSpec], units: dict[int, Unit], on_staged, ranks_out) -> None:
+def _run_spawned(specs: list[RankSpec], units: dict[int, Unit], on_staged, ranks_out, note: str) -> None:
     context = multiprocessing.get_context("spawn")
     tasks, results = context.Queue(), context.Queue()
     for index in sorted(units):
@@ -96,11 +100,14 @@ def _run_spawned(specs: list[RankSpec], units: dict[int, Unit], on_staged, ranks
         tasks.put(None)
     processes = {spec.rank: context.Process(target=rank_process_main, args=(spec, units, tasks, results),
                                             name=f"latentforge-rank{spec.rank}") for spec in specs}
-    dump_stacks_on_sigusr1(lambda: [p.pid for p in processes.values() if p.pid is not None])
+    # only live ranks: the pid of one that was joined may already belong to another process
+    dump_stacks_on_sigusr1(lambda: [p.pid for p in processes.values() if p.pid is not None and p.exitcode is None],
+                           note=note)
     running = set(processes)
     try:
-        for process in processes.values():
-            process.start()
+        with sigusr1_held():
+            for process in processes.values():
+                process.start()
         while running:
             try:
                 message = results.get(timeout=_POLL_SECONDS)

@@ -19,7 +19,7 @@ from ..text.prompt_cache import PromptCache
 from ..stats import RankStats
 from .decode_stream import DecodeStream
 from .env_errors import as_os_error, environment_message
-from .process_setup import child_process_setup, dump_stacks_on_sigusr1
+from .process_setup import child_process_setup, dump_stacks_on_sigusr1, stacks_file
 from .staging_writer import StagingWriter
 from .unit import StagedPayload, Unit, UnitContext, run_unit
 
@@ -57,7 +57,7 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
         index = next_index()
         return None if index is None else units[index]
 
-    stream = DecodeStream(spec.config, next_unit, spec.workers)
+    stream = DecodeStream(spec.config, next_unit, spec.workers, (spec.build_dir, f"rank{spec.rank}-decode"))
     on_stream(stream)
 
     def staged(payload: StagedPayload, seconds: float) -> None:  # on the writer thread
@@ -66,6 +66,9 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
         stats.samples += payload.num_samples
         stats.accepted += len(payload.rows)
         report(("staged", spec.rank, payload.unit, payload.num_samples))
+        # Live clocks in every heartbeat, so a run stopped by SIGTERM still reports them (bench/build.py).
+        stats.seconds.update(encode=ctx.seconds.get("encode", 0.0), text=ctx.seconds.get("text", 0.0),
+                             decode=stream.decode_seconds, encoder_wait=stream.wait_seconds)
         stats.beat(stream.worker_cpu_seconds)
         report(("heartbeat", spec.rank, stats.to_json()))
 
@@ -97,7 +100,8 @@ def rank_process_main(spec: RankSpec, units: dict[int, Unit], tasks: Any, result
     """Entry point of a spawned rank: tasks yields unit indices (None = no more), results gets reports."""
     child_process_setup()
     streams: list[DecodeStream] = []
-    dump_stacks_on_sigusr1(lambda: [pid for s in streams for pid in s.worker_pids()])
+    dump_stacks_on_sigusr1(lambda: [pid for s in streams for pid in s.worker_pids()],
+                           stacks_file(spec.build_dir, f"rank{spec.rank}"))
     try:
         stats = run_rank(spec, units, tasks.get, results.put, streams.append)
     except BaseException as error:  # noqa: BLE001 - every failure goes to the main process as text
