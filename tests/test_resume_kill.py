@@ -101,7 +101,7 @@ def test_kill_at_random_moments_then_resume(world, tmp_path):
         process = subprocess.Popen(cli_command(build_args(table, root, *flags)), env=cli_env(),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            process.wait(rng.uniform(1.0, 9.0))
+            process.wait(rng.uniform(1.0, 5.0))  # inside a build: an uninterrupted one takes ~5 s here
         except subprocess.TimeoutExpired:
             family = _descendants(process.pid)
             process.send_signal(signal.SIGKILL)
@@ -151,17 +151,3 @@ def test_sigterm_exits_143_with_resume_hint(world, tmp_path):
     done = run_cli(build_args(table, root))
     assert done.returncode == 0 and sums(root) == reference, done.stderr
 
-
-def test_no_process_survives_sigkill_of_main(world, tmp_path):
-    table, _ = world
-    process = _start_and_wait_for_staging(table, tmp_path / "cache")
-    family = _descendants(process.pid)
-    assert len(family) >= 4, family  # two ranks, each with a decode worker (plus resource trackers)
-    process.send_signal(signal.SIGKILL)
-    process.communicate()
-    survivors = set()
-    if not _wait_for(lambda: not _alive(family), 1.0):  # PDEATHSIG acts in milliseconds
-        survivors = _alive(family)
-        for pid in survivors:  # leave nothing behind for the next test, then fail
-            os.kill(pid, signal.SIGKILL)
-    assert not survivors, f"processes outlived the main process: {survivors}"
