@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from rich.console import Console
@@ -30,7 +31,15 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_model_loading() -> None:
+    """transformers/huggingface progress bars and notices would bury our own progress and tables."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_model_loading()
     args = make_parser().parse_args(argv)
     console = Console(stderr=True)
     try:
