@@ -97,7 +97,7 @@ def text_dedup(config: BuildConfig, device: str, prompts: list[str], unit_size: 
         fn()
         _sync(dev)
         result[f"{label}_s_per_sample"] = (time.perf_counter() - started) / len(prompts)
-    del encoder
+    encoder = None  # free the model before the caller measures anything else
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     return result

@@ -143,3 +143,16 @@ def cosmos_tokenizer_interface(vae_pth: Path, temporal_window: int) -> object:
     )
     interface.chunk_duration = 81
     return interface
+
+
+def randomise_parameters(model: torch.nn.Module, seed: int) -> None:
+    """Every tensor random, gammas and biases included (defaults of 1 and 0 would hide a swapped key)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("gamma"):
+                param.copy_(torch.rand(param.shape, generator=generator) + 0.5)
+            elif name.endswith("bias"):
+                param.copy_((torch.rand(param.shape, generator=generator) - 0.5) * 0.2)
+            else:
+                param.copy_(torch.randn(param.shape, generator=generator) / param[0].numel() ** 0.5)

@@ -20,15 +20,7 @@ import yaml
 from _build_helpers import (build_quietly, checksummed_bytes, read_manifest, run_cli, tiny_config, tiny_extra,
                             tiny_t5, tiny_world, write_table)
 
-# Seed 000's integrity commands, verbatim (its "完整性检查" section; the seed lost its newlines).
-SEED_000_INTEGRITY = [
-    'test -f "$CACHE_ROOT/_SUCCESS"',
-    'test -f "$CACHE_ROOT/cache_config.json"',
-    'test -f "$CACHE_ROOT/manifest.jsonl"',
-    'test -f "$CACHE_ROOT/SHA256SUMS"',
-    'test "$(find "$CACHE_ROOT/shards" -maxdepth 1 -name \'*.h5\' | wc -l)" -eq 28',
-    'test "$(wc -l < "$CACHE_ROOT/manifest.jsonl")" -eq 82869',
-]
+from _seed000 import SEED_000_INTEGRITY  # noqa: E402
 NUM_SAMPLES = 3  # world clips 0..2; clip_003 is too short
 ROWS_PER_SHARD = 2
 LATENT = (48, 3, 4, 6)  # 3 modalities x 16 channels, 1 + (9-1)/4 frames, 32/8 x 48/8

@@ -13,7 +13,7 @@ from av.video.reformatter import ColorRange, Colorspace, Interpolation
 
 from _build_helpers import read_manifest
 from _media import pattern_frames, write_video
-from _wan_reference import official_vae_module
+from _wan_reference import official_vae_module, randomise_parameters
 from latentforge import registry
 from latentforge.cli.main import main
 from latentforge.config import TokenizerConfig
@@ -32,15 +32,7 @@ def official(tmp_path_factory):
     with torch.device("meta"):
         model = official_vae_module().WanVAE_(**WAN21)
     model = model.to_empty(device="cpu").eval().requires_grad_(False)
-    generator = torch.Generator().manual_seed(11)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("gamma"):
-                param.copy_(torch.rand(param.shape, generator=generator) + 0.5)
-            elif name.endswith("bias"):
-                param.copy_((torch.rand(param.shape, generator=generator) - 0.5) * 0.2)
-            else:
-                param.copy_(torch.randn(param.shape, generator=generator) / param[0].numel() ** 0.5)
+    randomise_parameters(model, seed=11)
     path = tmp_path_factory.mktemp("wan") / "Wan2.1_VAE.pth"
     torch.save(model.state_dict(), path)
     return model, path

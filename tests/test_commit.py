@@ -20,16 +20,8 @@ from latentforge.hashing import checksummed_files
 from latentforge.inspect_cache import inspect_cache
 from latentforge.writers.staging import completed_units, read_staged_unit, staged_unit_path, write_staged_unit
 
-# Seed 000's integrity commands, verbatim (its "完整性检查" section; the seed lost its newlines).
-SEED_000_INTEGRITY = [
-    'test -f "$CACHE_ROOT/_SUCCESS"',
-    'test -f "$CACHE_ROOT/cache_config.json"',
-    'test -f "$CACHE_ROOT/manifest.jsonl"',
-    'test -f "$CACHE_ROOT/SHA256SUMS"',
-    'test "$(find "$CACHE_ROOT/shards" -maxdepth 1 -name \'*.h5\' | wc -l)" -eq 28',
-    'test "$(wc -l < "$CACHE_ROOT/manifest.jsonl")" -eq 82869',
-]
-SEED_000 = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_f406baa4c59f91a7.txt"
+from _seed000 import SEED_000_FILES, SEED_000_INTEGRITY  # noqa: E402
+SEED_000 = SEED_000_FILES[0] if SEED_000_FILES else None
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +101,7 @@ def _run_bash(script: str, cwd: Path, cache_root: str | None = None) -> subproce
 
 def test_seed_000_integrity_commands_pass_with_cache_complete(cache, tmp_path):
     root, result, _ = cache
-    if SEED_000.is_file():  # the commands above are the seed's, character for character
+    if SEED_000 is not None:  # the commands above are the seed's, character for character
         seed_text = SEED_000.read_text(encoding="utf-8")
         block = seed_text[seed_text.index("完整性检查"):]
         block = block[block.index("```bash") + 7:]

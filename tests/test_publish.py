@@ -29,16 +29,8 @@ PART = 5 * MIB  # S3's smallest part, so shard 0 (7.2 MB) goes up in two parts a
 ROWS, ROWS_PER_SHARD = 5, 3
 SHARDS = ["shards/part-00000-of-00002-000000000-000000003.h5", "shards/part-00001-of-00002-000000003-000000005.h5"]
 
-# Seed 000's integrity commands, verbatim (its "完整性检查" section; the seed lost its newlines).
-SEED_000_INTEGRITY = [
-    'test -f "$CACHE_ROOT/_SUCCESS"',
-    'test -f "$CACHE_ROOT/cache_config.json"',
-    'test -f "$CACHE_ROOT/manifest.jsonl"',
-    'test -f "$CACHE_ROOT/SHA256SUMS"',
-    'test "$(find "$CACHE_ROOT/shards" -maxdepth 1 -name \'*.h5\' | wc -l)" -eq 28',
-    'test "$(wc -l < "$CACHE_ROOT/manifest.jsonl")" -eq 82869',
-]
-SEED_000 = sorted((Path(__file__).resolve().parents[2] / "shared" / "seeds").glob("000_*.txt"))
+from _seed000 import SEED_000_FILES, SEED_000_INTEGRITY  # noqa: E402
+SEED_000 = SEED_000_FILES
 
 
 def seed_checks_pass(cache_root: Path) -> list[str]:

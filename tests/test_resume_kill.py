@@ -3,7 +3,6 @@ and no process outliving a killed main process. Every resume must end in the uni
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess

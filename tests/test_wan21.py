@@ -19,7 +19,7 @@ from diffusers import AutoencoderKLWan
 from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers
 from PIL import Image, ImageDraw
 
-from _wan_reference import cosmos_tokenizer_interface, official_vae_module
+from _wan_reference import cosmos_tokenizer_interface, official_vae_module, randomise_parameters
 from latentforge import registry
 from latentforge.config import TokenizerConfig
 from latentforge.errors import ConfigError
@@ -33,26 +33,13 @@ WAN21 = dict(dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_sca
              temperal_downsample=[False, True, True], dropout=0.0)  # fmt: skip
 
 
-def _randomise(model: torch.nn.Module, seed: int) -> None:
-    """Every tensor random, gammas and biases included (defaults of 1 and 0 would hide a swapped key)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("gamma"):
-                param.copy_(torch.rand(param.shape, generator=generator) + 0.5)
-            elif name.endswith("bias"):
-                param.copy_((torch.rand(param.shape, generator=generator) - 0.5) * 0.2)
-            else:
-                param.copy_(torch.randn(param.shape, generator=generator) / param[0].numel() ** 0.5)
-
-
 @pytest.fixture(scope="module")
 def official(tmp_path_factory):
     """(official WanVAE_ with random weights, its state dict saved with torch.save as Wan2.1_VAE.pth)."""
     with torch.device("meta"):
         model = official_vae_module().WanVAE_(**WAN21)
     model = model.to_empty(device="cpu").eval().requires_grad_(False)  # every tensor is set just below
-    _randomise(model, seed=3)
+    randomise_parameters(model, seed=3)
     path = tmp_path_factory.mktemp("official") / "Wan2.1_VAE.pth"
     torch.save(model.state_dict(), path)
     return model, path
