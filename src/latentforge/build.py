@@ -34,6 +34,7 @@ from .executor.unit import Unit, cut_units
 from .faults import arm_main_process
 from .io import read_jsonl
 from .lock import BuildLock
+from .model_record import read_model_record
 from .plan import make_plan, plan_fingerprint, write_plan
 from .probe import ProbeResult, probe_sample
 from .progress import BuildProgress
@@ -243,15 +244,20 @@ def _build_locked(config: BuildConfig, root: Path, build_dir: Path, overwrite: b
 
 def _commit(config: BuildConfig, root: Path, build_dir: Path, total_shape: tuple[int, ...],
             plan_rejects: list[Reject], device: str):
-    """Every unit is staged: shards, manifest, SHA256SUMS, verify, marker. Models load only for their
-    fingerprints and the empty prompt, on the first slot's device, so the result is the same for any split."""
-    tokenizer, text_encoder = load_models(config, torch.device(device))
-    text = build_text_record(config, text_encoder, torch.device(device))
+    """Every unit is staged: shards, manifest, SHA256SUMS, verify, marker. Fingerprints and the empty prompt
+    come from the record the first rank wrote (model_record.py); only without one do the models load here, on
+    the first slot's device, so the result is the same for any split."""
+    recorded = read_model_record(build_dir)
+    if recorded is not None:
+        tokenizer_fingerprint, latent_channels, text = recorded
+    else:  # staged by a build that left no record: load the models for their fingerprints and empty prompt
+        tokenizer, text_encoder = load_models(config, torch.device(device))
+        text = build_text_record(config, text_encoder, torch.device(device))
+        tokenizer_fingerprint, latent_channels = tokenizer.fingerprint(), type(tokenizer).latent_channels
     empty_prompt = None
     if text is not None and text.empty_prompt is not None:
         empty_prompt = (text.empty_prompt.embeddings.astype(config.output.storage_dtype), text.empty_prompt.lengths)
-    cache_config = make_cache_config(config, total_shape, tokenizer.fingerprint(), text,
-                                     type(tokenizer).latent_channels)
+    cache_config = make_cache_config(config, total_shape, tokenizer_fingerprint, text, latent_channels)
     layout = CacheLayout(
         latent_dataset=config.output.latent_dataset,
         latent_shape=total_shape,

@@ -15,6 +15,7 @@ import torch
 
 from .. import registry
 from ..config import BuildConfig
+from ..model_record import write_model_record
 from ..text.prompt_cache import PromptCache
 from ..stats import RankStats
 from .decode_stream import DecodeStream
@@ -52,6 +53,8 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
     stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers)
     device = torch.device(spec.device)
     tokenizer, text = load_models(spec.config, device)
+    if spec.rank == 0:  # commit then needs no models of its own
+        write_model_record(Path(spec.build_dir), spec.config, tokenizer, text, device)
 
     def next_unit() -> Unit | None:
         index = next_index()

@@ -20,6 +20,7 @@ from ..stats import RankStats
 from ..text.prompt_cache import PromptCache
 from .decode_stream import DecodeStream
 from .ray_dispatch import StagedEvent
+from ..model_record import RECORD, write_model_record
 from .rank import RankSpec, describe_failure, load_models
 from .unit import StagedPayload, Unit, UnitContext, run_unit, stage_now
 
@@ -79,6 +80,8 @@ class RankWorker:
             if spec.torch_threads is not None:
                 torch.set_num_threads(spec.torch_threads)
             tokenizer, text = load_models(spec.config, torch.device(spec.device))
+            if not (Path(spec.build_dir) / RECORD).exists():  # any worker may record; the contents are equal
+                write_model_record(Path(spec.build_dir), spec.config, tokenizer, text, torch.device(spec.device))
             write = stage_now(Path(spec.build_dir))
 
             def stage(payload: StagedPayload) -> None:
