@@ -44,6 +44,7 @@ class FramesConfig:
     resize: str = "cover_crop"  # cover_crop | stretch
     resize_backend: str = "swscale"  # swscale (in the decoder, from the source pixels) | torch (from uint8 RGB)
     resize_filter: str = "bicubic"  # swscale: bilinear | bicubic | area | lanczos; torch: bilinear | bicubic | area
+    decoder: str = "cpu"  # cpu | nvdec (GPU video engine via FFmpeg's CUDA hwaccel; per-video CPU fallback)
 
 
 @dataclass

@@ -14,6 +14,7 @@ _CHOICES = {
     "frames.window": ("start", "center", "random"),
     "frames.resize": ("cover_crop", "stretch"),
     "frames.resize_backend": ("swscale", "torch"),
+    "frames.decoder": ("cpu", "nvdec"),
     "tokenizer.precision": ("fp32", "bf16", "cosmos-bf16"),
     "text.precision": ("fp32", "bf16"),
     "text.source": ("encoder", "pickles", "pickles+encoder"),

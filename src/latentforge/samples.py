@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from .config import BuildConfig
+from .decode.nvdec import decode_rgb_nvdec
 from .decode.pyav import decode_rgb
 from .probe import ProbeResult
 from .records import Sample, SamplePixels
@@ -33,7 +34,11 @@ def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig) 
     modalities: dict[str, np.ndarray] = {}
     provenance = provenance_of(probe)
     for name in config.modalities.names:
-        if name == "rgb":
+        if name == "rgb" and config.frames.decoder == "nvdec":
+            modalities["rgb"], provenance["decoder"] = decode_rgb_nvdec(
+                sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id
+            )
+        elif name == "rgb":
             modalities["rgb"] = decode_rgb(
                 sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id
             )

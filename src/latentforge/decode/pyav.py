@@ -49,9 +49,9 @@ def _time(ticks: int, time_base) -> float:
     return float(ticks * time_base)
 
 
-def _open(path: str, sample_id: str):
+def _open(path: str, sample_id: str, hwaccel=None):
     try:
-        return av.open(path)
+        return av.open(path, hwaccel=hwaccel) if hwaccel is not None else av.open(path)
     except av.FFmpegError as error:
         raise SampleRejected("unreadable", sample_id, f"{path}: FFmpeg cannot open it ({error})") from None
 
@@ -111,7 +111,7 @@ def probe_video(path: str, sample_id: str) -> VideoInfo:
 
 
 def decode_frames(
-    path: str, info: VideoInfo, indices: list[int], sample_id: str
+    path: str, info: VideoInfo, indices: list[int], sample_id: str, hwaccel=None
 ) -> Iterator[tuple[int, av.VideoFrame]]:
     """Yield (index, frame) once per distinct needed index, ascending. Seeks to the keyframe at or before the
     first needed frame and stops after the last one, so a window decodes only its own stretch of the clip."""
@@ -121,7 +121,7 @@ def decode_frames(
     found: set[int] = set()
     # The seek can land after the first needed frame (demuxers index by dts); then decode from the start.
     for seek in (True, False) if first_t > info.pts[0] else (False,):
-        container = _open(path, sample_id)
+        container = _open(path, sample_id, hwaccel)
         with container:
             stream = container.streams.video[0]
             try:
@@ -204,9 +204,10 @@ def frame_to_output(frame: av.VideoFrame, info: VideoInfo, plan: ResizePlan, fra
 
 
 def decode_rgb(
-    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str
+    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
+    hwaccel=None,
 ) -> np.ndarray:
     """uint8 [T, out_h, out_w, 3] for the source frames `indices` (repeats allowed)."""
-    frames = decode_frames(path, info, indices, sample_id)
+    frames = decode_frames(path, info, indices, sample_id, hwaccel)
     converted = {i: frame_to_output(frame, info, plan, frames_cfg) for i, frame in frames}
     return np.stack([converted[i] for i in indices])

@@ -1,0 +1,35 @@
+"""NVDEC decoding through FFmpeg's CUDA hwaccel (the decoder PyAV's wheels carry), with a per-video fallback.
+
+`frames.decoder: nvdec` decodes on the GPU's video engine; frames come back to host memory and go through
+the same colour conversion and swscale resize as CPU decoding. Decoding H.264/HEVC is exactly specified, so a
+conforming hardware decoder gives the same pixels as FFmpeg's software decoder for 8-bit 4:2:0 streams. On any
+error (no GPU or driver, an unsupported profile such as 10-bit 4:4:4, a broken file) the video is decoded on
+the CPU instead, and the manifest row records which decoder ran. Not yet measured on a GPU (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from av.codec.hwaccel import HWAccel
+
+from ..config import FramesConfig
+from ..errors import SampleRejected
+from ..records import VideoInfo
+from ..transforms.resize import ResizePlan
+from .pyav import decode_rgb
+
+
+def decode_rgb_nvdec(
+    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str
+) -> tuple[np.ndarray, str]:
+    """(uint8 [T, out_h, out_w, 3], the decoder that produced it: "nvdec" or "cpu (nvdec failed: <error>)")."""
+    try:
+        accel = HWAccel(device_type="cuda", allow_software_fallback=False)
+        return decode_rgb(path, info, indices, plan, frames_cfg, sample_id, hwaccel=accel), "nvdec"
+    except Exception as error:  # noqa: BLE001 - any failure (no GPU, unsupported profile): decode on the CPU
+        # Only the error's kind goes into the (checksummed) manifest: messages can hold paths. Our decode
+        # wraps FFmpeg's errors as rejects; the FFmpeg error underneath is the one that says why.
+        cause = error.__context__ if isinstance(error, SampleRejected) and error.__context__ else error
+        reason = type(cause).__name__
+        frames = decode_rgb(path, info, indices, plan, frames_cfg, sample_id)
+        return frames, f"cpu (nvdec failed: {reason})"
