@@ -21,6 +21,7 @@ from latentforge import registry
 from latentforge.build import plan_samples
 from latentforge.config import BuildConfig
 from latentforge.decode import pyav as decode_pyav
+from latentforge.decode.nvdec import decode_rgb_nvdec
 from latentforge.probe import probe_sample
 from latentforge.samples import load_sample_pixels
 from latentforge.text.prompt_cache import PromptCache
@@ -157,6 +158,9 @@ def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
         "full perception sample as a decode worker does (rgb+mask+depth)":
             lambda: load_sample_pixels(sample, probe, config),
     }
+    nvdec_used = []
+    rows["NVDEC decode + swscale resize (frames.decoder=nvdec)"] = lambda: nvdec_used.append(
+        decode_rgb_nvdec(path, info, indices, probe.plan, config.frames, sample.sample_id)[1])
     if len(config.modalities.names) > 1:
         rows["rgb + mask (PNG folder) sample"] = modality("mask")
         rows["rgb + depth (NPZ) sample"] = modality("depth")
@@ -166,5 +170,6 @@ def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
         "clip": {"source": f"{info.width}x{info.height}", "frames": len(indices),
                  "output": f"{config.frames.height}x{config.frames.width}", "filter": config.frames.resize_filter},
         "torch_threads": torch.get_num_threads(),
+        "nvdec_decoder_used": nvdec_used[-1] if nvdec_used else None,  # "nvdec", or why it fell back
         "rows": [{"path": label, "core_s": c, "wall_s": w} for label, (c, w) in measured.items()],
     }

@@ -22,6 +22,7 @@ def print_tables(results: dict[str, Any]) -> None:
               f"torch threads {c['torch_threads']} (target: decode+resize+normalise <= 1.0 core-s)")
         for row in c["rows"]:
             print(f"  {row['path']:<62} {row['core_s']:7.3f} core-s {row['wall_s']:7.3f} s wall")
+        print(f"  NVDEC row decoded with: {c.get('nvdec_decoder_used')}")
     if "pure" in phases:
         p = phases["pure"]
         per = ", ".join(f"{k} {v:.3f} s" for k, v in p["seconds_per_batch"].items())
