@@ -29,6 +29,22 @@ def palette_colours(ids: np.ndarray, palette: str = "golden") -> np.ndarray:
     )
 
 
+def _colour(ids: np.ndarray, palette: str) -> np.ndarray:
+    """palette_colours for a whole mask: through a lookup table for 8/16-bit ids (one gather instead of
+    64-bit arithmetic per pixel), directly otherwise."""
+    if ids.dtype in (np.uint8, np.uint16):
+        table = palette_colours(np.arange(np.iinfo(ids.dtype).max + 1, dtype=np.uint32), palette)
+        return np.take(table, ids, axis=0)
+    return palette_colours(ids, palette)
+
+
+def _present_ids(ids: np.ndarray) -> np.ndarray:
+    """Sorted distinct ids; a histogram for 8/16-bit masks (linear) instead of a sort."""
+    if ids.dtype in (np.uint8, np.uint16):
+        return np.flatnonzero(np.bincount(ids.ravel(), minlength=1))
+    return np.unique(ids)
+
+
 def load_mask(
     source: ModalitySource, indices: list[int], plan: ResizePlan, mask_cfg: MaskConfig, sample_id: str
 ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -36,7 +52,7 @@ def load_mask(
     frames = read_source_frames(source, indices, sample_id)
     ids = np.stack([frames[i] for i in indices])
     if mask_cfg.ids is not None:
-        present = np.unique(ids)
+        present = _present_ids(ids)
         unknown = present[~np.isin(present, np.asarray(mask_cfg.ids))]
         if unknown.size:
             raise SampleRejected(
@@ -50,6 +66,6 @@ def load_mask(
         "source_kind": source.kind,
         "bit_depth": source.bit_depth,
         "palette": mask_cfg.palette,
-        "ids": np.unique(kept).tolist(),
+        "ids": _present_ids(kept).tolist(),
     }
-    return palette_colours(kept, mask_cfg.palette), params
+    return _colour(kept, mask_cfg.palette), params
