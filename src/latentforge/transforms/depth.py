@@ -14,19 +14,26 @@ from .modalities import ModalitySource, read_source_frames
 from .resize import ResizePlan, resize_nearest
 
 
-def source_depth(source: ModalitySource, indices: list[int], depth_cfg: DepthConfig, sample_id: str) -> np.ndarray:
-    """float64 [T, H, W] depth of the source frames `indices`, in the source's units after its mapping."""
+def source_values(source: ModalitySource, indices: list[int], sample_id: str) -> np.ndarray:
+    """[T, H, W] depth values or codes of the source frames `indices`, in the source's own dtype."""
     if source.kind == "npy":
-        return np.asarray(np.load(source.path, mmap_mode="r")[indices], dtype=np.float64)
+        return np.asarray(np.load(source.path, mmap_mode="r")[indices])
     if source.kind == "npz":
         with np.load(source.path) as archive:
-            return np.asarray(archive[source.array_name][indices], dtype=np.float64)
+            return np.asarray(archive[source.array_name][indices])
     frames = read_source_frames(source, indices, sample_id)
-    codes = np.stack([frames[i] for i in indices]).astype(np.float64)
+    return np.stack([frames[i] for i in indices])
+
+
+def to_units(values: np.ndarray, source: ModalitySource, depth_cfg: DepthConfig) -> np.ndarray:
+    """float64 depth in the source's units after its mapping (16-bit PNG scale, video near/far)."""
+    values = values.astype(np.float64)
+    if source.kind in ("npy", "npz"):
+        return values
     if source.kind == "png_folder":
-        return codes / depth_cfg.png_scale
+        return values / depth_cfg.png_scale
     max_code = float((1 << (source.bit_depth or 8)) - 1)
-    return depth_cfg.video_near + (depth_cfg.video_far - depth_cfg.video_near) * codes / max_code
+    return depth_cfg.video_near + (depth_cfg.video_far - depth_cfg.video_near) * values / max_code
 
 
 def normalize_minmax(depth: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -41,7 +48,9 @@ def load_depth(
     source: ModalitySource, indices: list[int], plan: ResizePlan, depth_cfg: DepthConfig, sample_id: str
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """float32 [T, out_h, out_w, 3] in [-1, 1] (the value repeated in 3 channels), and the row's params."""
-    kept = resize_nearest(source_depth(source, indices, depth_cfg, sample_id), plan)
+    # Select the kept pixels first, then convert: the mapping is per pixel, and float64 copies of whole
+    # full-resolution sources cost more than the rest of the depth path.
+    kept = to_units(resize_nearest(source_values(source, indices, sample_id), plan), source, depth_cfg)
     bad = ~np.isfinite(kept)
     if bad.any():
         t, y, x = (int(v) for v in np.argwhere(bad)[0])
