@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--text", choices=("t5-11b", "tiny"), default=None, help="default t5-11b on cuda, else tiny")
     p.add_argument("--frames", type=int, default=93)
     p.add_argument("--size", default="480x832", help="output HxW")
-    p.add_argument("--batch", type=int, default=4, help="samples per tokenizer call (the preset's 4)")
+    p.add_argument("--batch", type=int, default=1, help="samples per tokenizer call (the preset's 1)")
     p.add_argument("--unit-size", type=int, default=8)
     p.add_argument("--workers-per-gpu", type=int, default=4)
     p.add_argument("--warmup", type=float, default=45.0, help="seconds from build start excluded (issue: 60)")
