@@ -13,15 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
-import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -32,11 +28,8 @@ from latentforge.tokenizers.wan21_fast import FastWanEncoder  # noqa: E402
 from latentforge.transforms.resize import plan_resize  # noqa: E402
 from latentforge.transforms.window import select_window  # noqa: E402
 
-WAN_MEAN = torch.tensor([-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
-                         0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921])
-WAN_STD = torch.tensor([2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
-                        3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160])
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _encode_probes import matmul_tflops, per_layer_roofline, profile_kernels, timed  # noqa: E402
 
 def make_vae(seed: int = 0):
     """The Wan2.1 VAE architecture with random weights whose norm gammas and biases are spread out."""
@@ -99,90 +92,9 @@ def encoder_flops(frames: int, height: int, width: int) -> float:
     return 2.0 * mac
 
 
-def normalise(mu: torch.Tensor) -> torch.Tensor:
-    shape = (1, -1, 1, 1, 1)
-    return (mu.float() - WAN_MEAN.view(shape).to(mu.device)) / WAN_STD.view(shape).to(mu.device)
-
-
-def timed(fn, device: torch.device, reps: int) -> tuple[float, float, torch.Tensor]:
-    """Median seconds and peak GiB of fn() after one warm-up call."""
-    out = fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        out = fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else float("nan")
-    return statistics.median(times), peak, out
-
-
-def matmul_tflops(device: torch.device, size: int) -> float:
-    a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
-    b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
-    seconds, _, _ = timed(lambda: a @ b, device, 5)
-    return 2 * size**3 / seconds / 1e12
-
-
-def profile_kernels(fn, video: torch.Tensor, out: Path) -> None:
-    """Where one (warm) encode spends GPU time, by kernel, written to `out` and printed."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn(video)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        fn(video)
-        torch.cuda.synchronize()
-    table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=30, max_name_column_width=90)
-    out.write_text(table)
-    print(table)
-
-
 def set_exact(flag: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = not flag
     torch.backends.cudnn.allow_tf32 = not flag
-
-
-def per_layer_roofline(fast: FastWanEncoder, video: torch.Tensor, device: torch.device) -> list[dict]:
-    """Each conv3d inside one fast encode, timed in place, against the same conv timed alone."""
-    if device.type != "cuda":
-        return []
-    calls: list[tuple[tuple, float]] = []
-    original = F.conv3d
-
-    def recording(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        out = original(x, weight, bias, stride, padding, dilation, groups)
-        end.record()
-        torch.cuda.synchronize()
-        key = (tuple(x.shape), tuple(weight.shape), str(stride), str(padding))
-        calls.append((key, start.elapsed_time(end) / 1e3))
-        return out
-
-    F.conv3d = recording
-    try:
-        fast(video)
-    finally:
-        F.conv3d = original
-    grouped: dict[tuple, list[float]] = defaultdict(list)
-    for key, seconds in calls:
-        grouped[key].append(seconds)
-    rows = []
-    for (x_shape, w_shape, stride, padding), seconds in grouped.items():
-        x = torch.randn(x_shape, device=device, dtype=fast.dtype).contiguous(memory_format=torch.channels_last_3d)
-        w = torch.randn(w_shape, device=device, dtype=fast.dtype).contiguous(memory_format=torch.channels_last_3d)
-        st, pd = eval(stride), eval(padding)  # noqa: S307 - our own repr of ints/tuples
-        alone, _, out = timed(lambda: original(x, w, None, st, pd), device, 3)
-        flops = 2 * out.numel() * w_shape[1] * w_shape[2] * w_shape[3] * w_shape[4]
-        rows.append({"input": list(x_shape), "weight": list(w_shape), "calls": len(seconds),
-                     "in_encoder_s": sum(seconds), "alone_s": alone * len(seconds),
-                     "tflops_alone": flops / alone / 1e12})
-    return sorted(rows, key=lambda r: -r["in_encoder_s"])
 
 
 def measure_mode(name, fn, batch, videos, references, flops, peak_matmul, device, args) -> dict:
