@@ -2,7 +2,7 @@
 
 `make_tiny_t5` / `make_tiny_umt5` save, into a folder that `from_pretrained` loads, a transformers
 T5EncoderModel / UMT5EncoderModel with seeded random weights and a T5-style tokenizer (Unigram +
-Metaspace, `</s>` appended, pad 0 / eos 1 / unk 2) trained with the `tokenizers` library on `corpus`
+Metaspace, `</s>` appended, pad 0 / eos 1 / unk 2) whose vocabulary is built from `corpus`
 (or, for umT5, optionally a SentencePiece `spiece.model` as google/umt5-xxl ships), plus a provenance note
 saying the weights are untrained, which the cache README then quotes.
 """
@@ -10,10 +10,13 @@ saying the weights are untrained, which the cache README then quotes.
 from __future__ import annotations
 
 import json
+import math
+import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from ..text.hf_encoder import PROVENANCE_NOTE_FILE
 
@@ -24,15 +27,30 @@ DEFAULT_CORPUS = (
     "a green square moves up while a circle spins",
 )
 SPECIAL_TOKENS = ["<pad>", "</s>", "<unk>"]  # T5's ids 0, 1, 2
+MARKER = "\u2581"  # SentencePiece's word-start marker
+
+
+def _unigram_vocab(corpus: list[str] | tuple[str, ...], vocab_size: int) -> list[tuple[str, float]]:
+    """Special tokens, every character alone and after the word marker, then the most frequent words, with
+    log-frequency scores. Built, not trained: the `tokenizers` trainer is multi-threaded and may break ties
+    differently from run to run, and the demo's cache must be the same bytes every time."""
+    words: Counter[str] = Counter()
+    for line in corpus:
+        words.update(f"{MARKER}{word}" for word in unicodedata.normalize("NFKC", line).split())
+    characters = sorted({c for word in words for c in word[1:]})
+    pieces = [MARKER, *characters, *(f"{MARKER}{c}" for c in characters if f"{MARKER}{c}" not in words)]
+    vocab = [(token, 0.0) for token in SPECIAL_TOKENS] + [(piece, -20.0) for piece in pieces]
+    total = sum(words.values())
+    room = max(0, vocab_size - len(vocab))
+    ranked = sorted(words.items(), key=lambda item: (-item[1], item[0]))[:room]
+    return vocab + [(word, math.log(count / total)) for word, count in ranked]
 
 
 def _train_tokenizer(folder: Path, corpus: list[str] | tuple[str, ...], vocab_size: int) -> int:
-    tokenizer = Tokenizer(models.Unigram())
+    tokenizer = Tokenizer(models.Unigram(_unigram_vocab(corpus, vocab_size), unk_id=SPECIAL_TOKENS.index("<unk>")))
     tokenizer.normalizer = normalizers.NFKC()
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, unk_token="<unk>")
-    tokenizer.train_from_iterator(list(corpus), trainer)
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=MARKER, prepend_scheme="always")
+    tokenizer.decoder = decoders.Metaspace(replacement=MARKER, prepend_scheme="always")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
     )

@@ -83,7 +83,9 @@ def write_mp4(path: Path, frames: list[np.ndarray], fps: int) -> None:
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height = frames[0].shape[1], frames[0].shape[0]
         stream.pix_fmt = "yuv420p"
-        stream.options = {"crf": "12", "preset": "veryfast"}
+        # The demo's cache must be the same bytes on every run: with x264's macroblock-tree lookahead on, the
+        # same frames encoded twice in one process (torch imported) came out different, even on one thread.
+        stream.options = {"crf": "12", "preset": "veryfast", "threads": "1", "x264-params": "mbtree=0"}
         for frame in frames:
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 container.mux(packet)
