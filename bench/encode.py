@@ -25,7 +25,7 @@ from latentforge.config import FramesConfig  # noqa: E402
 from latentforge.decode.pyav import decode_rgb, probe_video  # noqa: E402
 from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
 from latentforge.tokenizers.wan21_fast import FastWanEncoder  # noqa: E402
-from latentforge.transforms.resize import plan_resize  # noqa: E402
+from latentforge.decode.resize import plan_resize  # noqa: E402
 from latentforge.transforms.window import select_window  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

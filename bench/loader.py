@@ -26,8 +26,8 @@ import h5py
 import torch
 from torch.utils.data import DataLoader
 
-from latentforge.dataset import DemoCacheSpec, LatentCacheDataset, ResumableSampler, collate_latent_batch
-from latentforge.dataset.demo_cache import write_demo_cache
+from latentforge.dataset import SyntheticCacheSpec, LatentCacheDataset, ResumableSampler, collate_latent_batch
+from latentforge.dataset.synthetic_cache import write_synthetic_cache
 
 TEXT_TOKENS, TEXT_DIM = 512, 1024  # T5 rows of the perception preset: 1 MiB in float16
 PERCEPTION_LATENT = (48, 24, 60, 104)  # 14.4 MB in float16
@@ -44,15 +44,15 @@ class Row:
     vs_raw: float  # samples/s relative to the raw read of the same state
 
 
-def spec_for(sample_mb: float, samples: int, tiny: bool) -> DemoCacheSpec:
+def spec_for(sample_mb: float, samples: int, tiny: bool) -> SyntheticCacheSpec:
     if tiny:
-        return DemoCacheSpec(num_samples=samples, latent_frames=3, latent_height=8, latent_width=16, text_dim=64,
+        return SyntheticCacheSpec(num_samples=samples, latent_frames=3, latent_height=8, latent_width=16, text_dim=64,
                              max_length=32, rows_per_shard=8, content="noise")
     # Keep the preset's channels, frames and height; scale the width to reach the asked sample size.
     text_mb = TEXT_TOKENS * TEXT_DIM * 2 / 1e6
     per_column = PERCEPTION_LATENT[0] * PERCEPTION_LATENT[1] * PERCEPTION_LATENT[2] * 2 / 1e6
     width = max(1, round((sample_mb - text_mb) / per_column))
-    return DemoCacheSpec(num_samples=samples, latent_frames=PERCEPTION_LATENT[1], latent_height=PERCEPTION_LATENT[2],
+    return SyntheticCacheSpec(num_samples=samples, latent_frames=PERCEPTION_LATENT[1], latent_height=PERCEPTION_LATENT[2],
                          latent_width=width, text_dim=TEXT_DIM, max_length=TEXT_TOKENS, rows_per_shard=32,
                          content="noise")
 
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         if root.exists():
             shutil.rmtree(root)
-        write_demo_cache(root, spec, checksums=False)
+        write_synthetic_cache(root, spec)
         sample_bytes = 2 * (spec.latent_shape[0] * spec.latent_frames * spec.latent_height * spec.latent_width
                             + spec.max_length * spec.text_dim)
         probe = min(sum(p.stat().st_size for p in cache_files(root)), 256 << 20)

@@ -22,12 +22,12 @@ from torch.utils.data import DataLoader, Subset
 
 from latentforge.dataset import (
     CacheExpectation,
-    DemoCacheSpec,
+    SyntheticCacheSpec,
     LatentCacheDataset,
     ResumableSampler,
     collate_latent_batch,
     drop_captions,
-    write_demo_cache,
+    write_synthetic_cache,
 )
 
 
@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> Result:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
-        root = args.cache or write_demo_cache(Path(scratch) / "demo", DemoCacheSpec(num_samples=96, rows_per_shard=32))
+        root = args.cache or write_synthetic_cache(Path(scratch) / "demo",
+                                                  SyntheticCacheSpec(num_samples=96, rows_per_shard=32))
         result = train(root, args.steps, args.batch_size, args.lr, args.held_out, args.seed, args.num_workers)
     print(f"held-out loss: step 0 {result.step0_loss:.4f}  final {result.final_loss:.4f}  "
           f"mean-velocity baseline {result.mean_velocity_loss:.4f}")

@@ -1,3 +1,67 @@
-"""latentforge: raw video datasets -> training-ready latent caches, and back to training loops."""
+"""latentforge: raw video datasets -> training-ready latent caches, and back to training loops.
 
-__version__ = "0.1.0"
+The entry points, importable from here (each loads its part of the package on first use):
+
+    build(config)             build or resume a cache           latentforge.builder.run
+    scan(config)              probe the input on the CPU        latentforge.builder.scan
+    load_config(...)          preset/YAML/overrides -> config   latentforge.config
+    verify(root, deep=...)    prove a cache intact / faithful   latentforge.verification.entry
+    stats(root)               statistics, plots, HTML report    latentforge.report.stats_report
+    preview(root)             decoded samples beside sources    latentforge.report.preview
+    publish(root, dests)      upload, _SUCCESS last             latentforge.transfer
+    fetch(source, root)       download and check                latentforge.transfer
+    LatentCacheDataset        a cache as a training dataset     latentforge.dataset
+
+docs/architecture.md maps the whole package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .version import __version__
+
+_EXPORTS = {
+    "build": "latentforge.builder.run",
+    "BuildResult": "latentforge.builder.run",
+    "scan": "latentforge.builder.scan",
+    "load_config": "latentforge.config",
+    "BuildConfig": "latentforge.config",
+    "verify": "latentforge.verification.entry",
+    "Overrides": "latentforge.verification.reencode",
+    "stats": "latentforge.report.stats_report",
+    "preview": "latentforge.report.preview",
+    "publish": "latentforge.transfer",
+    "fetch": "latentforge.transfer",
+    "Destination": "latentforge.transfer",
+    "LatentCacheDataset": "latentforge.dataset",
+    "CacheExpectation": "latentforge.dataset",
+    "CacheConfig": "latentforge.cache.config_file",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from .builder.run import BuildResult, build
+    from .builder.scan import scan
+    from .cache.config_file import CacheConfig
+    from .config import BuildConfig, load_config
+    from .dataset import CacheExpectation, LatentCacheDataset
+    from .report.preview import preview
+    from .report.stats_report import stats
+    from .transfer import Destination, fetch, publish
+    from .verification.entry import verify
+    from .verification.reencode import Overrides
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'latentforge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

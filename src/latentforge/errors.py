@@ -1,8 +1,17 @@
-"""Typed errors. Bad input is data: a `SampleRejected` names the sample, the value and the fix."""
+"""Typed errors, one kind per way a run can end badly, and the messages for faults a user fixes outside
+latentforge (disk full, permissions). The CLI maps each kind to an exit code (docs/cli.md).
+
+Bad input is data: a `SampleRejected` names the sample, the value and the fix, and becomes a reject row.
+"""
 
 from __future__ import annotations
 
-# The closed list of reject reasons (DESIGN §5). Extend it here and in docs/rejects.md together.
+import errno
+import os
+import re
+import signal
+
+# The closed list of reject reasons. Extend it here and in docs/rejects.md together.
 REJECT_REASONS = (
     "unreadable",
     "decode_error",
@@ -20,15 +29,24 @@ REJECT_REASONS = (
 
 
 class LatentforgeError(Exception):
-    """Base class for every error latentforge raises on purpose."""
+    """Base class for every error latentforge raises on purpose (exit 1 from the CLI)."""
 
 
 class ConfigError(LatentforgeError):
-    """The configuration is invalid; raised before any model is loaded or any GPU work."""
+    """The configuration or the command line is invalid; raised before any model is loaded (exit 2)."""
 
 
 class CacheIntegrityError(LatentforgeError):
     """A cache on disk does not match what its own records promise."""
+
+
+class StorageError(LatentforgeError):
+    """Writing failed for a reason outside latentforge: disk full, quota, permissions, read-only mount."""
+
+
+class HDF5WriteError(StorageError):
+    """A failed HDF5 write. The HDF5 library can crash at interpreter exit after one, so the CLI leaves
+    without running its exit hooks."""
 
 
 class SampleRejected(LatentforgeError):
@@ -41,3 +59,57 @@ class SampleRejected(LatentforgeError):
         self.sample_id = sample_id
         self.detail = detail
         super().__init__(f"sample {sample_id!r}: {reason}: {detail}")
+
+
+class StopRequested(BaseException):
+    """SIGTERM or SIGINT reached the main process; a BaseException so no `except Exception` swallows it."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+
+# ------------------------------------------------------------------------------- environment faults
+
+_FAULTS = {
+    errno.ENOSPC: ("disk full", "free space"),
+    errno.EDQUOT: ("disk quota exceeded", "free space or raise the quota"),
+    errno.EFBIG: ("file size limit reached (disk full or ulimit -f)", "free space or raise the limit"),
+    errno.EACCES: ("permission denied", "give this user write access"),
+    errno.EPERM: ("operation not permitted", "give this user write access"),
+    errno.EROFS: ("read-only file system", "mount it read-write or choose another output root"),
+}
+# h5py reports a failed write as RuntimeError("... filename = '...', ... errno = 28, ...") instead of OSError.
+_HDF5_ERRNO = re.compile(r"filename = '([^']*)'.*?errno = (\d+)", re.S)
+
+
+def environment_message(error: OSError) -> str | None:
+    """A one-line description for the OSErrors a user fixes outside latentforge; None for any other."""
+    kind = _FAULTS.get(error.errno)
+    if kind is None:
+        return None
+    what, fix = kind
+    where = f" writing {error.filename}" if error.filename else ""
+    return f"{what}{where} ({error.strerror}); {fix}, then rerun the same command to resume"
+
+
+def as_os_error(error: BaseException) -> OSError | None:
+    """The OSError behind `error` (itself, or the errno an HDF5 write failure names); None when there is none."""
+    if isinstance(error, OSError):
+        return error
+    if isinstance(error, RuntimeError):
+        match = _HDF5_ERRNO.search(str(error))
+        if match:
+            number = int(match.group(2))
+            return OSError(number, os.strerror(number), match.group(1))
+    return None
+
+
+def storage_error(error: BaseException) -> StorageError | None:
+    """`error` as the StorageError a user can act on (HDF5WriteError for an HDF5 write), or None."""
+    cause = as_os_error(error)
+    message = environment_message(cause) if cause is not None else None
+    if message is None:
+        return None
+    return HDF5WriteError(message) if isinstance(error, RuntimeError) else StorageError(message)

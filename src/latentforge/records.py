@@ -1,11 +1,22 @@
-"""Records passed between the stages of the flow (DESIGN §2): reader -> plan -> probe -> decode -> encode."""
+"""Records passed between the stages of the flow: reader -> plan -> probe -> decode -> encode -> stage.
+
+`Reject` is also the row type of a cache's rejects.jsonl.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .errors import REJECT_REASONS
+
+if TYPE_CHECKING:
+    from .errors import SampleRejected
+
+# Where in the flow a sample was rejected, in flow order.
+REJECT_STAGES = ("plan", "probe", "decode", "encode")
 
 
 @dataclass(frozen=True)
@@ -72,13 +83,23 @@ class SamplePixels:
 
 @dataclass(frozen=True)
 class Reject:
-    """A sample that was not cached, and why (one of errors.REJECT_REASONS)."""
+    """A sample that was not cached, and why: one row of rejects.jsonl (keys in field order)."""
 
     sample_id: str
-    source_index: int
-    reason: str
+    source_index: int  # -1 for plan rejects, which have no place in the plan
+    reason: str  # one of errors.REJECT_REASONS
     detail: str
-    stage: str  # plan | probe | decode | encode
+    stage: str  # one of REJECT_STAGES
+
+    @classmethod
+    def of(cls, sample: Sample, error: SampleRejected, stage: str) -> Reject:
+        """The reject of a planned sample whose `error` was raised at `stage`."""
+        return cls(sample.sample_id, sample.source_index, error.reason, error.detail, stage)
+
+    @property
+    def well_formed(self) -> bool:
+        """Its reason and stage come from the closed lists."""
+        return self.reason in REJECT_REASONS and self.stage in REJECT_STAGES
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,3 +109,13 @@ class Reject:
             "detail": self.detail,
             "stage": self.stage,
         }
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> Reject:
+        """Raises KeyError/TypeError when `row` does not have exactly the row's keys."""
+        if list(row) != REJECT_KEYS:
+            raise KeyError(f"reject row keys {list(row)}, expected {REJECT_KEYS}")
+        return cls(**row)
+
+
+REJECT_KEYS = [f.name for f in fields(Reject)]

@@ -21,6 +21,10 @@ _BACKENDS: dict[str, dict[str, str]] = {
         "t5": "text.t5:T5TextEncoder",
         "umt5": "text.umt5:UMT5TextEncoder",
     },
+    "executor": {
+        "local": "executor.local:LocalExecutor",
+        "ray": "executor.ray_executor:RayExecutor",
+    },
 }
 
 

@@ -1,4 +1,4 @@
-"""`latentforge cosmos t5|batch-json`: thin wrappers over latentforge.cosmos_tools."""
+"""`latentforge cosmos t5|batch-json`: thin wrappers over latentforge.integrations.cosmos."""
 
 from __future__ import annotations
 
@@ -31,36 +31,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from .common import say
 
-    console = Console()
     if args.cosmos_verb == "batch-json":
-        from ..cosmos_tools import write_batch_json
+        from ..integrations.cosmos.batch_json import write_batch_json
 
         report = write_batch_json(args.input_dir, args.out, args.save_dir)
-        console.print(f"wrote {len(report.entries)} entries to {args.out}")
+        say(f"wrote {len(report.entries)} entries to {args.out}")
         if report.missing_prompt:
-            console.print(f"[yellow]skipped {len(report.missing_prompt)} without a .txt prompt:[/yellow] "
-                          + ", ".join(report.missing_prompt))
+            say(f"skipped {len(report.missing_prompt)} without a .txt prompt: " + ", ".join(report.missing_prompt))
         return 0
-    return _run_t5(args, console)
+    from ..integrations.cosmos.t5_pickles import cosmos_t5
 
-
-def _run_t5(args: argparse.Namespace, console) -> int:
-    import torch
-
-    from ..cosmos_tools import GROOT_PROMPT_PREFIX, write_t5_pickles
-    from ..errors import ConfigError
-    from ..text.t5 import T5TextEncoder
-
-    if args.prompt_prefix is not None and args.metadata_csv is None:
-        raise ConfigError("--prompt-prefix applies to --metadata-csv prompts only; metas/*.txt are used as written")
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    encoder = T5TextEncoder(args.t5, precision=args.precision, max_length=args.max_length,
-                            batch_size=args.batch_size, device=device)
-    prefix = GROOT_PROMPT_PREFIX if args.prompt_prefix is None else args.prompt_prefix
-    report = write_t5_pickles(args.dataset_dir, encoder, metadata_csv=args.metadata_csv, prompt_prefix=prefix)
+    report = cosmos_t5(args.dataset_dir, args.t5, args.metadata_csv, args.prompt_prefix, args.precision,
+                       args.max_length, args.batch_size, args.device)
     if args.metadata_csv is not None:
-        console.print(f"metas/*.txt written: {len(report.metas_written)}")
-    console.print(f"t5_xxl pickles written: {len(report.written)}, already present (skipped): {len(report.skipped)}")
+        say(f"metas/*.txt written: {len(report.metas_written)}")
+    say(f"t5_xxl pickles written: {len(report.written)}, already present (skipped): {len(report.skipped)}")
     return 0

@@ -13,10 +13,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from ..demo.run import run_demo
+    from .common import console
 
     report = run_demo(args.out, device=args.device)
     table = Table("what", "value", title="latentforge demo")
@@ -28,6 +29,6 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("time", f"{report.seconds:.1f} s")
     for name, value in report.psnr_db.items():
         table.add_row(f"PSNR {name}", f"{value:.2f} dB (haar-4x8x8 decode vs encoded frames)")
-    table.add_row("verify", "[green]passed[/green]" if report.verified else "[red]FAILED[/red]")
-    Console().print(table)
+    table.add_row("verify", Text("passed", style="green") if report.verified else Text("FAILED", style="red"))
+    console().print(table)
     return 0 if report.verified else 1

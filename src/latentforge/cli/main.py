@@ -1,33 +1,30 @@
-"""`latentforge` command line: one thin verb module per library function."""
+"""`latentforge` command line: one thin verb module per library function, and the one place where errors
+become exit codes (docs/cli.md): 0 ok, 1 a failed check or data error, 2 usage or config, 128+N a signal."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
+import shlex
 import sys
 
-from rich.console import Console
-
-from ..errors import ConfigError, LatentforgeError
+from ..errors import ConfigError, HDF5WriteError, LatentforgeError, StopRequested
+from ..version import __version__
+from .common import say
 
 # verb modules, each with add_parser(subparsers) and the run function it sets as the parser default
-VERB_MODULES = ("build", "verify", "inspect", "demo", "cosmos", "publish", "stats", "preview")
+VERB_MODULES = ("build", "scan", "verify", "inspect", "demo", "cosmos", "publish", "stats", "preview")
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="latentforge", description="Turn raw video datasets into training-ready latent caches."
     )
+    parser.add_argument("--version", action="version", version=f"latentforge {__version__}")
     subparsers = parser.add_subparsers(dest="verb", required=True)
     for name in VERB_MODULES:
-        try:
-            module = importlib.import_module(f"latentforge.cli.{name}")
-        except ModuleNotFoundError as error:
-            if error.name == f"latentforge.cli.{name}":
-                continue
-            raise
-        module.add_parser(subparsers)
+        importlib.import_module(f"latentforge.cli.{name}").add_parser(subparsers)
     return parser
 
 
@@ -38,20 +35,33 @@ def _quiet_model_loading() -> None:
     os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
 
 
+def _rerun_command() -> str:
+    return shlex.join(["latentforge", *[a for a in sys.argv[1:] if a != "--overwrite"]])
+
+
 def main(argv: list[str] | None = None) -> int:
     _quiet_model_loading()
     args = make_parser().parse_args(argv)
-    console = Console(stderr=True)
     try:
         return int(args.run(args) or 0)
     except ConfigError as error:
-        console.print(f"[red]config error:[/red] {error}")
+        say(f"config error: {error}", stderr=True)
         return 2
+    except HDF5WriteError as error:
+        # The HDF5 library holds a broken file after a failed write and can crash in its exit hook; leave
+        # without running it, having said why.
+        say(f"error: {error}", stderr=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     except LatentforgeError as error:
-        console.print(f"[red]error:[/red] {error}")
+        say(f"error: {error}", stderr=True)
         return 1
+    except StopRequested as stop:
+        say(f"{stop}; staged work is kept. Resume with:\n  {_rerun_command()}", stderr=True)
+        return stop.exit_code
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]; rerun the same command to resume")
+        say(f"interrupted; rerun the same command to resume:\n  {_rerun_command()}", stderr=True)
         return 130
 
 

@@ -1,4 +1,4 @@
-"""`latentforge preview ROOT --samples K`: thin wrapper over preview.make_preview."""
+"""`latentforge preview ROOT --samples K`: thin wrapper over latentforge.report.preview.preview."""
 
 from __future__ import annotations
 
@@ -20,13 +20,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rich.console import Console
-
-    from ..preview import make_preview
-    from ..reencode import Overrides
+    from ..report.preview import preview
+    from ..verification.reencode import Overrides
+    from .common import say
 
     overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, None, args.device)
-    preview = make_preview(Path(args.root), args.samples, Path(args.out) if args.out else None, overrides, args.index)
-    Console().print(f"dataset_index {preview.dataset_indices}: {preview.video} and {preview.sheet} (per modality: "
-                    "source | reconstruction)")
+    made = preview(Path(args.root), args.samples, Path(args.out) if args.out else None, overrides, args.index)
+    say(f"dataset_index {made.dataset_indices}: {made.video} and {made.sheet} (per modality: source | "
+        "reconstruction)")
     return 0

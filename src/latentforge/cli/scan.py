@@ -1,13 +1,13 @@
-"""`latentforge scan`: thin wrapper over latentforge.scan.scan (the CPU-only probe and estimates)."""
+"""`latentforge scan`: thin wrapper over latentforge.builder.scan.scan (the CPU-only probe and estimates)."""
 
 from __future__ import annotations
 
 import argparse
 
+from .common import add_input_arguments, config_from_args, say
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from .build import add_input_arguments
-
     parser = subparsers.add_parser("scan", help="probe every input on CPU: rejects, size and time estimates")
     add_input_arguments(parser)
     parser.add_argument("--calibrate", type=int, default=0,
@@ -17,18 +17,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from ..builder.scan import scan
 
-    from ..scan import scan
-    from .build import config_from_args
-
-    result = scan(config_from_args(args), calibrate=getattr(args, "calibrate", 0), quiet=args.quiet)
-    console = Console()
-    console.print(f"planned {result.planned}, accepted {result.accepted}, rejected "
-                  f"{sum(result.rejects_by_reason.values())} {result.rejects_by_reason or ''} -> {result.rejects_path}")
-    console.print(f"output estimate {result.output_bytes / 2**30:.3f} GiB, free {result.free_bytes / 2**30:.1f} GiB: "
-                  + ("fits" if result.disk_ok else "[red]does not fit[/red]"))
+    result = scan(config_from_args(args), calibrate=args.calibrate, quiet=args.quiet)
+    say(f"planned {result.planned}, accepted {result.accepted}, rejected "
+        f"{sum(result.rejects_by_reason.values())} {result.rejects_by_reason or ''} -> {result.rejects_path}")
+    say(f"output estimate {result.output_bytes / 2**30:.3f} GiB, free {result.free_bytes / 2**30:.1f} GiB: "
+        + ("fits" if result.disk_ok else "does not fit"))
     if result.encode_hours is not None:
-        console.print(f"encode ~{result.encode_seconds_per_sample:.3f} s/sample -> ~{result.encode_hours:.2f} h "
-                      "over all slots")
+        say(f"encode ~{result.encode_seconds_per_sample:.3f} s/sample -> ~{result.encode_hours:.2f} h over all ranks")
     return 0 if result.disk_ok else 1

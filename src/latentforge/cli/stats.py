@@ -1,4 +1,4 @@
-"""`latentforge stats ROOT`: thin wrapper over cache_stats.compute_stats and stats_report.write_stats_report."""
+"""`latentforge stats ROOT`: thin wrapper over latentforge.report.stats_report.stats."""
 
 from __future__ import annotations
 
@@ -18,26 +18,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from rich.console import Console
     from rich.table import Table
 
-    from ..cache_stats import compute_stats, export_cosmos_mean_std
-    from ..stats_report import write_stats_report
+    from ..report.stats_report import stats
+    from .common import console
 
-    root = Path(args.root)
-    stats = compute_stats(root, extreme=args.extreme, every=args.every)
-    report = write_stats_report(stats, Path(args.out) if args.out else root / "build" / "stats")
+    report = stats(args.root, args.out, args.extreme, args.every, args.export_cosmos_mean_std, args.modality)
+    computed = report.stats
     table = Table("modality", "channels", "mean (min..max over channels)", "std (min..max)", "extreme fraction",
-                  title=f"{stats.num_samples} samples, {stats.latent_dataset} {stats.latent_shape}")
-    for m in stats.modalities:
+                  title=f"{computed.num_samples} samples, {computed.latent_dataset} {computed.latent_shape}")
+    for m in computed.modalities:
         table.add_row(m.name, f"{m.channels[0]}..{m.channels[1] - 1}", f"{min(m.mean):.4g}..{max(m.mean):.4g}",
                       f"{min(m.std):.4g}..{max(m.std):.4g}", f"{max(m.extreme_fraction):.3g}")
-    console = Console()
-    console.print(table)
-    if args.export_cosmos_mean_std:
-        video, images = export_cosmos_mean_std(stats, Path(args.export_cosmos_mean_std), args.modality)
-        console.print(f"Cosmos mean/std: {video} and {images} (set mean_std_path to {video.parent / 'mean_std.pt'})")
-    console.print(f"report: {report.html}")
+    out = console()
+    out.print(table)
+    if report.cosmos_mean_std is not None:
+        video, images = report.cosmos_mean_std
+        out.print(f"Cosmos mean/std: {video} and {images} (set mean_std_path to {video.parent / 'mean_std.pt'})")
+    out.print(f"report: {report.html}")
     return 0

@@ -1,8 +1,11 @@
-"""`latentforge verify ROOT [--deep ...]`: thin wrapper over verify.verify_integrity and verify_deep.verify_deep."""
+"""`latentforge verify ROOT [--deep ...]`: thin wrapper over latentforge.verification.entry.verify."""
 
 from __future__ import annotations
 
 import argparse
+
+from rich.table import Table
+from rich.text import Text
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -28,61 +31,55 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _table(checks, title: str, level: str = "[green]ok[/green]"):
-    from rich.table import Table
-
+def _table(checks, title: str, passed: Text = Text("ok", style="green")) -> Table:
     table = Table("check", "result", "detail", title=title)
     for check in checks:
         where = f" (dataset_index {check.dataset_index})" if check.dataset_index is not None else ""
-        table.add_row(check.name, level if check.ok else "[red]FAIL[/red]", check.detail + where)
+        table.add_row(check.name, passed if check.ok else Text("FAIL", style="red"), Text(check.detail + where))
     return table
 
 
-def _quality_table(report):
-    from rich.table import Table
-
+def _quality_table(report) -> Table:
     colour = {"ok": "green", "warn": "yellow", "fail": "red"}
     table = Table("dataset_index", "modality", "PSNR dB", "SSIM", "verdict", title="reconstruction quality")
     for q in report.quality:
         verdict = q.verdict(report.thresholds)
         table.add_row(str(q.dataset_index), q.modality, f"{q.psnr_db:.2f}", f"{q.ssim:.4f}",
-                      f"[{colour[verdict]}]{verdict}[/{colour[verdict]}]")
+                      Text(verdict, style=colour[verdict]))
     return table
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rich.console import Console
+    from ..verification.entry import verify
+    from ..verification.quality import QualityThresholds
+    from ..verification.reencode import Overrides
+    from .common import console
 
-    console = Console()
+    out = console()
     if not args.deep:
-        from ..verify import verify_integrity
-
-        report = verify_integrity(Path(args.root), require_complete=not args.allow_incomplete)
-        console.print(_table(report.checks, "integrity"))
+        report = verify(args.root, require_complete=not args.allow_incomplete)
+        out.print(_table(report.checks, "integrity"))
     else:
-        from ..quality import QualityThresholds
-        from ..reencode import Overrides
-        from ..verify_deep import verify_deep
-
         overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, args.text_path, args.device)
         given = {k: getattr(args, k) for k in ("fail_psnr", "warn_psnr", "fail_ssim", "warn_ssim")}
         thresholds = QualityThresholds(**{k: v for k, v in given.items() if v is not None})
-        report = verify_deep(Path(args.root), args.spot, overrides, thresholds, args.index,
-                             require_complete=not args.allow_incomplete,
-                             report_path=Path(args.report) if args.report else None)
+        report = verify(args.root, deep=True, require_complete=not args.allow_incomplete, spot=args.spot,
+                        indices=args.index, overrides=overrides, thresholds=thresholds,
+                        report_path=Path(args.report) if args.report else None)
         integrity = report.integrity
         if integrity.ok:
-            console.print(f"integrity: {len(integrity.checks)} checks passed")
+            out.print(f"integrity: {len(integrity.checks)} checks passed")
         else:
-            console.print(_table(integrity.checks, "integrity"))
-        console.print(_table(report.checks, "deep"))
+            out.print(_table(integrity.checks, "integrity"))
+        out.print(_table(report.checks, "deep"))
         skipped = [w for w in report.warnings if w.name != "quality"]  # quality warnings: in the quality table
         if skipped:
-            console.print(_table(skipped, "warnings", "[yellow]warn[/yellow]"))
+            out.print(_table(skipped, "warnings", Text("warn", style="yellow")))
         if report.quality:
-            console.print(_quality_table(report))
-        console.print(f"latent comparison: {report.comparison}")
-    console.print("[green]cache verified[/green]" if report.ok else "[red]cache FAILED verification[/red]")
+            out.print(_quality_table(report))
+        out.print(f"latent comparison: {report.comparison}")
+        out.print(f"report: {report.path}")
+    out.print(Text("cache verified", style="green") if report.ok else Text("cache FAILED verification", style="red"))
     return 0 if report.ok else 1

@@ -1,12 +1,12 @@
 """Feeding training from a latent cache: dataset, sampler, collate, expectations, Cosmos-Predict2 adapter."""
 
-from .cache_info import ROOT_ENV, ROOT_ENV_ALIAS, resolve_cache_root
 from .collate import collate_latent_batch, drop_captions
 from .cosmos_adapter import LATENT_KEY, CosmosVideo2WorldDataset
-from .demo_cache import DemoCacheSpec, write_demo_cache
 from .expect import CacheExpectation, CacheMismatch
 from .latent_dataset import LatentCacheDataset
+from .roots import ROOT_ENV, ROOT_ENV_ALIAS, resolve_cache_root
 from .sampler import ResumableSampler
+from .synthetic_cache import SyntheticCacheSpec, write_synthetic_cache
 
 __all__ = [
     "LATENT_KEY",
@@ -15,11 +15,11 @@ __all__ = [
     "CacheExpectation",
     "CacheMismatch",
     "CosmosVideo2WorldDataset",
-    "DemoCacheSpec",
     "LatentCacheDataset",
     "ResumableSampler",
+    "SyntheticCacheSpec",
     "collate_latent_batch",
     "drop_captions",
     "resolve_cache_root",
-    "write_demo_cache",
+    "write_synthetic_cache",
 ]

@@ -47,12 +47,10 @@ class CosmosVideo2WorldDataset(Dataset):
                 raise ConfigError(f"expect.{field}={given!r}: Cosmos-Predict2 Video2World needs {needed!r}")
         expectation = dataclasses.replace(expectation, **_COSMOS_TEXT)
         self.latents = LatentCacheDataset(root, modalities, expectation, require_complete=require_complete)
-        frames = self.latents.info.config["frames"]
-        self.height = int(frames["height"])
-        self.width = int(frames["width"])
-        self.num_frames = int(frames["num_frames"])
+        config = self.latents.config
+        self.height, self.width, self.num_frames = config.height, config.width, config.num_frames
         # Resampled clips play at the target rate; others at the rate of their source.
-        self.fixed_fps = None if str(frames.get("fps", "source")) == "source" else float(frames["fps"])
+        self.fixed_fps = None if config.fps in (None, "source") else float(config.fps)
 
     def __len__(self) -> int:
         return len(self.latents)
@@ -68,7 +66,7 @@ class CosmosVideo2WorldDataset(Dataset):
         index = item["dataset_index"]
         manifest = self.latents.index
         shard = manifest.shard_paths[manifest.shard_of[index]]
-        text_dataset = self.latents.info.text_embeddings_dataset
+        text_dataset = self.latents.config.text.embeddings_dataset
         return {
             LATENT_KEY: item["latent"],
             "video_name": {

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
+from ..cache.config_file import CacheConfig
 from ..errors import ConfigError
-from .cache_info import CacheInfo
 
 
 class CacheMismatch(ConfigError):
@@ -65,40 +66,32 @@ class CacheExpectation:
         return cls(**data)
 
     @classmethod
-    def of_cache(cls, info: CacheInfo, modalities: Sequence[str] | None = None) -> "CacheExpectation":
+    def of_cache(cls, config: CacheConfig, modalities: Sequence[str] | None = None) -> "CacheExpectation":
         """The expectation a cache meets exactly: save it with a checkpoint, check it again on resume."""
-        found = _found(info, tuple(modalities) if modalities else tuple(m.name for m in info.modalities))
-        return cls(**found)
+        return cls(**_found(config, tuple(modalities) if modalities else config.modality_names))
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
-def tokenizer_family(tokenizer: dict[str, Any]) -> str:
-    """A backend fingerprint may name its family; otherwise the backend name is the family."""
-    return str(tokenizer.get("family") or tokenizer.get("name"))
-
-
-def _found(info: CacheInfo, modalities: tuple[str, ...]) -> dict[str, Any]:
-    config = info.config
-    tokenizer = config.get("tokenizer") or {}
-    frames = config.get("frames") or {}
-    channels = sum(info.modality(name).channels[1] - info.modality(name).channels[0] for name in modalities)
+def _found(config: CacheConfig, modalities: tuple[str, ...]) -> dict[str, Any]:
+    channels = sum(config.modality(name).channels[1] - config.modality(name).channels[0] for name in modalities)
+    text = config.text
     return {
-        "tokenizer_family": tokenizer_family(tokenizer),
-        "tokenizer_sha256": tokenizer.get("checkpoint_sha256"),
-        "precision": tokenizer.get("precision"),
-        "num_frames": frames.get("num_frames"),
-        "height": frames.get("height"),
-        "width": frames.get("width"),
-        "fps": None if frames.get("fps") is None else str(frames["fps"]),
+        "tokenizer_family": config.tokenizer_family,
+        "tokenizer_sha256": config.checkpoint_sha256,
+        "precision": config.tokenizer.get("precision"),
+        "num_frames": config.frames.get("num_frames"),
+        "height": config.frames.get("height"),
+        "width": config.frames.get("width"),
+        "fps": config.fps,
         "modalities": modalities,
-        "latent_shape": (channels, *info.latent_shape[1:]),
-        "normalization": config["latent"].get("normalization"),
-        "storage_dtype": info.storage_dtype,
-        "text_encoder": info.text_name or "none",
-        "text_dim": info.text_dim,
-        "text_max_length": info.text_max_length,
+        "latent_shape": (channels, *config.latent.shape[1:]),
+        "normalization": config.latent.normalization,
+        "storage_dtype": config.storage_dtype,
+        "text_encoder": "none" if text is None else text.name,
+        "text_dim": None if text is None else text.dim,
+        "text_max_length": None if text is None else text.max_length,
     }
 
 
@@ -113,13 +106,14 @@ def _same(field: str, want: Any, have: Any) -> bool:
     return want == have
 
 
-def check_expectation(info: CacheInfo, modalities: tuple[str, ...], expect: CacheExpectation) -> None:
+def check_expectation(root: Path, config: CacheConfig, modalities: tuple[str, ...], expect: CacheExpectation
+                      ) -> None:
     """Raise CacheMismatch naming every field where the cache differs from what the trainer expects."""
-    found = _found(info, modalities)
+    found = _found(config, modalities)
     mismatches = []
     for field in dataclasses.fields(expect):
         want = getattr(expect, field.name)
         if want is not None and not _same(field.name, want, found[field.name]):
             mismatches.append((field.name, want, found[field.name]))
     if mismatches:
-        raise CacheMismatch(str(info.root), mismatches)
+        raise CacheMismatch(str(root), mismatches)

@@ -11,10 +11,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from ..cache.config_file import CacheConfig
+from ..cache.layout import EMPTY_PROMPT, SOURCE_INDEX_DATASET
 from ..errors import CacheIntegrityError, ConfigError
-from .cache_info import EMPTY_PROMPT_FILE, CacheInfo, load_cache_info, resolve_cache_root
 from .expect import CacheExpectation, CacheMismatch, check_expectation
 from .manifest_index import ManifestIndex, read_manifest_index
+from .roots import load_for_training, resolve_cache_root
 from .row_reader import ShardReader
 
 
@@ -44,9 +46,9 @@ class LatentCacheDataset(Dataset):
         require_complete: bool = True,
     ):
         self.root: Path = resolve_cache_root(root)
-        self.info: CacheInfo = load_cache_info(self.root, require_complete)
+        self.config: CacheConfig = load_for_training(self.root, require_complete)
         expectation = CacheExpectation.coerce(expect)
-        available = tuple(m.name for m in self.info.modalities)
+        available = self.config.modality_names
         if modalities is None and expectation.modalities is not None:
             if not set(expectation.modalities) <= set(available):
                 raise CacheMismatch(str(self.root), [("modalities", expectation.modalities, available)])
@@ -56,18 +58,18 @@ class LatentCacheDataset(Dataset):
             raise ConfigError(
                 f"modalities={list(self.modalities)}: give distinct names from the cache's {list(available)}"
             )
-        ranges = [self.info.modality(name).channels for name in self.modalities]
-        check_expectation(self.info, self.modalities, expectation)
-        self.expectation = CacheExpectation.of_cache(self.info, self.modalities)
+        ranges = [self.config.modality(name).channels for name in self.modalities]
+        check_expectation(self.root, self.config, self.modalities, expectation)
+        self.expectation = CacheExpectation.of_cache(self.config, self.modalities)
         self.channel_ranges: dict[str, tuple[int, int]] = {}
         cursor = 0
         for name, (start, end) in zip(self.modalities, ranges):
             self.channel_ranges[name] = (cursor, cursor + end - start)
             cursor += end - start
         self._reads = _merged_reads(ranges)
-        self.latent_shape = (cursor, *self.info.latent_shape[1:])
-        self.text = text and self.info.text_name is not None
-        self.index: ManifestIndex = read_manifest_index(self.root, self.info.num_samples)
+        self.latent_shape = (cursor, *self.config.latent.shape[1:])
+        self.text = text and self.config.text is not None
+        self.index: ManifestIndex = read_manifest_index(self.root, self.config.num_samples)
         self._shards: ShardReader | None = None
         self._pid: int | None = None
         self._empty_prompt: dict[str, torch.Tensor] | None = None
@@ -87,19 +89,19 @@ class LatentCacheDataset(Dataset):
         indices = [int(index) for index in indices]
         reader = self._reader()
         locations = [self._locate(index) for index in indices]
-        latent = reader.gather(locations, self.info.latent_dataset, self.latent_shape, self._reads)
+        latent = reader.gather(locations, self.config.latent.dataset, self.latent_shape, self._reads)
         fields = {"latent": latent}
-        if self.info.conditioning_modality is not None:
+        if self.config.latent.conditioning_modality is not None:
             fields["conditioning_latent"] = self._conditioning(reader, locations, latent)
+        text = self.config.text
         if self.text:
-            shape = (self.info.text_max_length, self.info.text_dim)
-            fields["text_embeddings"] = reader.gather(locations, self.info.text_embeddings_dataset, shape,
-                                                      [(0, shape[0], 0)])
+            shape = (text.max_length, text.dim)
+            fields["text_embeddings"] = reader.gather(locations, text.embeddings_dataset, shape, [(0, shape[0], 0)])
         items = []
         for slot, (index, (shard, row)) in enumerate(zip(indices, locations)):
             item: dict[str, Any] = {key: value[slot] for key, value in fields.items()}
             if self.text:
-                length = int(reader.file(shard)[self.info.text_length_dataset][row])
+                length = int(reader.file(shard)[text.length_dataset][row])
                 item.update(_text_fields(fields["text_embeddings"][slot], length))
             item["dataset_index"] = index
             item["source_index"] = int(self.index.source_index[index])
@@ -113,7 +115,7 @@ class LatentCacheDataset(Dataset):
         if not 0 <= index < len(self):
             raise IndexError(f"dataset_index {index} is out of range for a cache of {len(self)} samples")
         shard, row = int(self.index.shard_of[index]), int(self.index.cache_row[index])
-        stored = int(self._reader().file(shard)["source_index"][row])
+        stored = int(self._reader().file(shard)[SOURCE_INDEX_DATASET][row])
         if stored != self.index.source_index[index]:
             raise CacheIntegrityError(
                 f"{self.root}: dataset_index {index} ({self.index.sample_id[index]!r}) maps to "
@@ -125,32 +127,33 @@ class LatentCacheDataset(Dataset):
     def _conditioning(self, reader: ShardReader, locations: list[tuple[int, int]], latent: torch.Tensor
                       ) -> torch.Tensor:
         """Latent frames of the conditioning modality: from the rows just read, or from the file if not selected."""
-        name = self.info.conditioning_modality
-        first, last = self.info.conditioning_frames
+        name = self.config.latent.conditioning_modality
+        first, last = self.config.latent.conditioning_frames
         if name in self.channel_ranges:
             start, end = self.channel_ranges[name]
             return torch.from_numpy(np.ascontiguousarray(latent.numpy()[:, start:end, first:last]))
-        start, end = self.info.modality(name).channels
+        start, end = self.config.modality(name).channels
         shape = (len(locations), end - start, last - first, *self.latent_shape[2:])
-        out = np.empty(shape, dtype=self.info.storage_dtype)
+        out = np.empty(shape, dtype=self.config.storage_dtype)
         for slot, (shard, row) in enumerate(locations):
-            latents = reader.file(shard)[self.info.latent_dataset]
+            latents = reader.file(shard)[self.config.latent.dataset]
             latents.read_direct(out, np.s_[row, start:end, first:last], np.s_[slot])
         return torch.from_numpy(out)
 
     def empty_prompt(self) -> dict[str, torch.Tensor]:
         """The empty prompt's `text_embeddings`, `text_length`, `text_mask`, for caption dropout."""
         if self._empty_prompt is None:
-            path = self.root / EMPTY_PROMPT_FILE
-            if self.info.text_name is None or not path.is_file():
+            path = self.root / EMPTY_PROMPT
+            text = self.config.text
+            if text is None or not path.is_file():
                 raise ConfigError(
-                    f"{self.root} has no {EMPTY_PROMPT_FILE}; rebuild the cache with text.empty_prompt=true to "
+                    f"{self.root} has no {EMPTY_PROMPT}; rebuild the cache with text.empty_prompt=true to "
                     "use caption dropout"
                 )
             with h5py.File(path, "r") as handle:
-                text = torch.from_numpy(handle[self.info.text_embeddings_dataset][0])
-                length = int(handle[self.info.text_length_dataset][0])
-            self._empty_prompt = _text_fields(text, length)
+                embeddings = torch.from_numpy(handle[text.embeddings_dataset][0])
+                length = int(handle[text.length_dataset][0])
+            self._empty_prompt = _text_fields(embeddings, length)
         return self._empty_prompt
 
     def _reader(self) -> ShardReader:
@@ -161,12 +164,12 @@ class LatentCacheDataset(Dataset):
         return self._shards
 
     def _check_shard(self, handle: h5py.File, path: Path) -> None:
-        expected = {self.info.latent_dataset: (self.info.storage_dtype, self.info.latent_shape)}
+        expected = {self.config.latent.dataset: (self.config.storage_dtype, self.config.latent.shape)}
+        text = self.config.text
         if self.text:
-            shape = (self.info.text_max_length, self.info.text_dim)
-            expected[self.info.text_embeddings_dataset] = (self.info.storage_dtype, shape)
-            expected[self.info.text_length_dataset] = ("uint16", ())
-        expected["source_index"] = ("int64", ())
+            expected[text.embeddings_dataset] = (self.config.storage_dtype, (text.max_length, text.dim))
+            expected[text.length_dataset] = ("uint16", ())
+        expected[SOURCE_INDEX_DATASET] = ("int64", ())
         for name, (dtype, shape) in expected.items():
             if name not in handle:
                 raise CacheIntegrityError(f"{path} has no dataset {name!r}; cache_config.json promises it")

@@ -7,13 +7,14 @@ offsets stays shared. It also pickles fast for spawned workers.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..cache.layout import MANIFEST
+from ..cache.rows import read_manifest
 from ..errors import CacheIntegrityError
 
 
@@ -57,29 +58,31 @@ class ManifestIndex:
 
 def read_manifest_index(root: Path, num_samples: int) -> ManifestIndex:
     """Read ROOT/manifest.jsonl; raise CacheIntegrityError when it breaks the manifest contract."""
-    path = root / "manifest.jsonl"
+    path = root / MANIFEST
     shard_ids: dict[str, int] = {}
     shard_of, cache_row, source_index, source_fps = [], [], [], []
     sample_ids, prompts, source_paths = [], [], []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle):
-            row = json.loads(line)
-            if row.get("dataset_index") != line_number:
+    try:
+        for line_number, row in enumerate(read_manifest(root)):
+            if row.dataset_index != line_number:
                 raise CacheIntegrityError(
-                    f"{path} line {line_number + 1}: dataset_index {row.get('dataset_index')!r}, expected "
+                    f"{path} line {line_number + 1}: dataset_index {row.dataset_index!r}, expected "
                     f"{line_number}; the manifest is damaged, rerun `latentforge verify` on the cache"
                 )
-            shard = row["shard_path"]
+            shard = row.shard_path
             if shard.startswith("/") or ".." in Path(shard).parts:
                 raise CacheIntegrityError(f"{path} line {line_number + 1}: shard_path {shard!r} leaves the root")
             shard_of.append(shard_ids.setdefault(shard, len(shard_ids)))
-            cache_row.append(row["cache_row"])
-            source_index.append(row["source_index"])
-            sample_ids.append(row["sample_id"])
-            prompts.append(row.get("prompt") or "")
-            source_paths.append(row.get("source_path") or "")
-            fps = (row.get("provenance") or {}).get("source_fps")
-            source_fps.append(math.nan if fps is None else float(fps))
+            cache_row.append(row.cache_row)
+            source_index.append(row.source_index)
+            sample_ids.append(row.sample_id)
+            prompts.append(row.prompt or "")
+            source_paths.append(row.source_path or "")
+            fps = row.source_fps
+            source_fps.append(math.nan if fps is None else fps)
+    except ValueError as error:
+        raise CacheIntegrityError(f"{path}: a line is not a manifest row ({error}); rerun `latentforge verify` on "
+                                  "the cache") from None
     if len(cache_row) != num_samples:
         raise CacheIntegrityError(
             f"{path} has {len(cache_row)} rows but cache_config.json promises num_samples={num_samples}"

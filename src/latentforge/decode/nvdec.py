@@ -15,7 +15,7 @@ from av.codec.hwaccel import HWAccel
 from ..config import FramesConfig
 from ..errors import SampleRejected
 from ..records import VideoInfo
-from ..transforms.resize import ResizePlan
+from .resize import ResizePlan
 from .pyav import decode_rgb
 
 

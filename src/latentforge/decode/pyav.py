@@ -19,7 +19,7 @@ from av.video.reformatter import ColorRange, Colorspace, Interpolation
 from ..config import FramesConfig
 from ..errors import SampleRejected
 from ..records import VideoInfo
-from ..transforms.resize import ResizePlan
+from .resize import ResizePlan
 
 # Codecs that cannot lose information; a mask video must use one of them.
 LOSSLESS_CODECS = frozenset(

@@ -13,10 +13,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..build import build
+from ..builder.run import build
 from ..config import BuildConfig, load_config
-from ..reencode import Overrides
-from ..verify_deep import verify_deep
+from ..verification.deep import verify_deep
+from ..verification.reencode import Overrides
 from .tiny_text_model import make_tiny_t5
 from .world import make_world
 

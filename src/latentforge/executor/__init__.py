@@ -1,0 +1,1 @@
+"""Executors place units of work; base.py says what each one does."""

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..config import BuildConfig
+from ..pipeline.unit import Decoded, Unit, decode_sample
 from .process_setup import child_process_setup, dump_stacks_on_sigusr1, sigusr1_held, stacks_file
-from .unit import Decoded, Unit, decode_sample
 
 _worker_config: BuildConfig | None = None
 

@@ -1,7 +1,7 @@
 """The local executor: one rank per GPU or CPU slot, units handed to whichever rank asks next.
 
 A single slot runs its rank in the main process (no model is loaded twice); more slots are spawned
-processes fed from one queue. Which rank ran a unit never changes the output (DESIGN §5).
+processes fed from one queue. Which rank ran a unit never changes the output.
 """
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ import multiprocessing
 import os
 import queue
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
+from ..cache.layout import STACKS_DIR
 from ..config import BuildConfig
 from ..errors import ConfigError, LatentforgeError
-from ..stats import RankStats
-from .process_setup import STACKS_DIR, dump_stacks_on_sigusr1, remove_empty_stack_files, sigusr1_held
+from ..pipeline.unit import Unit
+from .base import Executor
+from .events import RankEvent, RankFinished
+from .process_setup import dump_stacks_on_sigusr1, remove_empty_stack_files, sigusr1_held
 from .rank import RankSpec, rank_process_main, run_rank
-from .unit import Unit
 
 _POLL_SECONDS = 0.2
 _STOP_GRACE_SECONDS = 5.0
@@ -60,38 +61,43 @@ def resolve_slots(config: BuildConfig) -> Slots:
     return Slots((run.device,) * run.procs, run.workers_per_gpu)
 
 
-def run_local(config: BuildConfig, build_dir: Path, units: list[Unit], on_staged: Callable[[int, int], None],
-              ranks_out: dict[int, RankStats]) -> None:
-    """Run `units`; on_staged(unit, samples) after each is staged; ranks_out gets each rank's stats."""
-    slots = resolve_slots(config)
-    by_index = {u.index: u for u in units}
-    specs = [RankSpec(rank, device, slots.workers, slots.torch_threads, config, str(build_dir))
-             for rank, device in enumerate(slots.devices)]
-    note = f"latentforge: stacks of the other processes of this build go to {build_dir / STACKS_DIR}/"
-    try:
-        if len(specs) == 1:
-            _run_inline(specs[0], by_index, on_staged, ranks_out, note)
-        else:
-            _run_spawned(specs, by_index, on_staged, ranks_out, note)
-    finally:
-        remove_empty_stack_files(build_dir)
+class LocalExecutor(Executor):
+    name = "local"
+
+    def settings(self) -> dict[str, Any]:
+        return {"slots": list(resolve_slots(self.config).devices), "workers_per_gpu": self.config.run.workers_per_gpu}
+
+    def main_device(self) -> str:
+        return resolve_slots(self.config).devices[0]
+
+    def parallel_ranks(self) -> int:
+        return len(resolve_slots(self.config).devices)
+
+    def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
+        slots = resolve_slots(self.config)
+        by_index = {u.index: u for u in units}
+        specs = [RankSpec(rank, device, slots.workers, slots.torch_threads, self.config, str(self.build_dir))
+                 for rank, device in enumerate(slots.devices)]
+        note = f"latentforge: stacks of the other processes of this build go to {self.build_dir / STACKS_DIR}/"
+        try:
+            if len(specs) == 1:
+                _run_inline(specs[0], by_index, on_event, note)
+            else:
+                _run_spawned(specs, by_index, on_event, note)
+        finally:
+            remove_empty_stack_files(self.build_dir)
 
 
-def _run_inline(spec: RankSpec, units: dict[int, Unit], on_staged, ranks_out, note: str) -> None:
+def _run_inline(spec: RankSpec, units: dict[int, Unit], on_event: Callable[[RankEvent], None], note: str) -> None:
     pending = iter(sorted(units))
     streams = []
     dump_stacks_on_sigusr1(lambda: [pid for s in streams for pid in s.worker_pids()], note=note)
-
-    def report(message: tuple) -> None:
-        if message[0] == "staged":
-            on_staged(message[2], message[3])
-        elif message[0] == "heartbeat":
-            ranks_out[spec.rank] = RankStats(**message[2])
-
-    ranks_out[spec.rank] = run_rank(spec, units, lambda: next(pending, None), report, streams.append)
+    stats = run_rank(spec, units, lambda: next(pending, None), on_event, streams.append)
+    on_event(RankFinished(spec.rank, stats.to_json()))
 
 
-def _run_spawned(specs: list[RankSpec], units: dict[int, Unit], on_staged, ranks_out, note: str) -> None:
+def _run_spawned(specs: list[RankSpec], units: dict[int, Unit], on_event: Callable[[RankEvent], None],
+                 note: str) -> None:
     context = multiprocessing.get_context("spawn")
     tasks, results = context.Queue(), context.Queue()
     for index in sorted(units):
@@ -110,20 +116,16 @@ def _run_spawned(specs: list[RankSpec], units: dict[int, Unit], on_staged, ranks
                 process.start()
         while running:
             try:
-                message = results.get(timeout=_POLL_SECONDS)
+                event: RankEvent = results.get(timeout=_POLL_SECONDS)
             except queue.Empty:
                 _check_alive(processes, running)
                 continue
-            kind, rank = message[0], message[1]
-            if kind == "staged":
-                on_staged(message[2], message[3])
-            elif kind in ("heartbeat", "exit"):
-                ranks_out[rank] = RankStats(**message[2])
-                if kind == "exit":
-                    processes[rank].join()
-                    running.discard(rank)
-            elif kind == "error":
-                raise LatentforgeError(f"rank {rank} ({specs[rank].device}) failed: {message[2]}")
+            if isinstance(event, RankFinished):
+                if event.error is not None:
+                    raise LatentforgeError(f"rank {event.rank} ({specs[event.rank].device}) failed: {event.error}")
+                processes[event.rank].join()
+                running.discard(event.rank)
+            on_event(event)
     finally:
         _stop(processes.values())
 

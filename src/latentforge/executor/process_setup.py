@@ -21,17 +21,10 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator, TextIO
 
+from ..cache.layout import STACKS_DIR
+from ..errors import StopRequested
+
 _PR_SET_PDEATHSIG = 1
-STACKS_DIR = "stacks"  # under ROOT/build/
-
-
-class StopRequested(BaseException):
-    """SIGTERM or SIGINT reached the main process; a BaseException so no `except Exception` swallows it."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        self.exit_code = 128 + signum
-        super().__init__(f"stopped by {signal.Signals(signum).name}")
 
 
 def die_with_parent() -> None:

@@ -13,18 +13,16 @@ from typing import Any, Callable
 
 import torch
 
-from .. import registry
 from ..config import BuildConfig
-from ..model_record import write_model_record
+from ..errors import as_os_error, environment_message
+from ..pipeline.models import load_models, record_models
+from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit
 from ..text.prompt_cache import PromptCache
-from ..stats import RankStats
 from .decode_stream import DecodeStream
-from .env_errors import as_os_error, environment_message
+from .events import RankEvent, RankFinished, UnitStaged
 from .process_setup import child_process_setup, dump_stacks_on_sigusr1, stacks_file
+from .rank_stats import RankStats
 from .staging_writer import StagingWriter
-from .unit import StagedPayload, Unit, UnitContext, run_unit
-
-Report = Callable[[tuple], None]  # ("staged", rank, unit, samples) | ("heartbeat", rank, RankStats dict)
 
 
 @dataclass(frozen=True)
@@ -37,16 +35,8 @@ class RankSpec:
     build_dir: str
 
 
-def load_models(config: BuildConfig, device: torch.device):
-    """(tokenizer, text encoder or None), each loaded once per rank."""
-    tokenizer = registry.resolve("tokenizer", config.tokenizer.name).from_config(config.tokenizer, device)
-    text = None
-    if config.text.name != "none":
-        text = registry.resolve("text", config.text.name).from_config(config.text, device)
-    return tokenizer, text
-
-
-def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], int | None], report: Report,
+def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], int | None],
+             report: Callable[[RankEvent], None],
              on_stream: Callable[[DecodeStream], None] = lambda stream: None) -> RankStats:
     if spec.torch_threads is not None:
         torch.set_num_threads(spec.torch_threads)
@@ -54,7 +44,7 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
     device = torch.device(spec.device)
     tokenizer, text = load_models(spec.config, device)
     if spec.rank == 0:  # commit then needs no models of its own
-        write_model_record(Path(spec.build_dir), spec.config, tokenizer, text, device)
+        record_models(Path(spec.build_dir), spec.config, tokenizer, text, device)
 
     def next_unit() -> Unit | None:
         index = next_index()
@@ -68,12 +58,11 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
         stats.units += 1
         stats.samples += payload.num_samples
         stats.accepted += len(payload.rows)
-        report(("staged", spec.rank, payload.unit, payload.num_samples))
-        # Live clocks in every heartbeat, so a run stopped by SIGTERM still reports them (bench/build.py).
+        # Live clocks with every staged unit, so a run stopped by SIGTERM still reports them (bench/build.py).
         stats.seconds.update(encode=ctx.seconds.get("encode", 0.0), text=ctx.seconds.get("text", 0.0),
                              decode=stream.decode_seconds, encoder_wait=stream.wait_seconds)
         stats.beat(stream.worker_cpu_seconds)
-        report(("heartbeat", spec.rank, stats.to_json()))
+        report(UnitStaged(spec.rank, payload.unit, payload.num_samples, stats.to_json()))
 
     writer = StagingWriter(Path(spec.build_dir), staged)
     ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, writer)
@@ -100,7 +89,7 @@ def describe_failure(error: BaseException) -> str:
 
 
 def rank_process_main(spec: RankSpec, units: dict[int, Unit], tasks: Any, results: Any) -> None:
-    """Entry point of a spawned rank: tasks yields unit indices (None = no more), results gets reports."""
+    """Entry point of a spawned rank: tasks yields unit indices (None = no more), results gets its events."""
     child_process_setup()
     streams: list[DecodeStream] = []
     dump_stacks_on_sigusr1(lambda: [pid for s in streams for pid in s.worker_pids()],
@@ -108,10 +97,10 @@ def rank_process_main(spec: RankSpec, units: dict[int, Unit], tasks: Any, result
     try:
         stats = run_rank(spec, units, tasks.get, results.put, streams.append)
     except BaseException as error:  # noqa: BLE001 - every failure goes to the main process as text
-        results.put(("error", spec.rank, describe_failure(error)))
+        results.put(RankFinished(spec.rank, {}, describe_failure(error)))
         results.close()
         results.join_thread()
         os._exit(1)
-    results.put(("exit", spec.rank, stats.to_json()))
+    results.put(RankFinished(spec.rank, stats.to_json()))
     results.close()
     results.join_thread()

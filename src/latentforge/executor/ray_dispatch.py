@@ -9,21 +9,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
-from typing import Any
 
-from .unit import Unit
-
-
-@dataclass(frozen=True)
-class StagedEvent:
-    """A worker staged a unit; `stats` is its RankStats as JSON, refreshed right after the write."""
-
-    worker: int
-    unit: int
-    samples: int
-    node: str
-    stats: dict[str, Any]
-
+from ..pipeline.unit import Unit
+from .events import UnitStaged
 
 @dataclass(frozen=True)
 class Charge:
@@ -45,7 +33,7 @@ class UnitDispatcher:
         # so the first one is always the unit it is encoding; the rest are decoded ahead.
         self._held: dict[int, list[int]] = defaultdict(list)
         self._tries: Counter[int] = Counter()
-        self._events: list[StagedEvent] = []
+        self._events: list[UnitStaged] = []
         self._left = len(self._units)
 
     def take(self, worker: int) -> Unit | None:
@@ -55,14 +43,14 @@ class UnitDispatcher:
         self._held[worker].append(index)
         return self._units[index]
 
-    def staged(self, event: StagedEvent) -> None:
-        held = self._held[event.worker]
+    def staged(self, event: UnitStaged) -> None:
+        held = self._held[event.rank]
         if event.unit in held:
             held.remove(event.unit)
             self._left -= 1
             self._events.append(event)
 
-    def drain(self) -> tuple[list[StagedEvent], int]:
+    def drain(self) -> tuple[list[UnitStaged], int]:
         """(staged events since the last drain, units not staged yet)."""
         events, self._events = self._events, []
         return events, self._left

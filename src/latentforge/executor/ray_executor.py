@@ -19,16 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..cache.layout import LOCK
 from ..config import BuildConfig
-from ..errors import ConfigError, LatentforgeError
+from ..errors import ConfigError, LatentforgeError, StopRequested
 from ..faults import FAULT_ENV
-from ..stats import RankStats
-from .ray_dispatch import UnitDispatcher
-from .ray_worker import DriverFacts, RankWorker, WorkerOutcome
-from .process_setup import StopRequested
+from ..pipeline.unit import Unit
+from ..version import __version__
+from .base import Executor
+from .events import RankEvent, RankFinished
 from .rank import RankSpec
-from .unit import Unit
+from .rank_stats import RankStats
+from .ray_dispatch import UnitDispatcher
+from .ray_worker import DriverFacts, RankWorker
 
 # Test-only: `<rank>:<phase>:<n>` gives the worker with that rank (never a replacement) LATENTFORGE_FAULT=<phase>:<n>.
 RAY_FAULT_ENV = "LATENTFORGE_RAY_FAULT"
@@ -48,14 +50,6 @@ def import_ray() -> Any:
 
 def uses_gpus(config: BuildConfig) -> bool:
     return config.run.device.startswith("cuda") or bool(config.run.gpus)
-
-
-def commit_device(config: BuildConfig) -> str:
-    """Where the driver would load the models at commit if no worker left a model record (model_record.py);
-    workers write one before their first unit, so in practice the driver needs no GPU."""
-    if not uses_gpus(config):
-        return "cpu"
-    return config.run.device if config.run.device.startswith("cuda") else "cuda:0"
 
 
 @dataclass(frozen=True)
@@ -124,18 +118,18 @@ class _Worker:
 
 class _RayRun:
     def __init__(self, ray: Any, config: BuildConfig, build_dir: Path, units: list[Unit],
-                 on_staged: Callable[[int, int], None], ranks_out: dict[int, RankStats], quiet: bool,
-                 noted: _Signal):
+                 on_event: Callable[[RankEvent], None], quiet: bool, noted: _Signal):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.ray, self.config, self.build_dir = ray, config, build_dir
-        self.on_staged, self.ranks_out, self.quiet = on_staged, ranks_out, quiet
+        self.on_event, self.quiet = on_event, quiet
+        self.ranks: dict[int, RankStats] = {}
         self.shape = worker_shape(ray, config, len(units))
         # On the driver's node, so losing a worker node never loses the queue.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.dispatcher = ray.remote(num_cpus=0, scheduling_strategy=here)(UnitDispatcher).remote(units)
         self.actor_class = ray.remote(RankWorker)
-        self.facts = DriverFacts(__version__, (build_dir / "lock").read_text(encoding="utf-8").strip())
+        self.facts = DriverFacts(__version__, (build_dir / LOCK).read_text(encoding="utf-8").strip())
         self.running: dict[Any, _Worker] = {}
         self.started: dict[int, float] = {}  # rank -> when the driver created it
         self.last_staged: dict[int, float] = {}
@@ -165,10 +159,10 @@ class _RayRun:
     def drain(self) -> None:
         events, self.left = self.ray.get(self.dispatcher.drain.remote())
         for event in events:
-            self.ranks_out[event.worker] = RankStats(**event.stats)
-            self.nodes[event.worker] = event.node
-            self.last_staged[event.worker] = time.time()
-            self.on_staged(event.unit, event.samples)
+            self.ranks[event.rank] = RankStats(**event.stats)
+            self.nodes[event.rank] = event.node
+            self.last_staged[event.rank] = time.time()
+            self.on_event(event)
 
     def run(self) -> None:
         for _ in range(self.shape.count):
@@ -194,15 +188,16 @@ class _RayRun:
         worker = self.running.pop(ref)
         died = False
         try:
-            outcome: WorkerOutcome = self.ray.get(ref)
+            outcome: RankFinished = self.ray.get(ref)
         except self.ray.exceptions.RayActorError as error:
             died = True
-            outcome = WorkerOutcome({}, f"the worker process died: {_one_line(str(error))}")
+            outcome = RankFinished(worker.rank, {}, f"the worker process died: {_one_line(str(error))}")
         except self.ray.exceptions.RayTaskError as error:
             raise LatentforgeError(f"Ray worker {worker.rank} could not start serving: {error}; is the same "
                                    "latentforge installed on every node?") from None
         if outcome.error is None:
-            self.ranks_out[worker.rank] = RankStats(**outcome.stats)
+            self.ranks[worker.rank] = RankStats(**outcome.stats)
+            self.on_event(outcome)
             return
         self.ray.kill(worker.actor)
         where = outcome.node or self.nodes.get(worker.rank, "unknown node")
@@ -224,8 +219,8 @@ class _RayRun:
         self.start_worker()
 
     def print_throughput(self) -> None:
-        for rank in sorted(self.ranks_out):
-            stats = self.ranks_out[rank]
+        for rank in sorted(self.ranks):
+            stats = self.ranks[rank]
             seconds = self.last_staged.get(rank, time.time()) - self.started.get(rank, time.time())
             rate = stats.samples / seconds if seconds > 0 else 0.0
             self.say(f"Ray worker {rank} ({stats.device}, {self.nodes.get(rank, '?')}): {stats.units} units, "
@@ -240,24 +235,54 @@ class _RayRun:
         self.ray.kill(self.dispatcher)
 
 
-def run_ray(config: BuildConfig, build_dir: Path, units: list[Unit], on_staged: Callable[[int, int], None],
-            ranks_out: dict[int, RankStats], quiet: bool = False) -> None:
-    """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected
-    to); on_staged(unit, samples) after each is staged; ranks_out gets each worker's stats."""
-    ray = import_ray()
-    connected_here = not ray.is_initialized()
-    if connected_here:
-        handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if on_main_thread() else {}
-        ray.init(address=config.run.ray_address or None, log_to_driver=not quiet)
-        for signum, handler in handlers.items():  # ray.init put its own in place (sys.exit, C++ abort)
-            signal.signal(signum, handler)
-    try:
-        with _signals_noted() as noted:
-            run = _RayRun(ray, config, Path(build_dir), units, on_staged, ranks_out, quiet, noted)
-            try:
-                run.run()
-            finally:
-                run.stop()
-    finally:
+class RayExecutor(Executor):
+    """The same units on a Ray cluster: one actor per GPU (or run.procs CPU actors), staging into the shared
+    output root, committed by the driver."""
+
+    name = "ray"
+
+    @classmethod
+    def check_config(cls, config: BuildConfig) -> None:
+        if config.run.gpus not in ("", "all"):
+            raise ConfigError(f"run.gpus={config.run.gpus!r} picks GPUs of this machine; with run.executor=ray "
+                              "use --device cuda (or --gpus all): one worker per GPU of the cluster")
+
+    def settings(self) -> dict[str, Any]:
+        run = self.config.run
+        return {"executor": "ray", "ray_address": run.ray_address, "device": run.device,
+                "workers_per_gpu": run.workers_per_gpu}
+
+    def main_device(self) -> str:
+        """Where the driver would load the models at commit if no worker left a model record; workers write one
+        before their first unit, so in practice the driver needs no GPU."""
+        if not uses_gpus(self.config):
+            return "cpu"
+        return self.config.run.device if self.config.run.device.startswith("cuda") else "cuda:0"
+
+    def parallel_ranks(self) -> int:
+        """run.procs CPU workers, or one per GPU of the cluster this process is connected to (1 when it is not
+        connected: the cluster's size is unknown before the build starts)."""
+        if not uses_gpus(self.config):
+            return self.config.run.procs
+        ray = import_ray()
+        return max(1, int(ray.cluster_resources().get("GPU", 0))) if ray.is_initialized() else 1
+
+    def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
+        """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected to)."""
+        ray = import_ray()
+        connected_here = not ray.is_initialized()
         if connected_here:
-            ray.shutdown()
+            handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if on_main_thread() else {}
+            ray.init(address=self.config.run.ray_address or None, log_to_driver=not self.quiet)
+            for signum, handler in handlers.items():  # ray.init put its own in place (sys.exit, C++ abort)
+                signal.signal(signum, handler)
+        try:
+            with _signals_noted() as noted:
+                run = _RayRun(ray, self.config, self.build_dir, units, on_event, self.quiet, noted)
+                try:
+                    run.run()
+                finally:
+                    run.stop()
+        finally:
+            if connected_here:
+                ray.shutdown()

@@ -15,23 +15,16 @@ from typing import Any
 
 import torch
 
-from .. import __version__
-from ..stats import RankStats
+from ..cache.layout import LOCK, MODEL_RECORD
+from ..errors import LatentforgeError
+from ..pipeline.models import load_models, record_models
+from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit, stage_now
 from ..text.prompt_cache import PromptCache
+from ..version import __version__
 from .decode_stream import DecodeStream
-from .ray_dispatch import StagedEvent
-from ..model_record import RECORD, write_model_record
-from .rank import RankSpec, describe_failure, load_models
-from .unit import StagedPayload, Unit, UnitContext, run_unit, stage_now
-
-
-@dataclass(frozen=True)
-class WorkerOutcome:
-    """What `serve` returns: final stats, or the error that stopped the worker (it is then discarded)."""
-
-    stats: dict[str, Any]
-    error: str | None = None
-    node: str = ""
+from .events import RankFinished, UnitStaged
+from .rank import RankSpec, describe_failure
+from .rank_stats import RankStats
 
 
 @dataclass(frozen=True)
@@ -43,12 +36,10 @@ class DriverFacts:
 
 
 def _check_node(spec: RankSpec, facts: DriverFacts, node: str) -> None:
-    from ..errors import LatentforgeError
-
     if __version__ != facts.version:
         raise LatentforgeError(f"node {node} runs latentforge {__version__}, the driver {facts.version}; "
                                "install the same version on every node of the Ray cluster")
-    lock = Path(spec.build_dir) / "lock"
+    lock = Path(spec.build_dir) / LOCK
     try:
         owner = lock.read_text(encoding="utf-8").strip()
     except OSError:
@@ -68,7 +59,7 @@ class RankWorker:
         self.dispatcher = dispatcher
         self.facts = facts
 
-    def serve(self) -> WorkerOutcome:
+    def serve(self) -> RankFinished:
         import ray
 
         spec = self.spec
@@ -80,8 +71,8 @@ class RankWorker:
             if spec.torch_threads is not None:
                 torch.set_num_threads(spec.torch_threads)
             tokenizer, text = load_models(spec.config, torch.device(spec.device))
-            if not (Path(spec.build_dir) / RECORD).exists():  # any worker may record; the contents are equal
-                write_model_record(Path(spec.build_dir), spec.config, tokenizer, text, torch.device(spec.device))
+            if not (Path(spec.build_dir) / MODEL_RECORD).exists():  # any worker may record; the contents are equal
+                record_models(Path(spec.build_dir), spec.config, tokenizer, text, torch.device(spec.device))
             write = stage_now(Path(spec.build_dir))
 
             def stage(payload: StagedPayload) -> None:
@@ -96,11 +87,11 @@ class RankWorker:
                 stats.samples += len(unit.samples)
                 self._report(unit, stats, stream, ctx, node)
         except Exception as error:  # noqa: BLE001 - the driver decides: reschedule, or report after N tries
-            return WorkerOutcome(self._finish(stats, stream, None), describe_failure(error), node)
+            return RankFinished(spec.rank, self._finish(stats, stream, None), describe_failure(error), node)
         finally:
             if stream is not None:
                 stream.close()
-        return WorkerOutcome(self._finish(stats, stream, ctx), None, node)
+        return RankFinished(spec.rank, self._finish(stats, stream, ctx), None, node)
 
     def _take(self) -> Unit | None:
         import ray
@@ -112,8 +103,8 @@ class RankWorker:
 
         self._fill_seconds(stats, stream, ctx)
         # Waited on, so the unit counts as staged before the worker can fail on the next one.
-        ray.get(self.dispatcher.staged.remote(StagedEvent(self.spec.rank, unit.index, len(unit.samples), node,
-                                                          stats.to_json())))
+        ray.get(self.dispatcher.staged.remote(UnitStaged(self.spec.rank, unit.index, len(unit.samples),
+                                                         stats.to_json(), node)))
 
     @staticmethod
     def _fill_seconds(stats: RankStats, stream: DecodeStream, ctx: UnitContext) -> None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .unit import StagedPayload, stage_now
+from ..pipeline.unit import StagedPayload, stage_now
 
 
 class StagingWriter:

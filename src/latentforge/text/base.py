@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,6 +24,9 @@ class TextEncoder(ABC):
     name: str = ""
     dataset_prefix: str = ""  # shard datasets are f"{prefix}_text_embeddings" and f"{prefix}_text_length"
     max_length: int = 512
+    # precision mode -> the relative L2 by which a re-encode on another device or software stack may differ;
+    # the keys are the allowed values of text.precision.
+    precisions: ClassVar[dict[str, float]] = {"fp32": 1e-5}
 
     @property
     @abstractmethod
@@ -37,11 +40,3 @@ class TextEncoder(ABC):
     @abstractmethod
     def fingerprint(self) -> dict[str, Any]:
         """What defines the function computed (name, weights SHA-256, precision, max_length); no paths."""
-
-    @property
-    def embeddings_dataset(self) -> str:
-        return f"{self.dataset_prefix}_text_embeddings"
-
-    @property
-    def length_dataset(self) -> str:
-        return f"{self.dataset_prefix}_text_length"

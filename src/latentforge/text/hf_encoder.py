@@ -1,6 +1,6 @@
 """Shared logic of the transformers-backed text encoders (t5, umt5): load, batch, dedup, zero, fingerprint.
 
-The numbers follow Cosmos-Predict2's `CosmosT5TextEncoder.encode_prompts` (DESIGN §3): pad every prompt to
+The numbers follow Cosmos-Predict2's `CosmosT5TextEncoder.encode_prompts`: pad every prompt to
 `max_length` with truncation, take the last hidden state, and set every position at or past the
 attention-mask length to exactly 0.
 """
@@ -17,9 +17,8 @@ import torch
 
 from ..config import TextConfig
 from ..errors import ConfigError
+from ..hashing import sha256_file
 from .base import TextBatch, TextEncoder
-
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 # A model folder may say where its weights come from (the demo's tiny models are untrained); the cache
 # README quotes it so nobody mistakes such embeddings for a real encoder's.
@@ -27,16 +26,6 @@ PROVENANCE_NOTE_FILE = "latentforge_provenance.txt"
 
 # Files whose bytes define the tokenizer: hashing them makes a changed vocabulary change the fingerprint.
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "tokenizer_config.json", "special_tokens_map.json")
-
-_HASH_BLOCK = 1 << 20
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(_HASH_BLOCK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def digest_of_files(files: list[Path]) -> str:
@@ -93,6 +82,7 @@ class HFTextEncoder(TextEncoder):
     """A transformers encoder-only model plus the tokenizer of the same local folder."""
 
     model_class_name: ClassVar[str] = ""  # attribute of `transformers`, e.g. "T5EncoderModel"
+    precisions = {"fp32": 1e-5, "bf16": 2e-2}  # fp16 overflows T5's feed-forward activations
 
     def __init__(
         self,
@@ -102,10 +92,10 @@ class HFTextEncoder(TextEncoder):
         batch_size: int = 16,
         device: torch.device | str = "cpu",
     ):
-        if precision not in PRECISIONS:
+        if precision not in self.precisions:
             raise ConfigError(
                 f"text precision {precision!r} is not allowed for {self.name}; allowed: "
-                f"{', '.join(PRECISIONS)} (fp16 overflows T5's feed-forward activations)"
+                f"{', '.join(self.precisions)} (fp16 overflows T5's feed-forward activations)"
             )
         if max_length < 1 or batch_size < 1:
             raise ConfigError(f"{self.name}: max_length={max_length} and batch_size={batch_size} must be >= 1")
@@ -133,7 +123,7 @@ class HFTextEncoder(TextEncoder):
         self.tokenizer.padding_side = "right"
         self.tokenizer.truncation_side = "right"
         model_class = getattr(transformers, self.model_class_name)
-        self.model = model_class.from_pretrained(self.folder, dtype=PRECISIONS[precision], local_files_only=True)
+        self.model = model_class.from_pretrained(self.folder, dtype=torch.float32 if precision == "fp32" else torch.bfloat16, local_files_only=True)
         self.model.to(self.device).eval()
 
     @classmethod

@@ -1,4 +1,5 @@
-"""Cosmos-Predict2 T5 pickles (`t5_xxl/<stem>.pickle`): a restricted reader and an exact writer.
+"""Cosmos-Predict2 T5 pickles (`t5_xxl/<stem>.pickle`): a restricted reader, an exact writer, and where a
+sample's pickle is found (docs/text.md).
 
 A Cosmos pickle is `pickle.dump([np.ndarray float16 (n_tokens, 1024)])`, trimmed to n_tokens =
 attention_mask.sum() (formats.md §4). Plain `pickle.load` runs whatever callable the file names, so the
@@ -8,7 +9,9 @@ reader admits only the globals numpy needs to rebuild one array and checks the s
 from __future__ import annotations
 
 import io
+import json
 import pickle
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +21,18 @@ try:  # numpy >= 2
 except ImportError:  # numpy 1.26
     from numpy.core import multiarray, numeric
 
+from ..config import BuildConfig, TextConfig
 from ..errors import LatentforgeError
 from ..io import write_bytes_atomic
+from ..records import Sample
 
 # Protocol 4 is what Cosmos' scripts write under Python 3.8-3.13 (pickle.DEFAULT_PROTOCOL there);
 # pinning it keeps our files byte-identical whatever Python writes them.
 COSMOS_PICKLE_PROTOCOL = 4
 COSMOS_MAX_TOKENS = 512
+PICKLE_FOLDER = "t5_xxl"
+COSMOS_T5_DIM = 1024  # google-t5/t5-11b's d_model, the width of every Cosmos-Predict2 pickle
+PICKLE_PREFIX = "t5"  # pickles hold T5 rows: shard datasets t5_text_embeddings / t5_text_length
 
 # (module, name) -> object. numpy 1.x writes `numpy.core`, numpy 2.x `numpy._core`; protocol 5 rebuilds
 # arrays through `_frombuffer` instead of `_reconstruct`. Objects are taken from numpy here, never
@@ -133,3 +141,38 @@ def padded_from_pickle(array: np.ndarray, max_length: int = COSMOS_MAX_TOKENS) -
     padded = np.zeros((max_length, array.shape[1]), dtype=np.float32)
     padded[:n_tokens] = array
     return padded, n_tokens
+
+
+# ------------------------------------------------------------------------------------ where pickles live
+
+
+def uses_pickles(text: TextConfig) -> bool:
+    return text.name != "none" and text.source != "encoder"
+
+
+def pickle_lookup_rule(config: BuildConfig) -> str:
+    """The documented lookup, as cache_config.json records it."""
+    if config.dataset.reader == "table":
+        return f"table column {config.dataset.t5_pickle_column!r}"
+    return f"<dataset>/{PICKLE_FOLDER}/<stem>.pickle"
+
+
+def pickle_dim(text: TextConfig) -> int:
+    """Width of a pickle row: d_model of text.path's config.json when one is given, else Cosmos' 1024."""
+    config_file = Path(text.path or "") / "config.json"
+    if text.path and config_file.is_file():
+        return int(json.loads(config_file.read_text(encoding="utf-8"))["d_model"])
+    return COSMOS_T5_DIM
+
+
+def pickle_path(sample: Sample, config: BuildConfig) -> Path | None:
+    """The sample's pickle path (it may not exist), or None when its table cell is empty."""
+    entry = sample.entry
+    if config.dataset.reader == "table":
+        return None if entry.t5_pickle is None else Path(entry.t5_pickle)
+    folder = Path(config.dataset.path[0]) / PICKLE_FOLDER
+    on_disk = folder / f"{Path(entry.video).stem}.pickle"
+    if on_disk.is_file():
+        return on_disk
+    # The stem as the cosmos_dir reader normalises it: a folder copied through macOS holds NFD names.
+    return folder / f"{unicodedata.normalize('NFC', Path(entry.video).stem)}.pickle"

@@ -6,7 +6,7 @@ from .hf_encoder import HFTextEncoder
 
 
 class T5TextEncoder(HFTextEncoder):
-    """T5 encoder + the folder's tokenizer; rows are Cosmos' `t5_text_embeddings` (DESIGN §3)."""
+    """T5 encoder + the folder's tokenizer; rows are Cosmos' `t5_text_embeddings`."""
 
     name = "t5"
     dataset_prefix = "t5"

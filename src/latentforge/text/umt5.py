@@ -10,7 +10,7 @@ from .hf_encoder import HFTextEncoder
 
 
 class UMT5TextEncoder(HFTextEncoder):
-    """umT5 encoder + the folder's tokenizer; rows are `umt5_text_embeddings` (DESIGN §4)."""
+    """umT5 encoder + the folder's tokenizer; rows are `umt5_text_embeddings`."""
 
     name = "umt5"
     dataset_prefix = "umt5"

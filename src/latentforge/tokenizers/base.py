@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..hashing import sha256_file
 
 
 class Tokenizer(ABC):
@@ -22,6 +24,9 @@ class Tokenizer(ABC):
     temporal_factor: int = 4
     spatial_factor: int = 8
     causal: bool = True  # latent frame 0 depends only on pixel frame 0
+    # precision mode -> the relative L2 by which a re-encode on another device or software stack may differ
+    # (docs/verify.md); the keys are the allowed values of tokenizer.precision.
+    precisions: ClassVar[dict[str, float]] = {"fp32": 1e-5}
 
     def __init__(self, device: torch.device | str = "cpu"):
         self.device = torch.device(device)
@@ -49,6 +54,11 @@ class Tokenizer(ABC):
         frames = 1 + (num_frames - 1) // cls.temporal_factor if cls.causal else num_frames // cls.temporal_factor
         return (cls.latent_channels, frames, height // cls.spatial_factor, width // cls.spatial_factor)
 
+    @classmethod
+    def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
+        """SHA-256 of the weights `checkpoint` names, as the fingerprint records it (None without weights)."""
+        return None if not checkpoint else sha256_file(Path(checkpoint))
+
     @abstractmethod
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         """[B,3,T,H,W] float in [-1,1] on self.device -> [B,C,T',H',W'] float32 normalised latent."""
@@ -65,7 +75,7 @@ class Tokenizer(ABC):
         """
 
 
-# uint8 v -> v / 127.5 - 1, computed once in float64 and rounded once (DESIGN §3).
+# uint8 v -> v / 127.5 - 1, computed once in float64 and rounded once.
 PIXEL_TABLE = torch.from_numpy(np.arange(256, dtype=np.float64) / 127.5 - 1.0).to(torch.float32)
 
 

@@ -30,7 +30,6 @@ from .base import Tokenizer
 from .wan21_checkpoint import check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
 from .wan21_fast import FastWanEncoder
 
-PRECISIONS = ("fp32", "bf16", "cosmos-bf16")
 # Wan's latent normalisation constants (formats.md §1; Wan2.1 vae.py, Cosmos tokenizer.py, diffusers).
 LATENTS_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
                 0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)  # fmt: skip
@@ -88,6 +87,7 @@ class Wan21Tokenizer(Tokenizer):
     temporal_factor = 4
     spatial_factor = 8
     causal = True
+    precisions = {"fp32": 1e-5, "bf16": 2e-2, "cosmos-bf16": 2e-2}
 
     def __init__(
         self,
@@ -100,8 +100,9 @@ class Wan21Tokenizer(Tokenizer):
         cudnn_benchmark: bool = True,
     ):
         super().__init__(device)
-        if precision not in PRECISIONS:
-            raise ConfigError(f"tokenizer.precision={precision!r} is not allowed; allowed: {', '.join(PRECISIONS)}")
+        if precision not in self.precisions:
+            raise ConfigError(f"tokenizer.precision={precision!r} is not allowed; allowed: "
+                              f"{', '.join(self.precisions)}")
         if isinstance(temporal_window, bool) or not isinstance(temporal_window, int) or temporal_window < 1:
             raise ConfigError(
                 f"tokenizer.temporal_window={temporal_window!r} must be an integer >= 1 (4 as official Wan, "
@@ -141,6 +142,10 @@ class Wan21Tokenizer(Tokenizer):
             cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device, cfg.max_gpu_mem_gib,
             cfg.cudnn_benchmark,
         )
+
+    @classmethod
+    def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
+        return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint))
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:

@@ -19,6 +19,7 @@ import torch
 from diffusers import AutoencoderKLWan
 
 from ..errors import LatentforgeError
+from ..hashing import sha256_file
 
 # The Wan2.1 architecture (formats.md §7); a diffusers folder with another architecture is refused.
 WAN21_ARCHITECTURE = {
@@ -113,8 +114,7 @@ def file_sha256(path: Path) -> str:
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
     if key not in _DIGESTS:
-        with open(path, "rb") as handle:
-            _DIGESTS[key] = hashlib.file_digest(handle, "sha256").hexdigest()
+        _DIGESTS[key] = sha256_file(path)
     return _DIGESTS[key]
 
 

@@ -2,7 +2,7 @@
 
 from .fetch import FetchOptions, FetchReport, fetch
 from .publish import DestinationReport, PublishOptions, PublishReport, publish
-from .remote import Destination, TransferEvent
+from .destinations import Destination, TransferEvent
 
 __all__ = [
     "Destination",

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..cache.checksums import checksummed_files, read_sha256sums
+from ..cache.layout import COMPLETE_MARKER, NOT_CHECKSUMMED, PUBLISHED_MARKER, SUMS
 from ..errors import CacheIntegrityError
-from ..hashing import NOT_CHECKSUMMED, SUMS_NAME, SumProblem, checksummed_files, read_sha256sums
+from ..hashing import SumProblem
 from .pool import run_parallel
-
-CACHE_COMPLETE = "_CACHE_COMPLETE"
-SUCCESS = "_SUCCESS"
 _READ = 1 << 22
 
 
@@ -92,18 +91,18 @@ def sum_problems(root: Path, part_size: int, workers: int) -> tuple[dict[str, Fi
     """Hash every checksummed file in parallel; report what disagrees with SHA256SUMS (as `sha256sum -c` would,
     plus files present but not listed)."""
     root = Path(root)
-    if not (root / SUMS_NAME).is_file():
-        return {}, [SumProblem(None, f"{SUMS_NAME} is missing; the cache was not committed")]
+    if not (root / SUMS).is_file():
+        return {}, [SumProblem(None, f"{SUMS} is missing; the cache was not committed")]
     listed, unparsable = read_sha256sums(root)
     problems = [SumProblem(None, line) for line in unparsable]
     present = set(checksummed_files(root))
-    problems += [SumProblem(rel, f"listed in {SUMS_NAME} but missing") for rel in sorted(set(listed) - present)]
-    problems += [SumProblem(rel, f"present but not listed in {SUMS_NAME}") for rel in sorted(present - set(listed))]
+    problems += [SumProblem(rel, f"listed in {SUMS} but missing") for rel in sorted(set(listed) - present)]
+    problems += [SumProblem(rel, f"present but not listed in {SUMS}") for rel in sorted(present - set(listed))]
     to_hash = sorted(set(listed) & present)
     hashed = run_parallel(lambda rel: hash_file(root / rel, part_size), to_hash, workers)
     digests = dict(zip(to_hash, hashed))
     problems += [
-        SumProblem(rel, f"sha256 {digests[rel].sha256} differs from {SUMS_NAME} ({listed[rel]})")
+        SumProblem(rel, f"sha256 {digests[rel].sha256} differs from {SUMS} ({listed[rel]})")
         for rel in to_hash
         if digests[rel].sha256 != listed[rel]
     ]
@@ -113,14 +112,14 @@ def sum_problems(root: Path, part_size: int, workers: int) -> tuple[dict[str, Fi
 def load_verified_cache(root: Path, part_size: int, workers: int) -> VerifiedCache:
     """Refuse a cache that is not built (`_CACHE_COMPLETE`) or fails its SHA256SUMS check; else hash it for upload."""
     root = Path(root)
-    if not (root / CACHE_COMPLETE).is_file():
+    if not (root / COMPLETE_MARKER).is_file():
         raise CacheIntegrityError(
-            f"{root}: no {CACHE_COMPLETE}, so the cache is not built and verified; finish `latentforge build` first"
+            f"{root}: no {COMPLETE_MARKER}, so the cache is not built and verified; finish `latentforge build` first"
         )
     digests, problems = sum_problems(root, part_size, workers)
     if problems:
         listing = "\n  ".join(str(problem) for problem in problems)
         raise CacheIntegrityError(f"{root}: SHA256SUMS check failed; rebuild or repair before publishing:\n  {listing}")
-    for marker in sorted(NOT_CHECKSUMMED - {SUCCESS}):
+    for marker in sorted(NOT_CHECKSUMMED - {PUBLISHED_MARKER}):
         digests[marker] = hash_file(root / marker, part_size)
     return VerifiedCache(root=root, digests=dict(sorted(digests.items())))

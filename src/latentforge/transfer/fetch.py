@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..cache.checksums import checksummed_files, read_sha256sums
+from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..errors import CacheIntegrityError, LatentforgeError
-from ..hashing import SUMS_NAME, checksummed_files, read_sha256sums, sha256_file
+from ..hashing import sha256_file
 from ..io import inside
-from .digests import CACHE_COMPLETE, SUCCESS
+from .destinations import Destination, TransferEvent, open_remote
 from .pool import run_parallel
 from .publish import PublishOptions
-from .remote import Destination, Remote, TransferEvent, open_remote
+from .stores import Remote
 
 
 @dataclass(frozen=True)
@@ -39,30 +41,30 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     root = Path(root)
     defaults = PublishOptions()
     remote = open_remote(source.url, source.storage_options, defaults.part_size, defaults.server_checksum)
-    published = remote.size(SUCCESS) is not None
+    published = remote.size(PUBLISHED_MARKER) is not None
     if options.require_success and not published:
         raise CacheIntegrityError(
-            f"{source.url}: no {SUCCESS}, so its publish did not finish; publish it again, or pass "
+            f"{source.url}: no {PUBLISHED_MARKER}, so its publish did not finish; publish it again, or pass "
             "--allow-unpublished to fetch it anyway (the SHA256SUMS check still runs)"
         )
-    for name in (SUMS_NAME, CACHE_COMPLETE):
+    for name in (SUMS, COMPLETE_MARKER):
         if remote.size(name) is None:
             raise CacheIntegrityError(f"{source.url}: no {name}; this is not a committed cache")
     root.mkdir(parents=True, exist_ok=True)
     # Withdraw the local claims first: they come back only if this fetch ends in a passing check.
-    for marker in (SUCCESS, CACHE_COMPLETE):
+    for marker in (PUBLISHED_MARKER, COMPLETE_MARKER):
         (root / marker).unlink(missing_ok=True)
-    remote.download(SUMS_NAME, root / SUMS_NAME)
+    remote.download(SUMS, root / SUMS)
     listed, unparsable = read_sha256sums(root)
     if unparsable:
-        raise CacheIntegrityError(f"{source.url}/{SUMS_NAME} does not parse:\n  " + "\n  ".join(unparsable))
+        raise CacheIntegrityError(f"{source.url}/{SUMS} does not parse:\n  " + "\n  ".join(unparsable))
 
     report = FetchReport(root)
     items = sorted(listed.items())
     outcomes = run_parallel(lambda item: _fetch_one(remote, root, item[0], item[1], options), items, options.workers)
     problems = [problem for problem, _ in outcomes if problem]
     stray = sorted(set(checksummed_files(root)) - set(listed))
-    problems += [f"{rel}: present but not listed in {SUMS_NAME}" for rel in stray]
+    problems += [f"{rel}: present but not listed in {SUMS}" for rel in stray]
     if problems:
         raise CacheIntegrityError(
             f"{root}: SHA256SUMS check failed after fetching {source.url}; no marker written:\n  "
@@ -71,9 +73,9 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     for (rel, _), (_, downloaded) in zip(items, outcomes):
         (report.downloaded if downloaded else report.already_present).append(rel)
         report.bytes_downloaded += (root / rel).stat().st_size if downloaded else 0
-    remote.download(CACHE_COMPLETE, root / CACHE_COMPLETE)
+    remote.download(COMPLETE_MARKER, root / COMPLETE_MARKER)
     if published:
-        remote.download(SUCCESS, root / SUCCESS)
+        remote.download(PUBLISHED_MARKER, root / PUBLISHED_MARKER)
     return report
 
 
@@ -88,10 +90,10 @@ def _fetch_one(remote: Remote, root: Path, rel: str, expected: str, options: Fet
     try:
         remote.download(rel, local)
     except FileNotFoundError:
-        return f"{rel}: listed in {SUMS_NAME} but missing at {remote.url}", False
+        return f"{rel}: listed in {SUMS} but missing at {remote.url}", False
     if options.on_event:
         options.on_event(TransferEvent(remote.url, rel, "downloaded", local.stat().st_size))
     actual = sha256_file(local)
     if actual != expected:
-        return f"{rel}: sha256 {actual} differs from {SUMS_NAME} ({expected})", True
+        return f"{rel}: sha256 {actual} differs from {SUMS} ({expected})", True
     return None, True

@@ -1,7 +1,7 @@
 """`latentforge publish ROOT DEST [DEST ...]`: copy a verified cache to one or more stores.
 
 A rerun uploads only what is missing or wrong. `_SUCCESS` is withdrawn first and written last — at every
-destination, then locally — only after every object at every destination is confirmed (DESIGN §4).
+destination, then locally — only after every object at every destination is confirmed.
 """
 
 from __future__ import annotations
@@ -10,18 +10,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..errors import CacheIntegrityError, ConfigError
-from ..hashing import SUMS_NAME
 from ..io import canonical_json, write_bytes_atomic
-from .digests import CACHE_COMPLETE, SUCCESS, VerifiedCache, hash_bytes, load_verified_cache
+from .destinations import Destination, TransferEvent, open_remote
+from .digests import VerifiedCache, hash_bytes, load_verified_cache
 from .pool import run_parallel
-from .remote import Destination, LocalDirRemote, Remote, TransferEvent, open_remote
+from .stores import LocalDirRemote, Remote
 
 MIB = 1 << 20
 # S3's limits on a multipart part (every part but the last).
 MIN_PART_SIZE, MAX_PART_SIZE = 5 * MIB, 5 * 1024 * MIB
 # Uploaded after everything else, so a remote _CACHE_COMPLETE never sits beside missing shards.
-_LAST = (SUMS_NAME, CACHE_COMPLETE)
+_LAST = (SUMS, COMPLETE_MARKER)
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,9 @@ def publish(
         _refuse_local_overlap(remote, root)
     cache = load_verified_cache(root, options.part_size, options.workers)
     # Withdraw every earlier claim before touching anything it speaks for.
-    (root / SUCCESS).unlink(missing_ok=True)
+    (root / PUBLISHED_MARKER).unlink(missing_ok=True)
     for remote in remotes:
-        remote.delete(SUCCESS)
+        remote.delete(PUBLISHED_MARKER)
         remote.discard_partials()
         _refuse_foreign_files(remote, cache)
 
@@ -75,11 +76,11 @@ def publish(
     marker = _success_marker(cache)
     marker_digest = hash_bytes(marker, options.part_size)
     for remote in remotes:
-        remote.upload(SUCCESS, marker, marker_digest)
-        reason = remote.problem(SUCCESS, marker_digest, deep=not remote.stores_checksums)
+        remote.upload(PUBLISHED_MARKER, marker, marker_digest)
+        reason = remote.problem(PUBLISHED_MARKER, marker_digest, deep=not remote.stores_checksums)
         if reason:
-            raise CacheIntegrityError(f"{remote.url}/{SUCCESS}: {reason}; rerun publish")
-    write_bytes_atomic(root / SUCCESS, marker)
+            raise CacheIntegrityError(f"{remote.url}/{PUBLISHED_MARKER}: {reason}; rerun publish")
+    write_bytes_atomic(root / PUBLISHED_MARKER, marker)
     return PublishReport(root, len(cache.digests) + 1, [reports[remote.url] for remote in remotes])
 
 
@@ -104,7 +105,7 @@ def _refuse_local_overlap(remote: Remote, root: Path) -> None:
 
 
 def _refuse_foreign_files(remote: Remote, cache: VerifiedCache) -> None:
-    foreign = [rel for rel in remote.list_files() if rel not in cache.digests and rel != SUCCESS]
+    foreign = [rel for rel in remote.list_files() if rel not in cache.digests and rel != PUBLISHED_MARKER]
     if foreign:
         shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
         raise CacheIntegrityError(
@@ -166,6 +167,6 @@ def _success_marker(cache: VerifiedCache) -> bytes:
         "format": "latentforge-publish",
         "objects": len(cache.digests),
         "bytes": cache.total_bytes,
-        "sha256sums_sha256": cache.digests[SUMS_NAME].sha256,
+        "sha256sums_sha256": cache.digests[SUMS].sha256,
     }
     return (canonical_json(summary) + "\n").encode("utf-8")

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from ..errors import CacheIntegrityError, ConfigError
 from .digests import FileDigest
-from .remote import Remote, open_source
+from .stores import Remote, open_source
 
 METADATA_KEY = "sha256"
 

@@ -10,8 +10,8 @@ import numpy as np
 
 from ..config import DepthConfig
 from ..errors import SampleRejected
-from .modalities import ModalitySource, read_source_frames
-from .resize import ResizePlan, resize_nearest
+from ..decode.sources import ModalitySource, read_source_frames
+from ..decode.resize import ResizePlan, resize_nearest
 
 
 def source_values(source: ModalitySource, indices: list[int], sample_id: str) -> np.ndarray:

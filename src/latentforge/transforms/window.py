@@ -1,4 +1,4 @@
-"""Which source frames a sample uses (DESIGN §3, docs/frames.md).
+"""Which source frames a sample uses (docs/frames.md).
 
 Frames are numbered in presentation order (sorted pts). At the source rate a window is `num_frames`
 consecutive frames. At a target fps, output frame k shows the time t_k = pts[start] + k / fps, and is the

@@ -17,13 +17,12 @@ from typing import Any, Iterator
 import h5py
 import numpy as np
 
+from ..cache.layout import STAGING_DIR
 from ..errors import CacheIntegrityError
 from ..faults import fault_point
 from ..hashing import sha256_file
 from ..io import atomic_path, canonical_json, write_text_atomic
 from ..records import Reject
-
-STAGING_DIR = "staging"
 _UNIT_FILE = re.compile(r"^unit-(\d{6,})\.h5$")
 _DONE_SUFFIX = ".done.json"
 
@@ -162,7 +161,7 @@ def open_staged_unit(path: Path) -> Iterator[OpenStagedUnit]:
             latents=handle["latents"],
             text_embeddings=handle.get("text_embeddings"),
             text_lengths=handle.get("text_lengths"),
-            rejects=[Reject(**row) for row in _read_jsonl(handle, "rejects_jsonl")],
+            rejects=[Reject.from_json(row) for row in _read_jsonl(handle, "rejects_jsonl")],
         )
 
 

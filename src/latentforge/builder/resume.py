@@ -1,0 +1,77 @@
+"""What a resumed build must share with the staged work, and the readable refusal when it does not.
+
+ROOT/build/run.json records the package version, the output-defining config (execution settings such as
+procs and workers are left out), the tokenizer checkpoint's SHA-256 and the inputs' fingerprint. The
+config is checked before the plan is made, the inputs right after it: both before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .. import registry
+from ..cache.layout import RUN_RECORD
+from ..config import BuildConfig
+from ..errors import LatentforgeError
+from ..io import canonical_json, write_text_atomic
+from ..pipeline.plan import diff_fingerprints
+from ..version import __version__
+
+# Tokenizer settings that change memory use or speed but not one bit of the output (docs/execution.md).
+_EXECUTION_ONLY_TOKENIZER_KEYS = ("temporal_window", "max_gpu_mem_gib")
+_ADVICE = "rerun with --overwrite to start over, or use another output root"
+
+
+def tokenizer_sha256(config: BuildConfig) -> str | None:
+    """SHA-256 of the tokenizer checkpoint as the backend computes it (None for analytic tokenizers)."""
+    return registry.resolve("tokenizer", config.tokenizer.name).checkpoint_digest(config.tokenizer.checkpoint)
+
+
+def resume_key(config: BuildConfig) -> dict[str, Any]:
+    data = config.to_dict()
+    data["output"] = {k: v for k, v in data["output"].items() if k not in ("root", "min_free_bytes")}
+    data["run"] = {"seed": data["run"]["seed"]}
+    data["tokenizer"] = {k: v for k, v in data["tokenizer"].items() if k not in _EXECUTION_ONLY_TOKENIZER_KEYS}
+    data["dataset"] = {k: v for k, v in data["dataset"].items() if k != "limit"}
+    return {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else k))
+        return out
+    return {prefix: value}
+
+
+def _previous(build_dir: Path) -> dict[str, Any] | None:
+    path = Path(build_dir) / RUN_RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def check_config(build_dir: Path, key: dict[str, Any]) -> None:
+    """Refuse, listing every changed key as `key: old -> new`, when the staged work used another config."""
+    previous = _previous(build_dir)
+    if previous is None:
+        return
+    old, new = _flatten(previous["key"]), _flatten(key)
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if changed:
+        lines = "\n".join(f"  {k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
+        raise LatentforgeError(f"this cache root holds a build with a different config; refusing to resume:\n"
+                               f"{lines}\n{_ADVICE}")
+
+
+def check_inputs(build_dir: Path, key: dict[str, Any], fingerprint: dict[str, Any]) -> None:
+    """Refuse when the inputs changed ("N added, M removed, K changed"); record key and inputs on a first run."""
+    previous = _previous(build_dir)
+    if previous is None:
+        write_text_atomic(Path(build_dir) / RUN_RECORD, canonical_json({"key": key, "inputs": fingerprint}))
+        return
+    diff = diff_fingerprints(previous["inputs"], fingerprint)
+    if diff:
+        raise LatentforgeError(f"the inputs changed since this cache root's build started; refusing to resume:\n"
+                               f"  inputs: {diff}\n{_ADVICE}")

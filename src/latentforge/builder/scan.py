@@ -1,0 +1,92 @@
+"""`latentforge scan` (= `build --no-encode`): the CPU-only probe over the whole input, before GPU work.
+
+Writes ROOT/build/scan-rejects.jsonl (the probe's and the plan's rejects, with the reasons of docs/rejects.md) and
+ROOT/build/scan-<utc>.json (counts, reasons, output-size estimate, free disk, encode-time estimate). Not
+ROOT/rejects.jsonl: that file is part of the checksummed cache and is written only by commit.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..cache.layout import RUN_RECORDS_DIR, SCAN_REJECTS, scan_record_name
+from ..config import BuildConfig
+from ..executor.base import Executor, executor_for
+from ..executor.rank_stats import utc_stamp
+from ..io import write_jsonl_atomic, write_text_atomic
+from ..pipeline.models import load_models
+from ..pipeline.plan import plan_samples
+from ..pipeline.probe import probe_all
+from ..pipeline.unit import Unit, UnitContext, decode_sample, run_unit
+from ..records import Reject
+from ..text.prompt_cache import PromptCache
+from .estimate import estimate_output_bytes, output_shapes
+from .lock import BuildLock
+from .progress import BuildProgress
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    planned: int
+    accepted: int
+    rejects_by_reason: dict[str, int]
+    output_bytes: int  # upper estimate of the finished cache
+    free_bytes: int
+    disk_ok: bool  # output_bytes + output.min_free_bytes fit on the disk
+    encode_seconds_per_sample: float | None  # measured on run.device, None when calibrate=0 or nothing accepted
+    encode_hours: float | None  # for all accepted samples over every slot
+    rejects_path: Path
+
+
+def _free_bytes(root: Path) -> int:
+    folder = root.absolute()
+    while not folder.exists():
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def _calibrate(config: BuildConfig, executor: Executor, samples, probes, count: int) -> float | None:
+    """Seconds to decode+encode one sample on the executor's main device: `count` samples after one warm-up."""
+    accepted = [s for s in samples if not isinstance(probes[s.source_index], Reject)][: count + 1]
+    if len(accepted) < 2:
+        return None
+    tokenizer, text = load_models(config, executor.main_device())
+    ctx = UnitContext(config, tokenizer, PromptCache(text) if text else None, stage=lambda payload: None)
+    seconds = []
+    for sample in accepted:
+        unit = Unit(-1, (sample,), {sample.source_index: probes[sample.source_index]})
+        started = time.perf_counter()
+        run_unit(unit, ctx, [decode_sample(sample, probes[sample.source_index], config)])
+        seconds.append(time.perf_counter() - started)
+    return sum(seconds[1:]) / len(seconds[1:])
+
+
+def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanResult:
+    root = Path(config.output.root)
+    build_dir = root / RUN_RECORDS_DIR
+    executor = executor_for(config, build_dir, quiet)
+    with BuildLock(build_dir):
+        samples, plan_rejects = plan_samples(config)
+        with BuildProgress(quiet).task("probe", len(samples)) as advance:
+            probes = probe_all(samples, config, advance)
+        rejects = plan_rejects + [p for p in probes.values() if isinstance(p, Reject)]
+        rejects_path = build_dir / SCAN_REJECTS
+        write_jsonl_atomic(rejects_path, [r.to_json() for r in rejects])
+        accepted = len(samples) - (len(rejects) - len(plan_rejects))
+        latent, text = output_shapes(config)
+        needed = estimate_output_bytes(accepted, latent, text, config.output.storage_dtype,
+                                       rows_per_shard=config.output.rows_per_shard)
+        free = _free_bytes(root)
+        per_sample = _calibrate(config, executor, samples, probes, calibrate) if calibrate > 0 else None
+        hours = None if per_sample is None else per_sample * accepted / executor.parallel_ranks() / 3600
+        result = ScanResult(len(samples), accepted, dict(sorted(Counter(r.reason for r in rejects).items())),
+                            needed, free, needed + config.output.min_free_bytes <= free, per_sample, hours,
+                            rejects_path)
+        record = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result).items()}
+        write_text_atomic(build_dir / scan_record_name(utc_stamp()), json.dumps(record, indent=2) + "\n")
+        return result

@@ -1,0 +1,52 @@
+"""A cache's SHA256SUMS: every file under the root except itself, the markers and build/, sorted by relative
+path, in the format `sha256sum -c` reads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import CacheIntegrityError
+from ..hashing import SumProblem, compare_sums, format_sums, parse_sums, sha256_file
+from ..io import write_text_atomic
+from .layout import NOT_CHECKSUMMED, RUN_RECORDS_DIR, SUMS
+
+
+def checksummed_files(root: Path) -> list[str]:
+    """Relative POSIX paths of every file SHA256SUMS must cover, in codepoint order."""
+    root = Path(root)
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d != RUN_RECORDS_DIR]
+        for name in filenames:
+            rel = (rel_dir / name).as_posix()
+            if rel not in NOT_CHECKSUMMED:
+                found.append(rel)
+    return sorted(found)
+
+
+def write_sha256sums(root: Path) -> None:
+    """Write ROOT/SHA256SUMS over checksummed_files(root)."""
+    root = Path(root)
+    try:
+        text = format_sums((sha256_file(root / rel), rel) for rel in checksummed_files(root))
+    except ValueError as error:
+        raise CacheIntegrityError(f"{root}: {error}") from None
+    write_text_atomic(root / SUMS, text)
+
+
+def read_sha256sums(root: Path) -> tuple[dict[str, str], list[str]]:
+    """{relative path: hex} of ROOT/SHA256SUMS, and the lines that do not parse."""
+    return parse_sums((Path(root) / SUMS).read_text(encoding="utf-8"), SUMS)
+
+
+def find_sum_problems(root: Path) -> list[SumProblem]:
+    """Unparsable lines, wrong hashes, files listed but missing, files present but not listed."""
+    root = Path(root)
+    if not (root / SUMS).is_file():
+        return [SumProblem(None, f"{SUMS} is missing; the cache was not committed")]
+    listed, unparsable = read_sha256sums(root)
+    problems = [SumProblem(None, line) for line in unparsable]
+    return problems + compare_sums(listed, set(checksummed_files(root)), SUMS, lambda rel: sha256_file(root / rel))

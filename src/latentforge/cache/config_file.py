@@ -1,0 +1,354 @@
+"""cache_config.json, typed: everything a reader needs to use a cache and to check it fits its trainer
+(docs/cache-format.md). Builds write it with `CacheConfig.for_build`; everything else reads it with `load`.
+
+Nothing in it may depend on time, host, output path, worker count or executor: the file is checksummed and
+must be byte-identical across reruns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import BuildConfig
+from ..errors import CacheIntegrityError, ConfigError
+from ..io import write_text_atomic
+from ..text.pickles import pickle_lookup_rule, uses_pickles
+from ..version import __version__
+from .layout import CACHE_CONFIG, ShardSchema, text_prefix
+from .model_record import TextRecord
+
+FORMAT = "latentforge-cache"
+FORMAT_VERSION = 1
+PIXEL_RANGE = "uint8 v -> v/127.5 - 1 (256-entry table)"
+CONDITIONING_ROLE = "conditioning+target"
+
+
+@dataclass(frozen=True)
+class ModalityEntry:
+    """One modality's channels [start, end) in the stored latent, and its role."""
+
+    name: str
+    channels: tuple[int, int]
+    role: str  # "conditioning+target" | "target"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "channels": list(self.channels), "role": self.role}
+
+
+@dataclass(frozen=True)
+class LatentSection:
+    dataset: str
+    shape: tuple[int, ...]  # [C_total, T', H', W'] of one row
+    modalities: tuple[ModalityEntry, ...]
+    conditioning_modality: str | None
+    conditioning_frames: tuple[int, int]  # [start, end) latent frames of the conditioning modality
+    normalization: str
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"dataset": self.dataset, "shape": list(self.shape),
+                                "modalities": [m.to_json() for m in self.modalities]}
+        if self.conditioning_modality is not None:
+            data["conditioning"] = {"modality": self.conditioning_modality,
+                                    "latent_frames": list(self.conditioning_frames)}
+        data["normalization"] = self.normalization
+        return data
+
+
+@dataclass(frozen=True)
+class TextSection:
+    name: str
+    embeddings_dataset: str
+    length_dataset: str
+    dim: int
+    max_length: int
+    empty_prompt: bool  # empty_prompt.h5 holds the empty prompt's row
+    details: dict[str, Any] = field(default_factory=dict)  # source, pickle lookup, the encoder's fingerprint
+
+    @property
+    def prefix(self) -> str:
+        return text_prefix(self.embeddings_dataset, self.length_dataset)
+
+    @property
+    def source(self) -> str:
+        return str(self.details.get("source", "encoder"))
+
+    @property
+    def precision(self) -> str:
+        return str(self.details.get("precision", "fp32"))
+
+    def to_json(self) -> dict[str, Any]:
+        core = {"name": self.name, "embeddings_dataset": self.embeddings_dataset,
+                "length_dataset": self.length_dataset, "dim": self.dim, "max_length": self.max_length,
+                "empty_prompt": self.empty_prompt}
+        return {**core, **self.details}
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """cache_config.json. `frames`, `modalities`, `dataset` and `build` record the build's settings as given;
+    builds write every section, readers need only the typed ones."""
+
+    latentforge_version: str
+    preset: str | None
+    num_samples: int
+    num_shards: int
+    rows_per_shard: int
+    storage_dtype: str
+    latent: LatentSection
+    tokenizer: dict[str, Any]  # the tokenizer's fingerprint: what defines the function it computes
+    text: TextSection | None
+    frames: dict[str, Any]
+    modalities: dict[str, Any] | None = None
+    dataset: dict[str, Any] | None = None
+    build: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------------------- typed views
+    @property
+    def tokenizer_name(self) -> str | None:
+        return self.tokenizer.get("name")
+
+    @property
+    def tokenizer_family(self) -> str:
+        """A backend fingerprint may name its family; otherwise the backend name is the family."""
+        return str(self.tokenizer.get("family") or self.tokenizer.get("name"))
+
+    @property
+    def checkpoint_sha256(self) -> str | None:
+        return self.tokenizer.get("checkpoint_sha256")
+
+    @property
+    def precision(self) -> str:
+        return str(self.tokenizer.get("precision", "fp32"))
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.frames["num_frames"])
+
+    @property
+    def height(self) -> int:
+        return int(self.frames["height"])
+
+    @property
+    def width(self) -> int:
+        return int(self.frames["width"])
+
+    @property
+    def fps(self) -> str | None:
+        """"source", or the target rate the frames were resampled to; None when not recorded."""
+        return None if self.frames.get("fps") is None else str(self.frames["fps"])
+
+    def modality(self, name: str) -> ModalityEntry:
+        for entry in self.latent.modalities:
+            if entry.name == name:
+                return entry
+        raise ConfigError(f"modality {name!r} is not in the cache; it holds: {', '.join(self.modality_names)}")
+
+    @property
+    def modality_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.latent.modalities)
+
+    def shard_schema(self) -> ShardSchema:
+        text = self.text
+        return ShardSchema(
+            latent_dataset=self.latent.dataset,
+            latent_shape=tuple(self.latent.shape),
+            storage_dtype=self.storage_dtype,
+            rows_per_shard=self.rows_per_shard,
+            text_prefix=None if text is None else text.prefix,
+            text_dim=None if text is None else text.dim,
+            max_length=0 if text is None else text.max_length,
+        )
+
+    def shard_paths(self) -> list[tuple[str, int, int]]:
+        return self.shard_schema().shard_paths(self.num_samples)
+
+    def with_counts(self, num_samples: int, num_shards: int) -> CacheConfig:
+        return dataclasses.replace(self, num_samples=num_samples, num_shards=num_shards)
+
+    # --------------------------------------------------------------------------------- writing
+    @classmethod
+    def for_build(cls, config: BuildConfig, latent_shape: tuple[int, ...], tokenizer_fingerprint: dict[str, Any],
+                  text: TextRecord | None, latent_channels: int) -> CacheConfig:
+        """What a build writes, with num_samples/num_shards at 0 until commit counts them."""
+        names = list(config.modalities.names)
+        modalities = tuple(ModalityEntry(name, (i * latent_channels, (i + 1) * latent_channels),
+                                         CONDITIONING_ROLE if name == "rgb" else "target")
+                           for i, name in enumerate(names))
+        return cls(
+            latentforge_version=__version__,
+            preset=config.preset,
+            num_samples=0,
+            num_shards=0,
+            rows_per_shard=config.output.rows_per_shard,
+            storage_dtype=config.output.storage_dtype,
+            latent=LatentSection(config.output.latent_dataset, tuple(latent_shape), modalities, "rgb", (0, 1),
+                                 "tokenizer"),
+            tokenizer=dict(tokenizer_fingerprint),
+            text=None if text is None else _text_section(config, text),
+            frames={**vars(config.frames), "pixel_range": PIXEL_RANGE},
+            modalities={"names": names,
+                        "mask": dict(vars(config.modalities.mask)) if "mask" in names else None,
+                        "depth": dict(vars(config.modalities.depth)) if "depth" in names else None},
+            dataset={k: v for k, v in vars(config.dataset).items() if k not in ("path", "limit")},
+            build={"unit_size": config.output.unit_size, "batch_size": config.output.batch_size,
+                   "seed": config.run.seed},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "latentforge_version": self.latentforge_version,
+            "preset": self.preset,
+            "num_samples": self.num_samples,
+            "num_shards": self.num_shards,
+            "rows_per_shard": self.rows_per_shard,
+            "storage_dtype": self.storage_dtype,
+            "latent": self.latent.to_json(),
+            "tokenizer": self.tokenizer,
+            "text": None if self.text is None else self.text.to_json(),
+            "frames": self.frames,
+        }
+        for name in ("modalities", "dataset", "build"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
+        return data
+
+    def to_text(self) -> str:
+        """The file's text: objects one key a line, lists on one line each item (docs/cache-format.md)."""
+        return _json_text(self.to_json()) + "\n"
+
+    def write(self, root: Path) -> None:
+        write_text_atomic(Path(root) / CACHE_CONFIG, self.to_text())
+
+    # --------------------------------------------------------------------------------- reading
+    @classmethod
+    def from_json(cls, data: Any) -> CacheConfig:
+        """Parse and check; raises CacheIntegrityError naming what breaks the format."""
+        if not isinstance(data, dict):
+            raise CacheIntegrityError(f"{CACHE_CONFIG} holds {type(data).__name__}, not an object")
+        problems = [f"{key}={data.get(key)!r}, expected {want!r}" for key, want in
+                    (("format", FORMAT), ("format_version", FORMAT_VERSION)) if data.get(key) != want]
+        if problems:
+            raise CacheIntegrityError(f"{CACHE_CONFIG}: " + "; ".join(problems) + f"; this reader understands "
+                                      f"{FORMAT!r} version {FORMAT_VERSION}")
+        try:
+            parsed = cls(
+                latentforge_version=str(data.get("latentforge_version", "")),
+                preset=data.get("preset"),
+                num_samples=_count(data, "num_samples"),
+                num_shards=_count(data, "num_shards"),
+                rows_per_shard=_count(data, "rows_per_shard"),
+                storage_dtype=str(data["storage_dtype"]),
+                latent=_latent(data["latent"]),
+                tokenizer=dict(data.get("tokenizer") or {}),
+                text=None if data["text"] is None else _text(data["text"]),
+                frames=dict(data.get("frames") or {}),
+                modalities=data.get("modalities"),
+                dataset=data.get("dataset"),
+                build=data.get("build"),
+            )
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise CacheIntegrityError(f"{CACHE_CONFIG} lacks or garbles what the format needs: {exc!r}") from None
+        parsed._check()
+        return parsed
+
+    @classmethod
+    def load(cls, root: Path) -> CacheConfig:
+        """ROOT/cache_config.json; CacheIntegrityError when it is missing or breaks the format."""
+        path = Path(root) / CACHE_CONFIG
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CacheIntegrityError(f"{root} has no {CACHE_CONFIG}; is it a latentforge cache root?") from None
+        except (OSError, ValueError) as exc:
+            raise CacheIntegrityError(f"{path} cannot be read as JSON: {exc}") from None
+        return cls.from_json(data)
+
+    def _check(self) -> None:
+        """Counts, and modality channel ranges that tile the stored channels (or slices read the wrong one)."""
+        if self.rows_per_shard < 1:
+            raise CacheIntegrityError(f"{CACHE_CONFIG}: rows_per_shard={self.rows_per_shard} must be >= 1")
+        cursor = 0
+        for entry in self.latent.modalities:
+            start, end = entry.channels
+            if start != cursor or end <= start:
+                raise CacheIntegrityError(f"{CACHE_CONFIG}: modality {entry.name!r} channels {list(entry.channels)} "
+                                          f"do not follow the previous range ending at {cursor}")
+            cursor = end
+        if len(self.latent.shape) != 4 or cursor != self.latent.shape[0]:
+            raise CacheIntegrityError(f"{CACHE_CONFIG}: modality channels end at {cursor} but latent.shape is "
+                                      f"{list(self.latent.shape)}")
+        conditioning = self.latent.conditioning_modality
+        if conditioning is not None and conditioning not in self.modality_names:
+            raise CacheIntegrityError(f"{CACHE_CONFIG}: conditioning modality {conditioning!r} is not one of the "
+                                      f"cached modalities {list(self.modality_names)}")
+
+    # ----------------------------------------------------------------------- back to a build config
+    def build_config_data(self) -> dict[str, Any]:
+        """The build config as far as this file records it (no paths: a re-encode supplies them)."""
+        text = self.text
+        return {
+            "preset": self.preset,
+            "dataset": dict(self.dataset or {}),
+            "frames": {k: v for k, v in self.frames.items() if k != "pixel_range"},
+            "modalities": {k: v for k, v in (self.modalities or {}).items() if v is not None},
+            "tokenizer": {"name": self.tokenizer_name, "precision": self.precision},
+            "text": {"name": "none"} if text is None else {
+                "name": text.name, "max_length": text.max_length, "empty_prompt": text.empty_prompt,
+                "precision": text.precision},
+            "output": {"latent_dataset": self.latent.dataset, "rows_per_shard": self.rows_per_shard,
+                       "storage_dtype": self.storage_dtype, "unit_size": (self.build or {})["unit_size"],
+                       "batch_size": (self.build or {})["batch_size"]},
+            "run": {"seed": (self.build or {})["seed"]},
+        }
+
+
+def _text_section(config: BuildConfig, text: TextRecord) -> TextSection:
+    details: dict[str, Any] = {"source": config.text.source}
+    if uses_pickles(config.text):
+        details["pickles"] = {"format": "cosmos-t5-pickle", "lookup": pickle_lookup_rule(config)}
+    details.update({k: v for k, v in text.fingerprint.items() if k not in ("name", "max_length", "dim")})
+    return TextSection(config.text.name, text.embeddings_dataset, text.length_dataset, text.dim,
+                       config.text.max_length, config.text.empty_prompt, details)
+
+
+def _count(data: dict[str, Any], key: str) -> int:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key}={value!r} is not a count")
+    return value
+
+
+def _latent(data: dict[str, Any]) -> LatentSection:
+    modalities = tuple(ModalityEntry(str(m["name"]), (int(m["channels"][0]), int(m["channels"][1])), str(m["role"]))
+                       for m in data["modalities"])
+    conditioning = data.get("conditioning") or {}
+    frames = tuple(int(v) for v in conditioning.get("latent_frames", (0, 1)))
+    return LatentSection(str(data["dataset"]), tuple(int(v) for v in data["shape"]), modalities,
+                         conditioning.get("modality"), (frames[0], frames[1]), str(data.get("normalization")))
+
+
+def _text(data: dict[str, Any]) -> TextSection:
+    core = ("name", "embeddings_dataset", "length_dataset", "dim", "max_length", "empty_prompt")
+    section = TextSection(str(data["name"]), str(data["embeddings_dataset"]), str(data["length_dataset"]),
+                          int(data["dim"]), int(data["max_length"]), bool(data["empty_prompt"]),
+                          {k: v for k, v in data.items() if k not in core})
+    _ = section.prefix  # ValueError unless the two dataset names share a prefix
+    return section
+
+
+def _json_text(value: Any, indent: int = 0) -> str:
+    if isinstance(value, dict) and value:
+        pad = " " * (indent + 2)
+        items = [f"{pad}{json.dumps(k, ensure_ascii=False)}: {_json_text(v, indent + 2)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        pad = " " * (indent + 2)
+        items = [pad + json.dumps(v, ensure_ascii=False, allow_nan=False) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)

@@ -1,0 +1,98 @@
+"""`latentforge inspect ROOT`: what a cache holds, read from its records and HDF5 metadata (no sample data)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import h5py
+
+from .config_file import CacheConfig
+from .layout import COMPLETE_MARKER, EMPTY_PROMPT, MANIFEST, PUBLISHED_MARKER, REJECTS, SHARDS_DIR, shard_rows
+from .rows import read_rejects
+
+
+@dataclass(frozen=True)
+class ShardFile:
+    path: str  # relative to the root
+    start: int  # first dataset_index
+    end: int  # one past the last
+    bytes: int
+
+    @property
+    def rows(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class CacheSummary:
+    root: Path
+    config: CacheConfig
+    complete: bool  # _CACHE_COMPLETE is present
+    published: bool  # _SUCCESS is present
+    manifest_rows: int
+    rejects: dict[str, int]  # reason -> count
+    shards: list[ShardFile]
+    datasets: dict[str, dict[str, Any]]  # of the first shard: dtype, shape, chunks, compression
+    empty_prompt: dict[str, dict[str, Any]] | None
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.shards)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "root": str(self.root),
+            "complete": self.complete,
+            "published": self.published,
+            "num_samples": self.config.num_samples,
+            "num_shards": self.config.num_shards,
+            "manifest_rows": self.manifest_rows,
+            "rejects": self.rejects,
+            "bytes": self.bytes,
+            "shards": [{"path": s.path, "start": s.start, "end": s.end, "rows": s.rows, "bytes": s.bytes}
+                       for s in self.shards],
+            "datasets": self.datasets,
+            "empty_prompt": self.empty_prompt,
+            "config": self.config.to_json(),
+        }
+
+
+def _datasets(path: Path) -> dict[str, dict[str, Any]]:
+    with h5py.File(path, "r") as handle:
+        return {
+            name: {"dtype": str(ds.dtype), "shape": list(ds.shape), "chunks": list(ds.chunks or ()),
+                   "compression": ds.compression}
+            for name, ds in handle.items()
+        }
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def inspect_cache(root: Path) -> CacheSummary:
+    """Counts, markers, shards with their rows and sizes, datasets of the first shard, reject reasons, config."""
+    root = Path(root)
+    config = CacheConfig.load(root)
+    shard_dir = root / SHARDS_DIR
+    shards = []
+    for path in sorted(shard_dir.iterdir()) if shard_dir.is_dir() else []:
+        rows = shard_rows(path.name)
+        if rows is not None:
+            shards.append(ShardFile(f"{SHARDS_DIR}/{path.name}", rows[0], rows[1], path.stat().st_size))
+    rejects = Counter(r.reason for r in read_rejects(root)) if (root / REJECTS).is_file() else Counter()
+    return CacheSummary(
+        root=root,
+        config=config,
+        complete=(root / COMPLETE_MARKER).is_file(),
+        published=(root / PUBLISHED_MARKER).is_file(),
+        manifest_rows=_count_lines(root / MANIFEST) if (root / MANIFEST).is_file() else 0,
+        rejects=dict(sorted(rejects.items())),
+        shards=shards,
+        datasets=_datasets(root / shards[0].path) if shards else {},
+        empty_prompt=_datasets(root / EMPTY_PROMPT) if (root / EMPTY_PROMPT).is_file() else None,
+    )

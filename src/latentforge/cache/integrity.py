@@ -1,0 +1,247 @@
+"""Integrity verify of a cache on disk: does it match what its own records promise? (docs/verify.md)
+
+Every check has a stable name; a failing one names the dataset_index it concerns where one applies
+(for a whole shard, the shard's first dataset_index, with the range in the detail). Samples are read one
+at a time, so memory stays at one sample whatever the shard size.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from ..errors import REJECT_REASONS, CacheIntegrityError
+from ..records import REJECT_KEYS, REJECT_STAGES, Reject
+from .check_report import CheckRecorder, VerifyReport
+from .checksums import find_sum_problems
+from .config_file import CacheConfig
+from .layout import (COMPLETE_MARKER, EMPTY_PROMPT, MANIFEST, PUBLISHED_MARKER, REJECTS, SHARDS_DIR,
+                     SOURCE_INDEX_DATASET, DatasetSpecs, ShardSchema)
+from .rows import MANIFEST_KEYS, ManifestRow
+
+Shards = list[tuple[str, int, int]]
+
+
+def _check_markers(root: Path, rec: CheckRecorder, require_complete: bool) -> None:
+    if require_complete and not (root / COMPLETE_MARKER).is_file():
+        rec.fail("markers", f"{COMPLETE_MARKER} is missing: the build did not finish its commit")
+    if (root / PUBLISHED_MARKER).exists() and not (root / COMPLETE_MARKER).is_file():
+        rec.fail("markers", f"{PUBLISHED_MARKER} is present without {COMPLETE_MARKER}: published but never completed")
+    rec.close("markers", "markers consistent")
+
+
+def _load_config(root: Path, rec: CheckRecorder) -> CacheConfig | None:
+    try:
+        return CacheConfig.load(root)
+    except CacheIntegrityError as error:
+        rec.fail("cache_config", str(error))
+        return None
+
+
+def _check_shard_files(root: Path, config: CacheConfig, shards: Shards, rec: CheckRecorder) -> None:
+    if config.num_shards != len(shards):
+        rec.fail("shard_files", f"cache_config num_shards={config.num_shards!r}, but {config.num_samples} samples at "
+                 f"{config.rows_per_shard} per shard make {len(shards)}")
+    shard_dir = root / SHARDS_DIR
+    present = {f"{SHARDS_DIR}/{p.name}" for p in shard_dir.iterdir()} if shard_dir.is_dir() else set()
+    for rel, start, end in shards:
+        if rel not in present:
+            rec.fail("shard_files", f"{rel} (dataset_index {start}..{end - 1}) is missing", start)
+    for rel in sorted(present - {rel for rel, _, _ in shards}):
+        rec.fail("shard_files", f"{rel} is not a shard of this cache")
+    rec.close("shard_files", f"{len(shards)} shards named as expected")
+
+
+def _check_sums(root: Path, shards: Shards, rec: CheckRecorder) -> None:
+    where = {rel: (start, end) for rel, start, end in shards}
+    for problem in find_sum_problems(root):
+        if problem.path in where:
+            start, end = where[problem.path]
+            rec.fail("sha256sums", f"{problem} (dataset_index {start}..{end - 1})", start)
+        else:
+            rec.fail("sha256sums", str(problem))
+    rec.close("sha256sums", "every file matches SHA256SUMS and every file is listed")
+
+
+def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckRecorder) -> dict[int, int]:
+    """{dataset_index: source_index} of the rows that parse."""
+    boundaries = {i: (rel, i - start) for rel, start, end in shards for i in range(start, end)}
+    source_of: dict[int, int] = {}
+    try:
+        lines = (root / MANIFEST).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        rec.fail("manifest", f"{MANIFEST} cannot be read: {exc!r}")
+        return source_of
+    dense, previous_source, ids = True, -1, set()
+    for line_no, line in enumerate(lines):
+        try:
+            row = ManifestRow.from_line(line)
+        except (ValueError, TypeError):
+            rec.fail("manifest", f"line {line_no + 1} is not a canonical row with keys {', '.join(MANIFEST_KEYS)}",
+                     line_no if dense else None)
+            continue
+        index = row.dataset_index
+        if dense and index != line_no:
+            dense = False
+            rec.fail("manifest", f"line {line_no + 1} has dataset_index {index!r}, expected {line_no}: "
+                     f"dataset_index {line_no} is missing or out of order", line_no)
+        if not isinstance(index, int) or index not in boundaries:
+            rec.fail("manifest", f"line {line_no + 1}: dataset_index {index!r} outside 0..{num_samples - 1}")
+            continue
+        if (row.shard_path, row.cache_row) != boundaries[index]:
+            rec.fail("manifest", f"dataset_index {index}: shard_path/cache_row {row.shard_path}/{row.cache_row}"
+                     f" but the shard boundaries put it at {boundaries[index][0]}/{boundaries[index][1]}", index)
+        if not isinstance(row.source_index, int) or row.source_index <= previous_source:
+            rec.fail("manifest", f"dataset_index {index}: source_index {row.source_index!r} does not increase", index)
+        else:
+            previous_source = row.source_index
+            source_of[index] = row.source_index
+        if row.sample_id in ids:
+            rec.fail("manifest", f"dataset_index {index}: sample_id {row.sample_id!r} appears twice", index)
+        ids.add(row.sample_id)
+    if len(lines) != num_samples:
+        rec.fail("manifest", f"{MANIFEST} has {len(lines)} rows, cache_config num_samples is {num_samples}")
+    rec.close("manifest", f"{num_samples} rows, dense dataset_index, shard_path/cache_row agree with the shards")
+    return source_of
+
+
+def _dataset_problems(handle: h5py.File, specs: DatasetSpecs) -> list[str]:
+    problems = []
+    if set(handle.keys()) != set(specs):
+        problems.append(f"datasets {sorted(handle.keys())}, expected {sorted(specs)}")
+    for name, (dtype, shape) in specs.items():
+        dataset = handle.get(name)
+        if not isinstance(dataset, h5py.Dataset):
+            continue
+        got = (dataset.dtype, dataset.shape, dataset.chunks, dataset.id.get_create_plist().get_nfilters())
+        want = (dtype, shape, (1, *shape[1:]), 0)
+        if got != want:
+            problems.append(f"{name}: dtype/shape/chunks/filters {got}, expected {want}")
+    return problems
+
+
+def _check_rows(handle: h5py.File, schema: ShardSchema, start: int, source_of: dict[int, int],
+                rec: CheckRecorder) -> None:
+    sources = handle[SOURCE_INDEX_DATASET][()]
+    latents = handle[schema.latent_dataset]
+    for row in range(latents.shape[0]):
+        index = start + row
+        if index in source_of and int(sources[row]) != source_of[index]:
+            rec.fail("source_index", f"dataset_index {index}: shard source_index {int(sources[row])}, "
+                     f"manifest {source_of[index]}", index)
+        if not np.isfinite(latents[row]).all():
+            rec.fail("latents_finite", f"dataset_index {index}: {schema.latent_dataset} holds NaN or Inf", index)
+        if schema.text_prefix is not None:
+            _check_text_row(handle, schema, row, index, rec)
+
+
+def _check_text_row(handle: h5py.File, schema: ShardSchema, row: int, index: int | None, rec: CheckRecorder) -> None:
+    where = f"dataset_index {index}" if index is not None else EMPTY_PROMPT
+    embeddings = handle[schema.embeddings_dataset][row]
+    length = int(handle[schema.length_dataset][row])
+    if not np.isfinite(embeddings).all():
+        rec.fail("text_finite", f"{where}: {schema.embeddings_dataset} holds NaN or Inf", index)
+    if length > schema.max_length:
+        rec.fail("text_padding", f"{where}: {schema.length_dataset}={length} > max_length {schema.max_length}", index)
+    elif np.any(embeddings[length:]):
+        rec.fail("text_padding", f"{where}: {schema.embeddings_dataset} rows at and past length {length} "
+                 "are not all zero", index)
+
+
+def _check_shards(root: Path, schema: ShardSchema, shards: Shards, source_of: dict[int, int],
+                  rec: CheckRecorder) -> None:
+    for rel, start, end in shards:
+        if not (root / rel).is_file():
+            continue  # reported by shard_files
+        try:
+            with h5py.File(root / rel, "r") as handle:
+                problems = _dataset_problems(handle, schema.dataset_specs(end - start))
+                if problems:
+                    rec.fail("shard_datasets", f"{rel} (dataset_index {start}..{end - 1}): {'; '.join(problems)}",
+                             start)
+                    continue
+                _check_rows(handle, schema, start, source_of, rec)
+        except (OSError, KeyError, ValueError) as exc:
+            rec.fail("shard_readable", f"{rel} (dataset_index {start}..{end - 1}) cannot be read: {exc}", start)
+    rec.close("shard_readable", f"{len(shards)} shards open and read")
+    rec.close("shard_datasets", "every dataset has the expected name, dtype, shape, one-sample chunks, no filters")
+    rec.close("source_index", "shard source_index agrees with the manifest")
+    rec.close("latents_finite", "no NaN or Inf in latents")
+    if schema.text_prefix is not None:
+        rec.close("text_finite", "no NaN or Inf in text embeddings")
+        rec.close("text_padding", "text rows at and past each length are zero")
+
+
+def _check_empty_prompt(root: Path, config: CacheConfig, schema: ShardSchema, rec: CheckRecorder) -> None:
+    path = root / EMPTY_PROMPT
+    wanted = config.text is not None and config.text.empty_prompt
+    if not wanted:
+        if path.exists():
+            rec.fail("empty_prompt", f"{EMPTY_PROMPT} is present but cache_config does not promise it")
+    elif not path.is_file():
+        rec.fail("empty_prompt", f"{EMPTY_PROMPT} is missing; cache_config text.empty_prompt is true")
+    else:
+        try:
+            with h5py.File(path, "r") as handle:
+                problems = _dataset_problems(handle, schema.empty_prompt_specs())
+                if problems:
+                    rec.fail("empty_prompt", f"{EMPTY_PROMPT}: {'; '.join(problems)}")
+                else:
+                    _check_text_row(handle, schema, 0, None, rec)
+        except (OSError, KeyError, ValueError) as exc:
+            rec.fail("empty_prompt", f"{EMPTY_PROMPT} cannot be read: {exc}")
+    rec.close("empty_prompt", "empty prompt as promised")
+
+
+def _check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) -> None:
+    try:
+        lines = (root / REJECTS).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        rec.fail("rejects", f"{REJECTS} cannot be read: {exc!r}")
+        lines = []
+    order_keys = []
+    for line_no, line in enumerate(lines, start=1):
+        try:
+            reject = Reject.from_json(json.loads(line))
+        except (ValueError, KeyError, TypeError):
+            rec.fail("rejects", f"{REJECTS} line {line_no} is not an object with keys {', '.join(REJECT_KEYS)}")
+            continue
+        if not reject.well_formed:
+            rec.fail("rejects", f"{REJECTS} line {line_no}: reason {reject.reason!r} / stage {reject.stage!r} "
+                     f"not in {REJECT_REASONS} / {REJECT_STAGES}")
+        if reject.stage == "plan":
+            order_keys.append((0, 0, str(reject.sample_id)))
+        elif isinstance(reject.source_index, int):
+            order_keys.append((1, reject.source_index, str(reject.sample_id)))
+            if reject.source_index in accepted_sources:
+                rec.fail("rejects", f"{REJECTS} line {line_no}: source_index {reject.source_index} is also in the "
+                         "manifest")
+        else:
+            rec.fail("rejects", f"{REJECTS} line {line_no}: source_index {reject.source_index!r} is not an int")
+    if order_keys != sorted(order_keys):
+        rec.fail("rejects", f"{REJECTS} is not in order (plan rejects by sample_id, then by source_index)")
+    rec.close("rejects", f"{len(lines)} rejects with allowed reasons")
+
+
+def verify_integrity(root: Path, require_complete: bool = True) -> VerifyReport:
+    """Every integrity check of docs/verify.md; the report is ok only if all of them pass."""
+    root = Path(root)
+    rec = CheckRecorder()
+    _check_markers(root, rec, require_complete)
+    config = _load_config(root, rec)
+    if config is None:
+        _check_sums(root, [], rec)
+        return rec.report
+    rec.close("cache_config", "cache_config.json parses and describes a layout")
+    schema = config.shard_schema()
+    shards = config.shard_paths()
+    _check_shard_files(root, config, shards, rec)
+    _check_sums(root, shards, rec)
+    source_of = _check_manifest(root, config.num_samples, shards, rec)
+    _check_shards(root, schema, shards, source_of, rec)
+    _check_empty_prompt(root, config, schema, rec)
+    _check_rejects(root, set(source_of.values()), rec)
+    return rec.report

@@ -1,0 +1,137 @@
+"""Every name in a cache root, in one place: files, markers, run records, shard names, and the HDF5 datasets
+each shard holds (docs/cache-format.md).
+
+```
+ROOT/README.md cache_config.json manifest.jsonl rejects.jsonl empty_prompt.h5 SHA256SUMS _CACHE_COMPLETE [_SUCCESS]
+ROOT/shards/part-KKKKK-of-NNNNN-START-END.h5
+ROOT/build/   run records: run.json, plan, staging/, models.json, stats-<utc>.json, lock (never checksummed)
+```
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------- the root
+CACHE_CONFIG = "cache_config.json"
+MANIFEST = "manifest.jsonl"
+REJECTS = "rejects.jsonl"
+EMPTY_PROMPT = "empty_prompt.h5"
+README = "README.md"
+SUMS = "SHA256SUMS"
+COMPLETE_MARKER = "_CACHE_COMPLETE"  # built, and its integrity verified where it was built
+PUBLISHED_MARKER = "_SUCCESS"  # every object confirmed at every publish destination
+SHARDS_DIR = "shards"
+RUN_RECORDS_DIR = "build"
+# Markers say something about the cache's state, not its content; build/ holds run records.
+NOT_CHECKSUMMED = frozenset({SUMS, COMPLETE_MARKER, PUBLISHED_MARKER})
+
+# ------------------------------------------------------------------ run records, under ROOT/build/
+LOCK = "lock"
+RUN_RECORD = "run.json"  # the resume key and the inputs' fingerprint
+PLAN = "plan.jsonl"
+PLAN_REJECTS = "plan_rejects.jsonl"
+FINGERPRINT = "fingerprint.json"
+MODEL_RECORD = "models.json"
+MODEL_EMPTY_PROMPT = "models-empty-prompt.npz"
+STAGING_DIR = "staging"
+STACKS_DIR = "stacks"
+VERIFY_REPORT = "verify_report.json"
+STATS_FOLDER = "stats"
+PREVIEW_FOLDER = "preview"
+SCAN_REJECTS = "scan-rejects.jsonl"
+
+
+def run_stats_name(stamp: str) -> str:
+    return f"stats-{stamp}.json"
+
+
+def scan_record_name(stamp: str) -> str:
+    return f"scan-{stamp}.json"
+
+
+RUN_STATS_GLOB = run_stats_name("*")
+TMP_LEFTOVER = re.compile(r"^\..+\.tmp\d+$")  # io.atomic_path's tmp siblings
+
+# ------------------------------------------------------------------------------------------ shards
+SOURCE_INDEX_DATASET = "source_index"
+_SHARD_NAME = re.compile(r"^part-(\d{5})-of-(\d{5})-(\d{9})-(\d{9})\.h5$")
+
+
+def shard_ranges(num_samples: int, rows_per_shard: int) -> list[tuple[int, int]]:
+    """[start, end) of each shard's dataset_index range; the last shard may be shorter."""
+    count = math.ceil(num_samples / rows_per_shard)
+    return [(k * rows_per_shard, min((k + 1) * rows_per_shard, num_samples)) for k in range(count)]
+
+
+def shard_name(k: int, n: int, start: int, end: int) -> str:
+    return f"part-{k:05d}-of-{n:05d}-{start:09d}-{end:09d}.h5"
+
+
+def shard_paths(num_samples: int, rows_per_shard: int) -> list[tuple[str, int, int]]:
+    """(relative path "shards/part-…h5", start, end) of every shard of a cache."""
+    ranges = shard_ranges(num_samples, rows_per_shard)
+    return [(f"{SHARDS_DIR}/{shard_name(k, len(ranges), s, e)}", s, e) for k, (s, e) in enumerate(ranges)]
+
+
+def shard_rows(name: str) -> tuple[int, int] | None:
+    """(start, end) of the dataset_index range a shard file name covers; None for any other name."""
+    match = _SHARD_NAME.match(name)
+    return None if match is None else (int(match.group(3)), int(match.group(4)))
+
+
+def text_datasets(prefix: str) -> tuple[str, str]:
+    """The embeddings and length datasets of a text encoder whose datasets are named by `prefix` ("t5")."""
+    return f"{prefix}_text_embeddings", f"{prefix}_text_length"
+
+
+def text_prefix(embeddings_dataset: str, length_dataset: str) -> str:
+    """The prefix two text dataset names share; ValueError when they do not follow text_datasets()."""
+    suffix = "_text_embeddings"
+    prefix = embeddings_dataset[: -len(suffix)]
+    if not embeddings_dataset.endswith(suffix) or text_datasets(prefix) != (embeddings_dataset, length_dataset):
+        raise ValueError(f"text datasets {embeddings_dataset!r}/{length_dataset!r} do not share a prefix")
+    return prefix
+
+
+DatasetSpecs = dict[str, tuple[np.dtype, tuple[int, ...]]]
+
+
+@dataclass(frozen=True)
+class ShardSchema:
+    """What every shard holds: dataset names, per-sample shapes and dtypes, rows per shard."""
+
+    latent_dataset: str
+    latent_shape: tuple[int, ...]  # [C_total, T', H', W']
+    storage_dtype: str  # float16 | float32
+    rows_per_shard: int
+    text_prefix: str | None  # "t5" -> t5_text_embeddings / t5_text_length; None: no text datasets
+    text_dim: int | None
+    max_length: int
+
+    @property
+    def embeddings_dataset(self) -> str:
+        return text_datasets(str(self.text_prefix))[0]
+
+    @property
+    def length_dataset(self) -> str:
+        return text_datasets(str(self.text_prefix))[1]
+
+    def dataset_specs(self, rows: int) -> DatasetSpecs:
+        """{dataset name: (dtype, full shape)} of a shard with `rows` rows, in writing order."""
+        specs = {self.latent_dataset: (np.dtype(self.storage_dtype), (rows, *self.latent_shape))}
+        if self.text_prefix is not None:
+            specs[self.embeddings_dataset] = (np.dtype(self.storage_dtype), (rows, self.max_length, self.text_dim))
+            specs[self.length_dataset] = (np.dtype("uint16"), (rows,))
+        specs[SOURCE_INDEX_DATASET] = (np.dtype("int64"), (rows,))
+        return specs
+
+    def empty_prompt_specs(self) -> DatasetSpecs:
+        return {k: v for k, v in self.dataset_specs(1).items() if k in (self.embeddings_dataset, self.length_dataset)}
+
+    def shard_paths(self, num_samples: int) -> list[tuple[str, int, int]]:
+        return shard_paths(num_samples, self.rows_per_shard)

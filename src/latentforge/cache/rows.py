@@ -1,0 +1,100 @@
+"""Rows of manifest.jsonl, typed; rejects.jsonl rows are `records.Reject`.
+
+A manifest line is the canonical JSON (`io.canonical_json`) of one row, keys in field order, one line per
+dataset_index in order. `provenance` holds the window, crop and per-modality parameters the pipeline recorded
+(docs/cache-format.md); `extra` the configured pass-through columns.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..io import canonical_json, write_jsonl_atomic
+from ..records import Reject
+from .layout import MANIFEST, REJECTS
+
+
+@dataclass(frozen=True)
+class ManifestRow:
+    dataset_index: int
+    source_index: int
+    sample_id: str
+    shard_path: str  # relative to the cache root
+    cache_row: int  # row within the shard
+    prompt: str
+    prompt_truncated: bool
+    source_path: str  # the video path as the dataset lists it
+    unit: int  # the unit of work and the batch within it that encoded the row (a re-encode redoes the batch)
+    batch: int
+    provenance: dict[str, Any]
+    extra: dict[str, Any]
+
+    @property
+    def batch_key(self) -> tuple[int, int]:
+        return self.unit, self.batch
+
+    @property
+    def frame_indices(self) -> list[int]:
+        return list(self.provenance["frame_indices"])
+
+    @property
+    def timestamps(self) -> list[float]:
+        return list(self.provenance["timestamps"])
+
+    @property
+    def source_fps(self) -> float | None:
+        fps = self.provenance.get("source_fps")
+        return None if fps is None else float(fps)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_line(self) -> str:
+        return canonical_json(self.to_json())
+
+    @classmethod
+    def from_json(cls, data: Any) -> ManifestRow:
+        """ValueError unless `data` is an object with exactly the row's keys, in order."""
+        if not isinstance(data, dict) or list(data) != MANIFEST_KEYS:
+            raise ValueError(f"not an object with keys {', '.join(MANIFEST_KEYS)}")
+        return cls(**data)
+
+    @classmethod
+    def from_line(cls, line: str) -> ManifestRow:
+        """Parse one manifest line; ValueError unless it is the canonical JSON of a row (what verify requires)."""
+        data = json.loads(line)
+        row = cls.from_json(data)
+        if canonical_json(data) != line.rstrip("\n"):
+            raise ValueError("not in canonical form (keys in order, no spaces, UTF-8)")
+        return row
+
+
+MANIFEST_KEYS = [f.name for f in fields(ManifestRow)]
+
+
+def read_manifest(root: Path) -> Iterator[ManifestRow]:
+    """ROOT/manifest.jsonl one row at a time (ValueError on a line that is not a row)."""
+    with open(Path(root) / MANIFEST, encoding="utf-8") as handle:
+        for line in handle:
+            yield ManifestRow.from_json(json.loads(line))
+
+
+def manifest_rows(root: Path, keep) -> list[ManifestRow]:
+    """The rows for which keep(row) is true."""
+    return [row for row in read_manifest(root) if keep(row)]
+
+
+def read_rejects(root: Path) -> list[Reject]:
+    with open(Path(root) / REJECTS, encoding="utf-8") as handle:
+        return [Reject.from_json(json.loads(line)) for line in handle if line.strip()]
+
+
+def write_manifest(root: Path, rows: list[ManifestRow]) -> None:
+    write_jsonl_atomic(Path(root) / MANIFEST, [row.to_json() for row in rows])
+
+
+def write_rejects(root: Path, rejects: list[Reject]) -> None:
+    write_jsonl_atomic(Path(root) / REJECTS, [r.to_json() for r in rejects])

@@ -1,0 +1,54 @@
+"""What several verbs share: the flags that say what a cache is made of, and console output without markup."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from ..config.presets import PRESETS
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by build and scan: everything that says what the cache is made of."""
+    parser.add_argument("--config", help="YAML config file")
+    parser.add_argument("--preset", help=" | ".join(sorted(PRESETS)))
+    parser.add_argument("--dataset", nargs="+", help="dataset folder, or table file(s)/globs")
+    parser.add_argument("--reader", help="cosmos_dir | table")
+    parser.add_argument("--out", help="cache root")
+    parser.add_argument("--tokenizer", help="haar-4x8x8 | wan2.1")
+    parser.add_argument("--tokenizer-checkpoint", help="Wan2.1_VAE.pth, Cosmos tokenizer.pth or a diffusers folder")
+    parser.add_argument("--tokenizer-sha256", help="refuse a checkpoint with another SHA-256")
+    parser.add_argument("--precision", help="fp32 | bf16 | cosmos-bf16")
+    parser.add_argument("--text", help="t5 | umt5 | none")
+    parser.add_argument("--text-path", help="local text-encoder folder")
+    parser.add_argument("--text-source", help="encoder | pickles | pickles+encoder: rows from the encoder, from "
+                        "Cosmos t5_xxl/<stem>.pickle files, or pickles where present (docs/text.md)")
+    parser.add_argument("--no-empty-prompt", dest="empty_prompt", action="store_const", const=False,
+                        help="write no empty_prompt.h5 (lets a pickles-only build run without a T5 folder)")
+    parser.add_argument("--device", help="cpu | cuda | cuda:N")
+    parser.add_argument("--limit", type=int, help="keep the first N samples of the plan")
+    parser.add_argument("--on-missing-caption", help="reject | empty")
+    parser.add_argument("--max-reject-fraction", type=float, help="abort when the probe rejects more than this")
+    parser.add_argument("--procs", type=int, help="encoder processes on --device (default 1)")
+    parser.add_argument("--gpus", help="all | 0,1,...: one encoder process per GPU")
+    parser.add_argument("--workers-per-gpu", type=int, help="CPU decode workers per encoder process (0: inline)")
+    parser.add_argument("--executor", help="local | ray: where units run (docs/execution.md)")
+    parser.add_argument("--ray-address", help="with --executor ray: auto | HOST:PORT of the Ray cluster")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
+
+
+def config_from_args(args: argparse.Namespace):
+    from ..config.flags import config_from_flags
+
+    return config_from_flags(vars(args), args.config, args.set, args.preset)
+
+
+def console(stderr: bool = False) -> Console:
+    """Output as written: paths, ids and pip extras such as 'latentforge[ray]' are never read as markup."""
+    return Console(stderr=stderr, markup=False, highlight=False, soft_wrap=True)
+
+
+def say(text: Any, stderr: bool = False) -> None:
+    console(stderr).print(text)

@@ -1,0 +1,138 @@
+"""Every config check that needs no model and no data: run by load_config, before any weights load.
+
+Backends check what is theirs (a tokenizer its geometry and precisions, an executor its settings) through
+class methods looked up by name, so nothing here branches on a backend's name."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .. import registry
+from ..errors import ConfigError
+from .schema import MODALITIES, BuildConfig, window_step
+
+_CHOICES = {
+    "dataset.on_missing_caption": ("reject", "empty"),
+    "frames.window": ("start", "center", "random"),
+    "frames.resize": ("cover_crop", "stretch"),
+    "frames.resize_backend": ("swscale", "torch"),
+    "frames.decoder": ("cpu", "nvdec"),
+    "text.source": ("encoder", "pickles", "pickles+encoder"),
+    "output.storage_dtype": ("float16", "float32"),
+    "modalities.depth.normalize": ("minmax",),
+}
+_FILTERS = {"swscale": ("bilinear", "bicubic", "area", "lanczos"), "torch": ("bilinear", "bicubic", "area")}
+_WINDOWS = re.compile(r"^(one|every \d+)$")
+
+
+def _get(config: BuildConfig, dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def _validate_text(config: BuildConfig) -> None:
+    """Text checks, the pickle ones included: a pickles build must be able to write its empty prompt."""
+    text, dataset = config.text, config.dataset
+    if text.max_length < 1:
+        raise ConfigError(f"text.max_length={text.max_length} must be >= 1")
+    if text.name != "none" and text.name not in registry.names("text"):
+        raise ConfigError(f"text.name={text.name!r}; allowed: none, {', '.join(registry.names('text'))}")
+    if text.name != "none":
+        allowed = registry.resolve("text", text.name).precisions
+        if text.precision not in allowed:
+            raise ConfigError(f"text.precision={text.precision!r} is not allowed for {text.name}; allowed: "
+                              f"{', '.join(allowed)} (fp16 overflows T5's feed-forward activations)")
+    pickles = text.source != "encoder"
+    if pickles and text.name != "t5":
+        raise ConfigError(f"text.source={text.source!r} reads Cosmos T5 pickles (t5_xxl/<stem>.pickle), which "
+                          f"hold t5 rows, but text.name={text.name!r}; set text.name=t5 or text.source=encoder")
+    if text.source == "pickles+encoder" and not text.path:
+        raise ConfigError("text.source=pickles+encoder encodes samples that have no pickle, but text.path is "
+                          "empty; give the local t5 folder, or use text.source=pickles")
+    if text.source == "pickles" and text.empty_prompt and not text.path:
+        raise ConfigError("text.source=pickles takes every row from t5_xxl pickles, but empty_prompt.h5 still "
+                          "needs the T5 encoder: give its folder with text.path (used only for the empty "
+                          "prompt), or pass --no-empty-prompt (text.empty_prompt=false)")
+    column = dataset.t5_pickle_column
+    if column and not pickles:
+        raise ConfigError(f"dataset.t5_pickle_column={column!r} is set but text.source=encoder reads no "
+                          "pickles; set text.source=pickles or pickles+encoder, or unset the column")
+    if column and dataset.reader != "table":
+        raise ConfigError(f"dataset.t5_pickle_column={column!r} is for dataset.reader=table; the cosmos_dir "
+                          "reader finds pickles at <dataset>/t5_xxl/<stem>.pickle, unset the column")
+    if pickles and dataset.reader == "table" and not column:
+        raise ConfigError(f"text.source={text.source!r} with dataset.reader=table needs dataset.t5_pickle_column: "
+                          "the table column holding each row's pickle path")
+
+
+def validate(config: BuildConfig) -> None:
+    """Every check that needs no model and no data; raises ConfigError with the allowed values."""
+    for kind, dotted in (("reader", "dataset.reader"), ("executor", "run.executor")):
+        if _get(config, dotted) not in registry.names(kind):
+            raise ConfigError(f"{dotted}={_get(config, dotted)!r}; allowed: {', '.join(registry.names(kind))}")
+    for dotted, allowed in _CHOICES.items():
+        value = _get(config, dotted)
+        if value not in allowed:
+            raise ConfigError(f"{dotted}={value!r} is not allowed; allowed: {', '.join(allowed)}")
+    filters = _FILTERS[config.frames.resize_backend]
+    if config.frames.resize_filter not in filters:
+        raise ConfigError(
+            f"frames.resize_filter={config.frames.resize_filter!r} is not available with resize_backend="
+            f"{config.frames.resize_backend!r}; allowed: {', '.join(filters)}"
+        )
+    if not _WINDOWS.match(config.frames.windows) or window_step(config.frames) == 0:
+        raise ConfigError(f"frames.windows={config.frames.windows!r}; allowed: 'one' or 'every N' with N >= 1")
+    if config.frames.fps != "source":
+        try:
+            if float(config.frames.fps) <= 0:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"frames.fps={config.frames.fps!r}; allowed: 'source' or a positive number") from None
+    if config.frames.num_frames < 1:
+        raise ConfigError(f"frames.num_frames={config.frames.num_frames} must be >= 1")
+    names = config.modalities.names
+    bad = [m for m in names if m not in MODALITIES]
+    if bad or not names or len(set(names)) != len(names) or names[0] != "rgb":
+        raise ConfigError(
+            f"modalities.names={names!r}; allowed: distinct names from {', '.join(MODALITIES)}, rgb first"
+        )
+    for modality, column in (("mask", config.dataset.mask_column), ("depth", config.dataset.depth_column)):
+        if modality in names and config.dataset.reader == "table" and not column:
+            raise ConfigError(
+                f"modality {modality!r} is configured but dataset.{modality}_column is not set; set it to the "
+                f"table column holding the {modality} source, or drop {modality!r} from modalities.names"
+            )
+        if column and modality not in names:
+            raise ConfigError(
+                f"dataset.{modality}_column={column!r} is set but {modality!r} is not in modalities.names "
+                f"{names!r}; add it or unset the column"
+            )
+    if config.dataset.reader == "cosmos_dir" and any(m != "rgb" for m in names):
+        raise ConfigError(
+            "the cosmos_dir reader provides rgb only; use dataset.reader=table with mask_column/depth_column "
+            f"for modalities {names!r}"
+        )
+    _validate_text(config)
+    for key in ("rows_per_shard", "unit_size", "batch_size"):
+        if getattr(config.output, key) < 1:
+            raise ConfigError(f"output.{key}={getattr(config.output, key)} must be >= 1")
+    if config.run.procs < 1 or config.run.workers_per_gpu < 0:
+        raise ConfigError(f"run.procs={config.run.procs} must be >= 1 and run.workers_per_gpu="
+                          f"{config.run.workers_per_gpu} >= 0")
+    if config.run.max_unit_tries < 1:
+        raise ConfigError(f"run.max_unit_tries={config.run.max_unit_tries} must be >= 1")
+    if not 0.0 <= config.run.max_reject_fraction <= 1.0:
+        raise ConfigError(f"run.max_reject_fraction={config.run.max_reject_fraction} must be within [0, 1]")
+    if not config.dataset.path:
+        raise ConfigError("dataset.path is empty; give the dataset folder or table file(s)")
+    if not config.output.root:
+        raise ConfigError("output.root is empty; give the cache root folder")
+    tokenizer_cls = registry.resolve("tokenizer", config.tokenizer.name)
+    if config.tokenizer.precision not in tokenizer_cls.precisions:
+        raise ConfigError(f"tokenizer.precision={config.tokenizer.precision!r} is not allowed for "
+                          f"{tokenizer_cls.name}; allowed: {', '.join(tokenizer_cls.precisions)}")
+    tokenizer_cls.check_geometry(config.frames.num_frames, config.frames.height, config.frames.width)
+    registry.resolve("executor", config.run.executor).check_config(config)

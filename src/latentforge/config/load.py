@@ -1,0 +1,49 @@
+"""load_config: preset < YAML file < mapping < `section.key=value` overrides, parsed and checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigError
+from .checks import validate
+from .parse import deep_merge, from_dict, parse_override
+from .presets import preset_dict
+from .schema import BuildConfig
+
+
+def _read_yaml(path: str | Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"--config {path}: cannot read it ({error.strerror or error}); give an existing YAML "
+                          "file") from None
+    try:
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--config {path} is not valid YAML: {error}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the config file must hold a mapping")
+    return loaded
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    preset: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> BuildConfig:
+    """Preset (if any) < YAML file < `extra` mapping < `section.key=value` overrides; then validate."""
+    file_data = _read_yaml(path) if path is not None else {}
+    layers = [file_data, extra or {}] + [parse_override(o) for o in overrides]
+    chosen = preset
+    for layer in layers:
+        chosen = layer.get("preset", chosen)
+    data: dict[str, Any] = preset_dict(chosen) if chosen else {}
+    for layer in layers:
+        data = deep_merge(data, layer)
+    config = from_dict(BuildConfig, data, "")
+    validate(config)
+    return config

@@ -1,0 +1,48 @@
+"""The presets (README.md lists them): each is a partial config that a YAML file or overrides refine."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..errors import ConfigError
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The perception cache: RGB + mask + depth through the Wan2.1 VAE, 48 latent channels, T5 text.
+    # cover_crop keeps aspect ratio (OpenVid clips are mostly 16:9, 480x832 is 13:7.5; stretching would
+    # distort masks and depth differently from what a player shows).
+    "openvid-perception-stage1": {
+        "frames": {"num_frames": 93, "height": 480, "width": 832, "fps": "source", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb", "mask", "depth"]},
+        "tokenizer": {"name": "wan2.1", "precision": "cosmos-bf16", "temporal_window": 16},
+        "text": {"name": "t5", "max_length": 512},
+        "output": {"latent_dataset": "perception_latent_state", "rows_per_shard": 3000, "batch_size": 1},
+    },
+    "cosmos-predict2-720p": {
+        "frames": {"num_frames": 93, "height": 704, "width": 1280, "fps": "source", "resize": "stretch"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "wan2.1", "precision": "cosmos-bf16", "temporal_window": 16},
+        "text": {"name": "t5", "max_length": 512},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+    "cosmos-predict2-480p": {
+        "frames": {"num_frames": 93, "height": 432, "width": 768, "fps": "source", "resize": "stretch"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "wan2.1", "precision": "cosmos-bf16", "temporal_window": 16},
+        "text": {"name": "t5", "max_length": 512},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+    "wan2.1-t2v-480p": {
+        "frames": {"num_frames": 81, "height": 480, "width": 832, "fps": "16", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "wan2.1", "precision": "fp32"},
+        "text": {"name": "umt5", "max_length": 512},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+}
+
+
+def preset_dict(name: str) -> dict[str, Any]:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; allowed: {', '.join(sorted(PRESETS))}")
+    return {"preset": name, **copy.deepcopy(PRESETS[name])}

@@ -1,0 +1,138 @@
+"""The typed build configuration: one dataclass per section, each key with its default and what it does.
+
+Parsing lives in parse.py, the checks that need no model in checks.py, and load.py puts them together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+MODALITIES = ("rgb", "mask", "depth")
+
+
+@dataclass
+class DatasetConfig:
+    reader: str = "cosmos_dir"  # cosmos_dir | table
+    path: list[str] = field(default_factory=list)  # folder (cosmos_dir) or table files / globs (table)
+    id_column: str | None = None
+    video_column: str = "video"
+    caption_column: str = "caption"
+    mask_column: str | None = None
+    depth_column: str | None = None
+    passthrough_columns: list[str] = field(default_factory=list)
+    t5_pickle_column: str | None = None  # table column: each row's Cosmos T5 pickle (text.source pickles*)
+    on_missing_caption: str = "reject"  # reject | empty (an absent caption becomes the empty prompt)
+    limit: int | None = None  # keep the first N candidate samples of the plan
+
+
+@dataclass
+class FramesConfig:
+    num_frames: int = 93
+    height: int = 480
+    width: int = 832
+    fps: str = "source"  # "source" or a target frame rate such as "16"
+    window: str = "start"  # start | center | random (seeded by sample_id)
+    windows: str = "one"  # "one" or "every N" (one sample per N frames, id suffixed @<start_frame>)
+    resize: str = "cover_crop"  # cover_crop | stretch
+    resize_backend: str = "swscale"  # swscale (in the decoder, from the source pixels) | torch (from uint8 RGB)
+    resize_filter: str = "bicubic"  # swscale: bilinear | bicubic | area | lanczos; torch: bilinear | bicubic | area
+    decoder: str = "cpu"  # cpu | nvdec (GPU video engine via FFmpeg's CUDA hwaccel; per-video CPU fallback)
+
+
+@dataclass
+class MaskConfig:
+    ids: list[int] | None = None  # the declared id set; None allows every id of the source's bit depth
+    palette: str = "golden"  # how ids map to colours; see docs/modalities.md
+
+
+@dataclass
+class DepthConfig:
+    png_scale: float = 1000.0  # 16-bit PNG: depth = value / png_scale (e.g. millimetres -> metres)
+    video_near: float = 0.0  # depth video: depth = near + (far - near) * luma / max_luma
+    video_far: float = 1.0
+    normalize: str = "minmax"  # minmax: per-row [lo, hi] -> [-1, 1]; params stored so it can be inverted
+
+
+@dataclass
+class ModalitiesConfig:
+    names: list[str] = field(default_factory=lambda: ["rgb"])
+    mask: MaskConfig = field(default_factory=MaskConfig)
+    depth: DepthConfig = field(default_factory=DepthConfig)
+
+
+@dataclass
+class TokenizerConfig:
+    name: str = "haar-4x8x8"
+    checkpoint: str | None = None  # .pth state dict, diffusers folder or hub id (wan2.1)
+    sha256: str | None = None  # refuse a checkpoint whose SHA-256 differs
+    precision: str = "fp32"  # fp32 | bf16 | cosmos-bf16
+    # Frames per causal chunk of the fp32 / cosmos-bf16 loops. The maths is the same for any window, but on a
+    # GPU the convolution algorithms (and so the last bits) depend on it: Cosmos' video2world uses 16.
+    temporal_window: int = 4
+    max_gpu_mem_gib: float = 24.0  # the bf16 fast path picks its causal window to stay under this
+    # bf16 fast path: let cuDNN time its kernels (about 20% faster on an H200). Re-encoding in one process stays
+    # bit-identical; across processes the chosen kernels may differ, so deep verify compares within tolerance.
+    cudnn_benchmark: bool = True
+
+
+@dataclass
+class TextConfig:
+    name: str = "t5"  # t5 | umt5 | none
+    path: str | None = None  # local model folder (config.json, weights, tokenizer files)
+    precision: str = "fp32"  # fp32 | bf16 (fp16 overflows T5)
+    max_length: int = 512
+    batch_size: int = 16
+    empty_prompt: bool = True  # write empty_prompt.h5
+    source: str = "encoder"  # encoder | pickles | pickles+encoder: where rows come from (docs/text.md)
+
+
+@dataclass
+class OutputConfig:
+    root: str = ""
+    latent_dataset: str = "video_latent_state"
+    rows_per_shard: int = 3000
+    storage_dtype: str = "float16"  # float16 | bfloat16-as-uint16 is not supported; float16 | float32
+    unit_size: int = 256  # samples per unit of work
+    batch_size: int = 1  # samples per tokenizer call within a unit
+    min_free_bytes: int = 1 << 30  # free-disk margin kept on top of the estimate
+
+
+@dataclass
+class RunConfig:
+    device: str = "cpu"  # cpu | cuda | cuda:N
+    seed: int = 0
+    max_reject_fraction: float = 1.0  # abort once more than this fraction of probed samples is rejected
+    # Execution only: never part of the output (docs/execution.md).
+    procs: int = 1  # encoder processes on run.device when run.gpus is empty
+    gpus: str = ""  # "all" or "0,1": one encoder process per GPU (indices within CUDA_VISIBLE_DEVICES)
+    workers_per_gpu: int = 2  # CPU decode workers per encoder process; 0 decodes on the encoder thread
+    executor: str = "local"  # local | ray (docs/execution.md)
+    ray_address: str = ""  # ray: auto | HOST:PORT; empty joins RAY_ADDRESS or starts a local Ray
+    max_unit_tries: int = 3  # ray: a unit whose worker fails this many times stops the build with its error
+
+
+@dataclass
+class BuildConfig:
+    preset: str | None = None
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    frames: FramesConfig = field(default_factory=FramesConfig)
+    modalities: ModalitiesConfig = field(default_factory=ModalitiesConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    text: TextConfig = field(default_factory=TextConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def target_fps(frames: FramesConfig) -> float | None:
+    """None for the source rate, else the target frame rate."""
+    return None if frames.fps == "source" else float(frames.fps)
+
+
+def window_step(frames: FramesConfig) -> int | None:
+    """None for `windows: one`, else N of `every N`."""
+    return None if frames.windows == "one" else int(frames.windows.split()[1])

@@ -1,0 +1,49 @@
+"""An executor places units of work on processes, GPUs or cluster nodes; it never changes what they produce.
+
+Every executor runs the same `pipeline.unit.run_unit` (through `rank.py` or a Ray actor) and reports with the
+events of events.py. Executors register by name (`run.executor`, registry.py) like readers and tokenizers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import registry
+from ..config import BuildConfig
+from ..pipeline.unit import Unit
+from .events import RankEvent
+
+
+class Executor(ABC):
+    name: str = ""
+
+    def __init__(self, config: BuildConfig, build_dir: Path, quiet: bool = False):
+        self.config = config
+        self.build_dir = Path(build_dir)
+        self.quiet = quiet
+
+    @classmethod
+    def check_config(cls, config: BuildConfig) -> None:
+        """Raise ConfigError for settings this executor cannot run; needs no model, data or cluster."""
+
+    @abstractmethod
+    def settings(self) -> dict[str, Any]:
+        """The execution settings, for the run's stats (raises ConfigError when they cannot be met here)."""
+
+    @abstractmethod
+    def main_device(self) -> str:
+        """Where the main process runs models when it must: commit without a model record, scan --calibrate."""
+
+    @abstractmethod
+    def parallel_ranks(self) -> int:
+        """How many ranks would encode at once (scan's time estimate divides by it)."""
+
+    @abstractmethod
+    def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
+        """Run every unit; `on_event` gets each UnitStaged and each RankFinished, on the calling thread."""
+
+
+def executor_for(config: BuildConfig, build_dir: Path, quiet: bool = False) -> Executor:
+    return registry.resolve("executor", config.run.executor)(config, build_dir, quiet)

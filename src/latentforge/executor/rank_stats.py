@@ -1,0 +1,53 @@
+"""One encoder process's accounting: clocks per stage, CPU core-seconds, peak memory, heartbeat and the
+environment it encoded in. Sent to the main process with every staged unit (executor/events.py)."""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+from ..pipeline.environment import environment_record
+
+
+def utc_stamp(when: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if when is None else when, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+@dataclass
+class RankStats:
+    """One encoder process (rank). decode seconds are summed over its CPU workers, so they can exceed wall."""
+
+    rank: int
+    pid: int
+    device: str
+    workers: int
+    units: int = 0
+    samples: int = 0  # planned samples of the units it ran (accepted or rejected)
+    accepted: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # decode, encode, text, stage, encoder_wait
+    cpu_seconds: float = 0.0  # this process plus its decode workers
+    peak_host_bytes: int = 0  # max resident set size of the rank process
+    peak_gpu_bytes: int | None = None
+    heartbeat_utc: str = ""
+    heartbeat_unix: float = 0.0
+    environment: dict[str, str] = field(default_factory=dict)  # device model and software it encoded with
+
+    def beat(self, worker_cpu_seconds: float) -> None:
+        """Refresh the clocks that are read from the OS, and the heartbeat (in the rank's own process, so
+        the environment is the one that encoded, also on a remote Ray node)."""
+        if not self.environment:
+            self.environment = environment_record(self.device)
+        self.cpu_seconds = time.process_time() + worker_cpu_seconds
+        self.peak_host_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        if self.device.startswith("cuda"):
+            self.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(self.device))
+        self.heartbeat_unix = time.time()
+        self.heartbeat_utc = utc_stamp(self.heartbeat_unix)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

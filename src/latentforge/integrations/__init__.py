@@ -1,0 +1,1 @@
+"""Files other tools read or write, for their users."""

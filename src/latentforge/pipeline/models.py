@@ -1,0 +1,37 @@
+"""The models a build runs, loaded once per process, and the record of them that commit reads instead of
+loading them again (cache/model_record.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from .. import registry
+from ..cache.model_record import ModelRecord, write_model_record
+from ..config import BuildConfig
+from ..text.base import TextEncoder
+from ..tokenizers.base import Tokenizer
+from .text_stage import build_text_record
+
+
+def load_models(config: BuildConfig, device: torch.device | str) -> tuple[Tokenizer, TextEncoder | None]:
+    """(tokenizer, text encoder or None) on `device`."""
+    device = torch.device(device)
+    tokenizer = registry.resolve("tokenizer", config.tokenizer.name).from_config(config.tokenizer, device)
+    text = None
+    if config.text.name != "none":
+        text = registry.resolve("text", config.text.name).from_config(config.text, device)
+    return tokenizer, text
+
+
+def model_record(config: BuildConfig, tokenizer: Tokenizer, text: TextEncoder | None,
+                 device: torch.device | str) -> ModelRecord:
+    """What commit needs from the models: fingerprints, text datasets and the empty prompt's row."""
+    return ModelRecord(tokenizer.fingerprint(), type(tokenizer).latent_channels,
+                       build_text_record(config, text, device))
+
+
+def record_models(build_dir: Path, config: BuildConfig, tokenizer: Tokenizer, text: TextEncoder | None,
+                  device: torch.device | str) -> None:
+    write_model_record(build_dir, model_record(config, tokenizer, text, device))

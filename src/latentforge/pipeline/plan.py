@@ -1,0 +1,190 @@
+"""plan: the input listing becomes a deterministic, ordered list of candidate samples (docs/inputs.md).
+
+Also the inputs' fingerprint, so a resumed build can say what changed since the plan was written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import unicodedata
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import registry
+from ..cache.layout import FINGERPRINT, PLAN, PLAN_REJECTS
+from ..config import BuildConfig, window_step
+from ..decode.pyav import probe_video
+from ..errors import LatentforgeError, SampleRejected
+from ..io import canonical_json, write_jsonl_atomic, write_text_atomic
+from ..records import Reject, Sample, SourceEntry
+from ..transforms.window import window_starts
+
+FINGERPRINT_VERSION = 1
+_EXAMPLES = 3  # ids quoted per kind of change in a diff message
+
+
+def _candidates(entry: SourceEntry, starts: list[int] | None) -> list[tuple[str, int | None]]:
+    """(sample_id, start_frame) of each window of one entry.
+
+    One start keeps the plain key (the suffix marks a video that yields *several* windows), so a
+    clip's id is the same under `windows: one` and under `windows: every N` when only one window fits.
+    """
+    if starts is None:
+        return [(entry.key, None)]
+    if len(set(starts)) != len(starts) or any(not isinstance(s, int) or s < 0 for s in starts):
+        raise LatentforgeError(f"window starts {starts!r} of {entry.key!r} must be distinct integers >= 0")
+    if len(starts) == 1:
+        return [(entry.key, starts[0])]
+    return [(f"{entry.key}@{start}", start) for start in starts]
+
+
+def make_plan(
+    entries: list[SourceEntry],
+    starts_for: Callable[[SourceEntry], list[int] | None] | None,
+    limit: int | None = None,
+) -> tuple[list[Sample], list[Reject]]:
+    """Samples in codepoint order of sample_id with source_index = position, and the plan's rejects.
+
+    A repeated id keeps its first occurrence in listing order; later ones are `duplicate_id` rejects.
+    An entry for which `starts_for` returns [] yields no window: a `too_short` reject. `limit` keeps the
+    first N samples after sorting, and only the rejects whose id sorts within them.
+    """
+    if limit is not None and limit < 0:
+        raise LatentforgeError(f"dataset.limit={limit} must be >= 0")
+    first: dict[str, tuple[int, SourceEntry, int | None]] = {}
+    rejects: list[Reject] = []
+    for position, entry in enumerate(entries):
+        # NFC again here, so entries built by any reader agree on one id per visible name
+        key = unicodedata.normalize("NFC", entry.key)
+        if key != entry.key:
+            entry = dataclasses.replace(entry, key=key)
+        starts = starts_for(entry) if starts_for is not None else None
+        if starts == []:
+            rejects.append(Reject(key, -1, "too_short", f"{entry.video_rel}: no window of the configured "
+                                  "length fits the video", "plan"))
+            continue
+        for sample_id, start in _candidates(entry, starts):
+            if sample_id in first:
+                kept_position, kept, _ = first[sample_id]
+                rejects.append(Reject(sample_id, -1, "duplicate_id", f"listing entry {position} "
+                                      f"({entry.video_rel}) repeats the id of entry {kept_position} "
+                                      f"({kept.video_rel}), which is kept", "plan"))
+            else:
+                first[sample_id] = (position, entry, start)
+    ids = sorted(first)  # str order is codepoint order
+    if limit is not None:
+        ids = ids[:limit]
+    samples = [Sample(sid, index, first[sid][1], first[sid][2]) for index, sid in enumerate(ids)]
+    rejects = [r for r in rejects if ids and r.sample_id <= ids[-1]] if limit is not None else rejects
+    rejects.sort(key=lambda r: r.sample_id)  # stable: a repeated id keeps listing order
+    return samples, rejects
+
+
+def _window_starts_for(config: BuildConfig) -> Callable[[SourceEntry], list[int] | None] | None:
+    """Under `frames.windows: every N`, the start frames of an entry's windows (None when its video cannot be
+    probed: the probe then rejects it with the reason)."""
+    step = window_step(config.frames)
+    if step is None:
+        return None
+
+    def starts(entry: SourceEntry) -> list[int] | None:
+        try:
+            info = probe_video(entry.video, entry.key)
+        except SampleRejected:
+            return None
+        return [s for s in window_starts(info, config.frames) if s % step == 0] or None
+
+    return starts
+
+
+def plan_samples(config: BuildConfig) -> tuple[list[Sample], list[Reject]]:
+    """The build's plan: its reader's listing cut into windows, ordered, with the plan's rejects."""
+    entries = registry.resolve("reader", config.dataset.reader)(config.dataset).entries()
+    return make_plan(entries, _window_starts_for(config), config.dataset.limit)
+
+
+def _stat(path: str | None) -> list[int] | None:
+    if path is None:
+        return None
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return [status.st_size, status.st_mtime_ns]
+
+
+def content_key(sample: Sample) -> str:
+    """Cheap key of what a sample is made of: size and mtime of its sources, caption hash, window, extra.
+
+    A copied dataset gets new mtimes and reads as "changed"; rewriting a file in place within the same
+    nanosecond with the same size would not be seen (that needs a content hash, which costs a full read).
+    """
+    entry = sample.entry
+    caption = None if entry.caption is None else hashlib.sha256(entry.caption.encode("utf-8")).hexdigest()
+    parts = {
+        "video": [entry.video_rel, _stat(entry.video)],
+        "caption": caption,
+        "mask": _stat(entry.mask),
+        "depth": _stat(entry.depth),
+        "start_frame": sample.start_frame,
+        "extra": entry.extra,
+    }
+    return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def plan_fingerprint(samples: list[Sample]) -> dict[str, Any]:
+    """{"version", "count", "sha256", "entries": {sample_id: content_key}} in plan order."""
+    entries = {sample.sample_id: content_key(sample) for sample in samples}
+    digest = hashlib.sha256(canonical_json(entries).encode("utf-8")).hexdigest()
+    return {"version": FINGERPRINT_VERSION, "count": len(samples), "sha256": digest, "entries": entries}
+
+
+def diff_fingerprints(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """None when the inputs are unchanged, else "N added, M removed, K changed (e.g. ...)"."""
+    if old.get("version") != new.get("version"):
+        return f"the fingerprint format changed (version {old.get('version')} -> {new.get('version')})"
+    if old["sha256"] == new["sha256"]:
+        return None
+    before, after = old["entries"], new["entries"]
+    kinds = {
+        "added": [i for i in after if i not in before],
+        "removed": [i for i in before if i not in after],
+        "changed": [i for i in after if i in before and before[i] != after[i]],
+    }
+    summary = ", ".join(f"{len(ids)} {kind}" for kind, ids in kinds.items())
+    examples = "; ".join(f"{kind}: {', '.join(repr(i) for i in ids[:_EXAMPLES])}"
+                         for kind, ids in kinds.items() if ids)
+    return f"{summary} ({examples})" if examples else summary
+
+
+def _sample_row(sample: Sample) -> dict[str, Any]:
+    return {"sample_id": sample.sample_id, "source_index": sample.source_index, "start_frame": sample.start_frame,
+            **dataclasses.asdict(sample.entry)}
+
+
+def read_plan(build_dir: Path) -> dict[str, Sample]:
+    """The samples build/plan.jsonl records, by sample_id ({} when there is no plan: a fetched cache)."""
+    path = Path(build_dir) / PLAN
+    if not path.is_file():
+        return {}
+    samples = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            sample_id, source_index, start = row.pop("sample_id"), row.pop("source_index"), row.pop("start_frame")
+            samples[sample_id] = Sample(sample_id, source_index, SourceEntry(**row), start)
+    return samples
+
+
+def write_plan(build_dir: Path, samples: list[Sample], rejects: list[Reject]) -> None:
+    """build/plan.jsonl, build/plan_rejects.jsonl and build/fingerprint.json, each written atomically.
+
+    File names are fixed: sample ids only ever appear inside the files.
+    """
+    build_dir = Path(build_dir)
+    write_jsonl_atomic(build_dir / PLAN, [_sample_row(s) for s in samples])
+    write_jsonl_atomic(build_dir / PLAN_REJECTS, [r.to_json() for r in rejects])
+    write_text_atomic(build_dir / FINGERPRINT, canonical_json(plan_fingerprint(samples)) + "\n")

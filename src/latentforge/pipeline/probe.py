@@ -1,0 +1,78 @@
+"""The CPU-only probe: reject what can be rejected before GPU work, fix each sample's window and resize plan.
+Demuxes the video and reads modality headers; decodes one video frame at most."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..config import BuildConfig
+from ..decode.pyav import probe_video
+from ..decode.resize import ResizePlan, plan_resize
+from ..decode.sources import ModalitySource, check_matches_video, probe_modality_source
+from ..errors import SampleRejected
+from ..records import Reject, Sample, VideoInfo
+from ..transforms.window import FrameWindow, select_window
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    info: VideoInfo
+    window: FrameWindow
+    plan: ResizePlan
+    caption: str
+    modality_info: dict[str, Any] = field(default_factory=dict)  # modality -> ModalitySource
+
+
+def resolve_caption(sample: Sample, config: BuildConfig) -> str:
+    """The prompt; a missing or blank caption is rejected, or becomes "" under on_missing_caption: empty."""
+    caption = sample.entry.caption
+    keep_empty = config.dataset.on_missing_caption == "empty"
+    if caption is None:
+        if keep_empty:
+            return ""
+        raise SampleRejected(
+            "missing_caption",
+            sample.sample_id,
+            f"no caption for {sample.entry.video_rel}; add one or set dataset.on_missing_caption=empty",
+        )
+    if not caption.strip():
+        if keep_empty:
+            return ""
+        raise SampleRejected(
+            "empty_caption",
+            sample.sample_id,
+            f"caption {caption!r} of {sample.entry.video_rel} is blank; fix it or set dataset.on_missing_caption=empty",
+        )
+    return caption
+
+
+def probe_sample(sample: Sample, config: BuildConfig) -> ProbeResult:
+    """Order of checks: video exists and is readable, caption, window length, then each extra modality."""
+    info = probe_video(sample.entry.video, sample.sample_id)
+    caption = resolve_caption(sample, config)
+    window = select_window(info, config.frames, sample.sample_id, sample.start_frame)
+    width, height = info.display_size
+    plan = plan_resize(width, height, config.frames.width, config.frames.height, config.frames.resize)
+    modality_info: dict[str, ModalitySource] = {}
+    for name in config.modalities.names:
+        if name == "rgb":
+            continue
+        path = sample.entry.mask if name == "mask" else sample.entry.depth
+        source = probe_modality_source(name, path, sample.sample_id)
+        check_matches_video(source, info, sample.sample_id)
+        modality_info[name] = source
+    return ProbeResult(info=info, window=window, plan=plan, caption=caption, modality_info=modality_info)
+
+
+def probe_all(samples: list[Sample], config: BuildConfig, advance: Callable[[int], None] = lambda n: None
+              ) -> dict[int, ProbeResult | Reject]:
+    """{source_index: probe result or reject} of every planned sample; advance(1) after each."""
+    probes: dict[int, ProbeResult | Reject] = {}
+    for sample in samples:
+        try:
+            probes[sample.source_index] = probe_sample(sample, config)
+        except SampleRejected as error:
+            probes[sample.source_index] = Reject.of(sample, error, "probe")
+        advance(1)
+    return probes

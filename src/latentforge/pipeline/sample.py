@@ -1,0 +1,53 @@
+"""Decode and transform one probed sample into the arrays the tokenizer encodes (runs in CPU workers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..config import BuildConfig
+from ..decode.nvdec import decode_rgb_nvdec
+from ..decode.pyav import decode_rgb
+from ..records import Sample, SamplePixels
+from ..transforms.depth import load_depth
+from ..transforms.masks import load_mask
+from .probe import ProbeResult
+
+
+def provenance_of(probe: ProbeResult) -> dict[str, Any]:
+    """The manifest's window/provenance fields (docs/cache-format.md); JSON-serialisable."""
+    width, height = probe.info.display_size
+    return {
+        "frame_indices": list(probe.window.indices),
+        "timestamps": list(probe.window.timestamps),
+        "source_fps": probe.info.fps,
+        "source_size": [width, height],
+        "rotation": probe.info.rotation,
+        "crop_box": [round(v, 6) for v in probe.plan.source_crop],
+    }
+
+
+def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig) -> SamplePixels:
+    """Every modality in config.modalities.names order, all on the same source frame indices."""
+    indices = list(probe.window.indices)
+    modalities: dict[str, np.ndarray] = {}
+    provenance = provenance_of(probe)
+    for name in config.modalities.names:
+        if name == "rgb" and config.frames.decoder == "nvdec":
+            modalities["rgb"], provenance["decoder"] = decode_rgb_nvdec(
+                sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id
+            )
+        elif name == "rgb":
+            modalities["rgb"] = decode_rgb(
+                sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id
+            )
+        elif name == "mask":
+            modalities["mask"], provenance["mask"] = load_mask(
+                probe.modality_info["mask"], indices, probe.plan, config.modalities.mask, sample.sample_id
+            )
+        else:
+            modalities["depth"], provenance["depth"] = load_depth(
+                probe.modality_info["depth"], indices, probe.plan, config.modalities.depth, sample.sample_id
+            )
+    return SamplePixels(sample=sample, modalities=modalities, provenance=provenance)

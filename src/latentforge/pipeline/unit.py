@@ -1,0 +1,209 @@
+"""The one function that runs a unit of work: decoded samples -> tokenize -> text-encode -> stage.
+
+Executors only decide where a unit runs and who decodes its samples; what a unit produces depends on
+nothing but its samples, the config and the models. The local executor and a Ray actor both call `run_unit`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+
+from ..config import BuildConfig
+from ..errors import SampleRejected
+from ..faults import fault_point
+from ..records import Reject, Sample, SamplePixels
+from ..text.prompt_cache import PromptCache
+from ..tokenizers.base import Tokenizer, pixels_to_input
+from ..writers.staging import StagedRow, write_staged_unit
+from .probe import ProbeResult
+from .sample import load_sample_pixels
+from .text_stage import PickledText, TextSource, text_source
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A contiguous range of source_index values and what the probe found for each."""
+
+    index: int
+    samples: tuple[Sample, ...]
+    probes: dict[int, ProbeResult | Reject]
+
+
+@dataclass(frozen=True)
+class StagedPayload:
+    """Everything write_staged_unit needs for one unit; handed to a writer so encoding can go on."""
+
+    unit: int
+    rows: list[StagedRow]
+    latents: np.ndarray
+    text_embeddings: np.ndarray | None
+    text_lengths: np.ndarray | None
+    rejects: list[Reject]
+    num_samples: int  # planned samples of the unit, accepted or not
+
+
+def stage_now(build_dir: Path) -> Callable[[StagedPayload], None]:
+    """The synchronous stager: write the unit before returning (the Ray executor and tests use it)."""
+
+    def stage(payload: StagedPayload) -> None:
+        write_staged_unit(build_dir, payload.unit, payload.rows, payload.latents, payload.text_embeddings,
+                          payload.text_lengths, payload.rejects)
+
+    return stage
+
+
+@dataclass
+class UnitContext:
+    """What a rank holds for its whole life: config, models, where staged units go, and its clocks."""
+
+    config: BuildConfig
+    tokenizer: Tokenizer
+    text: PromptCache | None  # the rank's encoder behind its prompt cache; None when units run no encoder
+    stage: Callable[[StagedPayload], None]
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    samples_done: int = 0
+    text_source: TextSource | None = field(init=False)  # text.source applied to `text`; None: no text stage
+
+    def __post_init__(self) -> None:
+        self.text_source = text_source(self.config, self.text)
+
+    @property
+    def storage_dtype(self) -> np.dtype:
+        return np.dtype(self.config.output.storage_dtype)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A sample's decode outcome as a decode worker returns it, with the worker's clocks."""
+
+    source_index: int
+    result: SamplePixels | Reject
+    seconds: float  # wall seconds reading, decoding and transforming
+    cpu_seconds: float  # CPU core-seconds the worker spent on it
+
+
+def cut_units(samples: list[Sample], probes: dict[int, ProbeResult | Reject], unit_size: int) -> list[Unit]:
+    units = []
+    for start in range(0, len(samples), unit_size):
+        chunk = tuple(samples[start : start + unit_size])
+        units.append(Unit(start // unit_size, chunk, {s.source_index: probes[s.source_index] for s in chunk}))
+    return units
+
+
+def decode_sample(sample: Sample, probe: ProbeResult | Reject, config: BuildConfig) -> Decoded:
+    """Decode and transform one sample (in a CPU worker or inline); a probe reject passes straight through."""
+    if isinstance(probe, Reject):
+        return Decoded(sample.source_index, probe, 0.0, 0.0)
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        result: SamplePixels | Reject = load_sample_pixels(sample, probe, config)
+    except SampleRejected as error:
+        result = Reject.of(sample, error, "decode")
+    fault_point("decode")
+    return Decoded(sample.source_index, result, time.perf_counter() - wall, time.process_time() - cpu)
+
+
+def encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
+    """[B, C_total, T', H', W'] in the storage dtype: each modality through the tokenizer, channels concatenated."""
+    latents = []
+    for name in ctx.config.modalities.names:
+        stacked = np.stack([pixels.modalities[name] for pixels in batch])
+        video = pixels_to_input(stacked, ctx.tokenizer.device)
+        with torch.inference_mode():
+            latents.append(ctx.tokenizer.encode(video).float().cpu())
+    fault_point("encode")
+    return torch.cat(latents, dim=1).numpy().astype(ctx.storage_dtype)
+
+
+def _row_shape(ctx: UnitContext) -> tuple[int, ...]:
+    frames = ctx.config.frames
+    channels, *rest = ctx.tokenizer.latent_shape(frames.num_frames, frames.height, frames.width)
+    return (channels * len(ctx.config.modalities.names), *rest)
+
+
+def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
+    """Encode one unit from its decoded samples (one per planned sample, in source_index order) and stage it.
+
+    The batch split depends only on the unit's accepted samples, so every executor produces the same rows.
+    """
+    batch_size = ctx.config.output.batch_size
+    rows: list[dict] = []  # StagedRow fields; prompt_truncated is known only after text encoding
+    latents: list[np.ndarray] = []
+    rejects: list[Reject] = []
+    prompts: list[str] = []
+    pickled: list[PickledText | None] = []
+    pending: list[SamplePixels] = []
+
+    def flush() -> None:
+        if not pending:
+            return
+        started = time.perf_counter()
+        latents.append(encode_batch(pending, ctx))
+        ctx.seconds["encode"] += time.perf_counter() - started
+        pending.clear()
+
+    expected = iter(unit.samples)
+    for item in decoded:
+        sample = next(expected)
+        if item.source_index != sample.source_index:
+            raise RuntimeError(f"unit {unit.index}: decoded source_index {item.source_index} arrived where "
+                               f"{sample.source_index} was due; decoders must keep plan order")
+        if isinstance(item.result, Reject):
+            rejects.append(item.result)
+            continue
+        pixels = item.result
+        probe = unit.probes[sample.source_index]
+        try:  # before the tokenizer, so a sample without usable text costs no encode and shifts no batch
+            pickled_text = ctx.text_source.pickled(sample) if ctx.text_source is not None else None
+        except SampleRejected as error:
+            rejects.append(Reject.of(sample, error, "encode"))
+            continue
+        rows.append(
+            dict(
+                sample_id=sample.sample_id,
+                source_index=sample.source_index,
+                prompt=probe.caption,
+                prompt_truncated=False,
+                source_path=sample.entry.video_rel,
+                unit=unit.index,
+                batch=len(rows) // batch_size,
+                provenance=pixels.provenance,
+                extra=dict(sample.entry.extra),
+            )
+        )
+        prompts.append(probe.caption)
+        pickled.append(pickled_text)
+        pending.append(pixels)
+        if len(pending) == batch_size:
+            flush()
+    flush()
+    missing = [s.sample_id for s in expected]
+    if missing:
+        raise RuntimeError(f"unit {unit.index}: no decode outcome for {missing[:3]}")
+
+    text_embeddings = text_lengths = None
+    if ctx.text_source is not None and rows:
+        started = time.perf_counter()
+        text = ctx.text_source.rows(prompts, pickled)
+        ctx.seconds["text"] += time.perf_counter() - started
+        text_embeddings = text.batch.embeddings.astype(ctx.storage_dtype)
+        text_lengths = text.batch.lengths
+        for row, truncated, origin in zip(rows, text.batch.truncated, text.provenance):
+            row["prompt_truncated"] = bool(truncated)
+            if ctx.text_source.records_provenance:
+                row["provenance"] = {**row["provenance"], "text": origin}
+
+    stacked = np.concatenate(latents) if latents else np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
+    staged_rows = [StagedRow(**row) for row in rows]
+    started = time.perf_counter()
+    ctx.stage(StagedPayload(unit.index, staged_rows, stacked, text_embeddings, text_lengths, rejects,
+                            len(unit.samples)))
+    ctx.seconds["stage_handoff"] += time.perf_counter() - started
+    ctx.samples_done += len(unit.samples)

@@ -1,0 +1,1 @@
+"""Looking at a cache: dataset-level statistics, plots and an HTML report, and previews."""

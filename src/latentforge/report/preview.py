@@ -1,0 +1,114 @@
+"""Previews of what a cache holds: K samples decoded next to their source frames, as an mp4 and a PNG sheet.
+
+Layout (docs/stats.md): one tile per sample and frame = for each modality, source | reconstruction, side by
+side. The mp4 stacks the K samples' tiles vertically, frame by frame; the contact sheet shows each sample's
+tile at PREVIEW_TIMES of the clip (first, a third, two thirds, last), one sample per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import torch
+from PIL import Image
+
+from ..cache.config_file import CacheConfig
+from ..cache.layout import PREVIEW_FOLDER, RUN_RECORDS_DIR
+from ..cache.rows import manifest_rows
+from ..errors import ConfigError, SampleRejected
+from ..io import atomic_path
+from ..tokenizers.base import pixels_to_input
+from ..verification.deep import spot_indices, stored_row
+from ..verification.reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
+
+PREVIEW_TIMES = (0.0, 1 / 3, 2 / 3, 1.0)
+GAP = 4  # pixels of mid grey between tiles
+GREY = 128
+
+
+@dataclass
+class Preview:
+    video: Path
+    sheet: Path
+    dataset_indices: list[int]
+
+
+def to_uint8(video: torch.Tensor) -> np.ndarray:
+    """[3,T,H,W] in [-1,1] -> uint8 [T,H,W,3] (values outside [-1,1] clamp)."""
+    scaled = (video.detach().cpu().float().clamp(-1.0, 1.0) + 1.0) * 127.5
+    return scaled.round().to(torch.uint8).permute(1, 2, 3, 0).numpy()
+
+
+def _join(images: list[np.ndarray], axis: int) -> np.ndarray:
+    """Concatenate along `axis` (-2: side by side, -3: top to bottom) with grey gaps between."""
+    shape = list(images[0].shape)
+    shape[axis] = GAP
+    gap = np.full(shape, GREY, np.uint8)
+    return np.concatenate([part for image in images for part in (image, gap)][:-1], axis=axis)
+
+
+def sample_tiles(source: dict[str, np.ndarray], decoded: dict[str, np.ndarray]) -> np.ndarray:
+    """uint8 [T, H, W_tile, 3]: per modality source | reconstruction, modalities left to right."""
+    frames = source[next(iter(source))].shape[0]
+    return np.stack([_join([image for name in source for image in (source[name][t], decoded[name][t])], -2)
+                     for t in range(frames)])
+
+
+def write_mp4(path: Path, frames: np.ndarray, fps: float) -> Path:
+    """H.264 (yuv420p needs even sizes: odd edges are padded with grey)."""
+    t, h, w, _ = frames.shape
+    padded = np.full((t, h + h % 2, w + w % 2, 3), GREY, np.uint8)
+    padded[:, :h, :w] = frames
+    with atomic_path(path) as tmp:
+        with av.open(str(tmp), "w", format="mp4") as container:
+            stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
+            stream.width, stream.height, stream.pix_fmt = padded.shape[2], padded.shape[1], "yuv420p"
+            stream.options = {"crf": "16", "preset": "veryfast"}
+            for frame in padded:
+                container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+            container.mux(stream.encode())
+    return path
+
+
+def preview(root: Path, samples: int = 4, out: Path | None = None, overrides: Overrides = Overrides(),
+                 indices: list[int] | None = None) -> Preview:
+    """Decode `samples` samples spread over the cache (or `indices`) next to their source frames; write
+    preview.mp4 and preview.png into `out` (default ROOT/build/preview)."""
+    root = Path(root)
+    cache_config = CacheConfig.load(root)
+    config = recorded_config(root, overrides)
+    wanted = set(indices) if indices is not None else set(spot_indices(cache_config.num_samples, samples))
+    rows = manifest_rows(root, lambda row: row.dataset_index in wanted)
+    if not rows:
+        raise ConfigError(f"no samples to preview: dataset_index {sorted(wanted)} not in {root}")
+    tokenizer = load_recorded_tokenizer(config, cache_config)
+    finder = SampleFinder(root, config, reread=bool(overrides.dataset))
+    channels = {m.name: m.channels for m in cache_config.latent.modalities}
+    tiles, fps = [], None
+    for row in rows:
+        try:
+            pixels, _ = recorded_pixels(row, finder.sample(row), config)
+        except SampleRejected as error:
+            raise ConfigError(f"dataset_index {row.dataset_index}: cannot read its sources ({error}); pass the "
+                              "dataset's location with --dataset") from None
+        latent = torch.from_numpy(stored_row(root, row, cache_config.latent.dataset).astype(np.float32))
+        source, decoded = {}, {}
+        for name, frames in pixels.modalities.items():
+            lo, hi = channels[name]
+            source[name] = to_uint8(pixels_to_input(frames, "cpu"))
+            with torch.inference_mode():
+                decoded[name] = to_uint8(tokenizer.decode(latent[None, lo:hi].to(tokenizer.device))[0])
+        tiles.append(sample_tiles(source, decoded))
+        fps = fps or row.source_fps
+    folder = Path(out) if out is not None else root / RUN_RECORDS_DIR / PREVIEW_FOLDER
+    video = write_mp4(folder / "preview.mp4", _join(tiles, -3), float(fps or 8.0))
+    times = sorted({round(p * (tiles[0].shape[0] - 1)) for p in PREVIEW_TIMES})
+    sheet_image = _join([_join([tile[t] for t in times], -2) for tile in tiles], -3)
+    sheet = folder / "preview.png"
+    with atomic_path(sheet) as tmp:
+        Image.fromarray(sheet_image).save(tmp, format="PNG")
+    return Preview(video, sheet, [row.dataset_index for row in rows])

@@ -1,0 +1,219 @@
+"""Dataset-level statistics of a cache, streamed one sample at a time (memory flat in cache size).
+
+Per modality: per-channel and per-channel x per-latent-frame mean/std (population, ddof=0: what trainers
+normalise with), min/max, the fraction of values with |x| >= `extreme`, and a fixed-bin value histogram.
+Also the text-length histogram, truncated prompts, rejects by reason and samples per source folder.
+Means and variances are merged exactly in float64 (Chan et al.), so they equal numpy's float64 statistics
+of the stored arrays up to rounding. docs/stats.md describes every field.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ..cache.config_file import CacheConfig
+from ..cache.layout import MANIFEST, REJECTS
+from ..cache.rows import read_manifest, read_rejects
+from ..errors import ConfigError
+from ..io import atomic_path
+
+HISTOGRAM_EDGES = np.linspace(-8.0, 8.0, 65)  # beyond these, values count as under/overflow
+DEFAULT_EXTREME = 6.0
+COSMOS_FRAMES = 32  # Cosmos-Predict2 reshapes video_mean/video_std to (1, 16, 32, 1, 1)
+
+
+class Moments:
+    """Running count, mean and sum of squared deviations per (channel, frame), merged exactly in float64."""
+
+    def __init__(self, channels: int, frames: int):
+        self.count = 0  # values per (channel, frame) cell
+        self.mean = np.zeros((channels, frames))
+        self.m2 = np.zeros((channels, frames))
+
+    def add(self, block: np.ndarray) -> None:
+        """Merge one sample's [C, T', H', W'] values."""
+        n = block.shape[2] * block.shape[3]
+        mean = block.mean(axis=(2, 3))
+        m2 = ((block - mean[:, :, None, None]) ** 2).sum(axis=(2, 3))
+        total = self.count + n
+        delta = mean - self.mean
+        self.mean += delta * (n / total)
+        self.m2 += m2 + delta**2 * (self.count * n / total)
+        self.count = total
+
+    def over_frames(self, frames: slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, population std) per channel over the selected frames; every cell has the same count."""
+        mean = self.mean[:, frames].mean(axis=1)
+        m2 = self.m2[:, frames].sum(axis=1) + self.count * ((self.mean[:, frames] - mean[:, None]) ** 2).sum(axis=1)
+        cells = self.mean[:, frames].shape[1]
+        return mean, np.sqrt(m2 / (self.count * cells))
+
+    def per_frame(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.mean.copy(), np.sqrt(self.m2 / self.count)
+
+
+@dataclass
+class ModalityStats:
+    name: str
+    channels: tuple[int, int]  # [lo, hi) in the stored latent
+    values_per_channel: int
+    mean: list[float]
+    std: list[float]
+    min: list[float]
+    max: list[float]
+    extreme_fraction: list[float]
+    frame_mean: list[list[float]]  # [channel][latent frame]
+    frame_std: list[list[float]]
+    first_frame_mean: list[float]  # latent frame 0 alone: what a causal tokenizer gives for one image
+    first_frame_std: list[float]
+    later_frames_mean: list[float]  # frames 1.. together (empty when T' == 1)
+    later_frames_std: list[float]
+    histogram: list[int]  # counts per HISTOGRAM_EDGES bin
+    underflow: int
+    overflow: int
+
+
+@dataclass
+class CacheStats:
+    num_samples: int
+    latent_dataset: str
+    latent_shape: list[int]
+    storage_dtype: str
+    extreme: float
+    histogram_edges: list[float]
+    modalities: list[ModalityStats]
+    text_lengths: dict[int, int] | None  # length -> samples; None for a cache without text
+    max_length: int | None
+    truncated_prompts: int
+    rejects_by_reason: dict[str, int]
+    samples_per_source: dict[str, int]  # parent folder of source_path -> samples
+    rows_read: list[int] = field(default_factory=list)  # [first, step] of the rows used
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.text_lengths is not None:
+            data["text_lengths"] = {str(k): v for k, v in sorted(self.text_lengths.items())}
+        return data
+
+    def modality(self, name: str) -> ModalityStats:
+        for stats in self.modalities:
+            if stats.name == name:
+                return stats
+        raise ConfigError(f"modality {name!r} is not in this cache; it has {[m.name for m in self.modalities]}")
+
+
+class _ModalityAccumulator:
+    def __init__(self, name: str, channels: tuple[int, int], frames: int, extreme: float):
+        count = channels[1] - channels[0]
+        self.name, self.channels, self.extreme = name, channels, extreme
+        self.moments = Moments(count, frames)
+        self.low = np.full(count, np.inf)
+        self.high = np.full(count, -np.inf)
+        self.extremes = np.zeros(count, dtype=np.int64)
+        self.histogram = np.zeros(len(HISTOGRAM_EDGES) - 1, dtype=np.int64)
+        self.underflow = self.overflow = 0
+
+    def add(self, latent: np.ndarray) -> None:
+        block = latent[self.channels[0] : self.channels[1]].astype(np.float64)
+        self.moments.add(block)
+        self.low = np.minimum(self.low, block.min(axis=(1, 2, 3)))
+        self.high = np.maximum(self.high, block.max(axis=(1, 2, 3)))
+        self.extremes += (np.abs(block) >= self.extreme).sum(axis=(1, 2, 3))
+        self.histogram += np.histogram(block, bins=HISTOGRAM_EDGES)[0]
+        self.underflow += int((block < HISTOGRAM_EDGES[0]).sum())
+        self.overflow += int((block > HISTOGRAM_EDGES[-1]).sum())
+
+    def result(self) -> ModalityStats:
+        m = self.moments
+        mean, std = m.over_frames()
+        frame_mean, frame_std = m.per_frame()
+        first_mean, first_std = m.over_frames(slice(0, 1))
+        later = m.over_frames(slice(1, None)) if m.mean.shape[1] > 1 else (np.zeros(0), np.zeros(0))
+        values = m.count * m.mean.shape[1]
+        return ModalityStats(
+            self.name, self.channels, values, mean.tolist(), std.tolist(), self.low.tolist(), self.high.tolist(),
+            (self.extremes / values).tolist(), frame_mean.tolist(), frame_std.tolist(), first_mean.tolist(),
+            first_std.tolist(), later[0].tolist(), later[1].tolist(), self.histogram.tolist(), self.underflow,
+            self.overflow)
+
+
+def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1) -> CacheStats:
+    """Statistics of every `every`-th sample of the cache at `root` (all of them by default)."""
+    root = Path(root)
+    if every < 1:
+        raise ConfigError(f"--every {every}: use 1 (every sample) or a larger stride")
+    config = CacheConfig.load(root)
+    latent = config.latent
+    accumulators = [_ModalityAccumulator(m.name, m.channels, latent.shape[1], extreme) for m in latent.modalities]
+    text = config.text
+    lengths: Counter[int] = Counter()
+    rows = 0
+    for rel, start, end in config.shard_paths():
+        with h5py.File(root / rel, "r") as shard:
+            dataset = shard[latent.dataset]
+            for row in range(-start % every, end - start, every):
+                sample = dataset[row]  # one chunk: one sample in memory at a time
+                for accumulator in accumulators:
+                    accumulator.add(sample)
+                rows += 1
+            if text is not None:
+                lengths.update(int(v) for v in shard[text.length_dataset][-start % every :: every])
+    if rows == 0:
+        raise ConfigError(f"{root} holds no samples to take statistics of")
+    truncated, sources = 0, Counter()
+    if (root / MANIFEST).is_file():
+        for manifest_row in read_manifest(root):
+            truncated += int(manifest_row.prompt_truncated)
+            sources[posixpath.dirname(manifest_row.source_path) or "."] += 1
+    rejects = Counter(r.reason for r in read_rejects(root)) if (root / REJECTS).is_file() else Counter()
+    return CacheStats(
+        num_samples=config.num_samples, latent_dataset=latent.dataset, latent_shape=list(latent.shape),
+        storage_dtype=config.storage_dtype, extreme=extreme, histogram_edges=HISTOGRAM_EDGES.tolist(),
+        modalities=[a.result() for a in accumulators],
+        text_lengths=dict(sorted(lengths.items())) if text is not None else None,
+        max_length=text.max_length if text is not None else None, truncated_prompts=truncated,
+        rejects_by_reason=dict(sorted(rejects.items())), samples_per_source=dict(sorted(sources.items())),
+        rows_read=[0, every])
+
+
+def export_cosmos_mean_std(stats: CacheStats, folder: Path, modality: str = "rgb",
+                           frames: int = COSMOS_FRAMES) -> tuple[Path, Path]:
+    """Write Cosmos-Predict2's `load_mean_std` files into `folder`: video_mean_std.pt and images_mean_std.pt.
+
+    Each holds the tuple (mean, std) of float32 tensors that Cosmos' `_video_vae` reads with torch.load and
+    reshapes to (1, 16, 32, 1, 1) and (1, 16, 1, 1, 1). Video frames 0..T'-1 are this cache's per-frame
+    statistics; Cosmos' fixed reshape needs `frames` (32) of them, so frames T'.. repeat the statistics of
+    frames 1.. together (never read for clips of T' latent frames: Cosmos slices [:, :, :T']). The image
+    file holds latent frame 0's statistics: a causal tokenizer encodes one image exactly as a frame 0.
+    Point Cosmos' `mean_std_path` at folder/mean_std.pt.
+    """
+    import torch
+
+    chosen = stats.modality(modality)
+    channels = chosen.channels[1] - chosen.channels[0]
+    latent_frames = len(chosen.frame_mean[0])
+    if channels != 16:
+        raise ConfigError(f"modality {modality!r} has {channels} latent channels; Cosmos' mean/std files hold 16")
+    if latent_frames > frames:
+        raise ConfigError(f"the cache has {latent_frames} latent frames; Cosmos' video_mean_std holds {frames}")
+    later_mean = chosen.later_frames_mean or chosen.first_frame_mean
+    later_std = chosen.later_frames_std or chosen.first_frame_std
+    mean = np.repeat(np.asarray(later_mean)[:, None], frames, axis=1)
+    std = np.repeat(np.asarray(later_std)[:, None], frames, axis=1)
+    mean[:, :latent_frames], std[:, :latent_frames] = chosen.frame_mean, chosen.frame_std
+    folder = Path(folder)
+    written = []
+    for name, pair in (("video_mean_std.pt", (mean, std)),
+                       ("images_mean_std.pt", (chosen.first_frame_mean, chosen.first_frame_std))):
+        tensors = tuple(torch.tensor(np.asarray(a), dtype=torch.float32).reshape(1, 16, -1, 1, 1) for a in pair)
+        with atomic_path(folder / name) as tmp:
+            torch.save(tensors, tmp)
+        written.append(folder / name)
+    return written[0], written[1]

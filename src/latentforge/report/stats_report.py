@@ -1,0 +1,53 @@
+"""`latentforge stats ROOT`: a cache's statistics as stats.json, PNG plots and one HTML page (docs/stats.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
+from ..io import write_text_atomic
+from .plots import plot_channels, plot_counts, plot_frames, plot_histograms, render_html
+from .statistics import DEFAULT_EXTREME, CacheStats, compute_stats, export_cosmos_mean_std
+
+
+@dataclass
+class StatsReport:
+    stats: CacheStats
+    folder: Path
+    stats_json: Path
+    plots: list[Path]
+    html: Path
+    cosmos_mean_std: tuple[Path, Path] | None = None  # video_mean_std.pt, images_mean_std.pt
+
+
+def write_stats_report(stats: CacheStats, folder: Path, title: str = "latentforge cache statistics") -> StatsReport:
+    """stats.json, the PNG plots and report.html under `folder`."""
+    folder = Path(folder)
+    stats_json = folder / "stats.json"
+    write_text_atomic(stats_json, json.dumps(stats.to_json(), indent=2) + "\n")
+    plots = [plot_channels(stats, folder / "latent_channels.png"), plot_frames(stats, folder / "latent_frames.png"),
+             plot_histograms(stats, folder / "latent_values.png")]
+    if stats.text_lengths:
+        plots.append(plot_counts(stats.text_lengths, "text length (tokens, </s> included)", "length",
+                                 folder / "text_lengths.png"))
+    if stats.rejects_by_reason:
+        plots.append(plot_counts(stats.rejects_by_reason, "rejects by reason", "reason", folder / "rejects.png"))
+    plots.append(plot_counts(stats.samples_per_source, "samples per source folder", "folder",
+                             folder / "sources.png"))
+    page = folder / "report.html"
+    write_text_atomic(page, render_html(stats, plots, title))
+    return StatsReport(stats, folder, stats_json, plots, page)
+
+
+def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFAULT_EXTREME, every: int = 1,
+          cosmos_mean_std: str | Path | None = None, modality: str = "rgb") -> StatsReport:
+    """Statistics of every `every`-th sample, written under `out` (default ROOT/build/stats); with
+    `cosmos_mean_std`, also Cosmos-Predict2's mean/std files of `modality` into that folder."""
+    root = Path(root)
+    computed = compute_stats(root, extreme=extreme, every=every)
+    report = write_stats_report(computed, Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER)
+    if cosmos_mean_std is not None:
+        report.cosmos_mean_std = export_cosmos_mean_std(computed, Path(cosmos_mean_std), modality)
+    return report

@@ -1,0 +1,147 @@
+"""Where a cache is published to or fetched from: the store interface and the local-folder and generic fsspec
+stores, all addressed by paths relative to the cache root (S3 has its own module, s3.py)."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..cache.layout import TMP_LEFTOVER
+from ..errors import ConfigError
+from ..io import atomic_path
+from .digests import FileDigest, hash_stream
+_COPY_BLOCK = 1 << 22
+
+
+def open_source(source: Path | bytes) -> BinaryIO:
+    return io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")
+
+
+class Remote(ABC):
+    """One destination. Objects appear whole or not at all; a path is a cache-relative POSIX path."""
+
+    url: str
+    # True when size plus stored checksums speak for an object's content; otherwise confirming it means
+    # reading it back.
+    stores_checksums: bool = False
+
+    @abstractmethod
+    def list_files(self) -> list[str]: ...
+
+    @abstractmethod
+    def size(self, rel: str) -> int | None: ...
+
+    @abstractmethod
+    def open_read(self, rel: str) -> BinaryIO: ...
+
+    @abstractmethod
+    def upload(self, rel: str, source: Path | bytes, digest: FileDigest) -> None: ...
+
+    @abstractmethod
+    def delete(self, rel: str) -> None: ...
+
+    def discard_partials(self) -> None:
+        """Remove what an interrupted earlier run left half-written (nothing, where uploads are atomic)."""
+
+    def problem(self, rel: str, digest: FileDigest, deep: bool) -> str | None:
+        """Why the object at `rel` is not a confirmed copy of `digest`, or None. `deep` reads it back and hashes it."""
+        size = self.size(rel)
+        if size is None:
+            return "missing"
+        if size != digest.size:
+            return f"size {size} != {digest.size}"
+        return self.content_problem(rel, digest) if deep else None
+
+    def content_problem(self, rel: str, digest: FileDigest) -> str | None:
+        with self.open_read(rel) as handle:
+            read_back = hash_stream(handle, digest.part_size)
+        if read_back.sha256 != digest.sha256:
+            return f"content sha256 {read_back.sha256} != {digest.sha256}"
+        return None
+
+    def download(self, rel: str, local: Path) -> None:
+        with self.open_read(rel) as source, atomic_path(local) as tmp, open(tmp, "wb") as target:
+            shutil.copyfileobj(source, target, _COPY_BLOCK)
+
+
+class LocalDirRemote(Remote):
+    """file:// — a directory that receives the cache layout as is; confirmed by size and by hashing the copy."""
+
+    def __init__(self, url: str, base: Path):
+        self.url = url
+        self.base = base
+
+    def list_files(self) -> list[str]:
+        if not self.base.is_dir():
+            return []
+        return sorted(
+            (Path(dirpath) / name).relative_to(self.base).as_posix()
+            for dirpath, _, filenames in os.walk(self.base)
+            for name in filenames
+        )
+
+    def size(self, rel: str) -> int | None:
+        path = self.base / rel
+        return path.stat().st_size if path.is_file() else None
+
+    def open_read(self, rel: str) -> BinaryIO:
+        return open(self.base / rel, "rb")
+
+    def upload(self, rel: str, source: Path | bytes, digest: FileDigest) -> None:
+        with open_source(source) as reader, atomic_path(self.base / rel) as tmp, open(tmp, "wb") as writer:
+            shutil.copyfileobj(reader, writer, _COPY_BLOCK)
+
+    def delete(self, rel: str) -> None:
+        (self.base / rel).unlink(missing_ok=True)
+
+    def discard_partials(self) -> None:
+        for rel in self.list_files():
+            if TMP_LEFTOVER.match(Path(rel).name):  # what an interrupted copy leaves behind
+                (self.base / rel).unlink()
+
+
+class FsspecRemote(Remote):
+    """Any other fsspec store (gs:// with gcsfs, memory://, ...): no checksum metadata, so confirming reads back."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any]):
+        import fsspec
+
+        self.url = url
+        try:
+            self.fs, self.path = fsspec.core.url_to_fs(url, skip_instance_cache=True, **storage_options)
+        except (ValueError, ImportError) as error:
+            raise ConfigError(f"{url}: no usable fsspec backend ({error}); install the package fsspec names") from error
+        self.path = self.path.rstrip("/")
+
+    def _full(self, rel: str) -> str:
+        return f"{self.path}/{rel}"
+
+    def list_files(self) -> list[str]:
+        self.fs.invalidate_cache()
+        if not self.fs.exists(self.path):
+            return []
+        return sorted(found[len(self.path) + 1 :] for found in self.fs.find(self.path))
+
+    def size(self, rel: str) -> int | None:
+        try:
+            info = self.fs.info(self._full(rel))
+        except FileNotFoundError:
+            return None
+        return int(info["size"]) if info.get("type") == "file" else None
+
+    def open_read(self, rel: str) -> BinaryIO:
+        return self.fs.open(self._full(rel), "rb")
+
+    def upload(self, rel: str, source: Path | bytes, digest: FileDigest) -> None:
+        if isinstance(source, bytes):
+            self.fs.pipe_file(self._full(rel), source)
+        else:
+            self.fs.put_file(str(source), self._full(rel))
+
+    def delete(self, rel: str) -> None:
+        if self.fs.exists(self._full(rel)):
+            self.fs.rm_file(self._full(rel))

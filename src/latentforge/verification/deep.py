@@ -1,0 +1,292 @@
+"""Deep verify: does a cache hold what its sources, tokenizer and text encoder give? (docs/verify.md)
+
+On top of the integrity checks, for N spot samples: re-read the sources at the recorded frame indices,
+re-encode each spot sample's recorded batch with the recorded tokenizer and compare with the stored latents,
+check latent frame 0 against pixel frame 0 encoded alone, decode the stored latents and measure PSNR/SSIM
+per modality, and re-encode the prompts. A tokenizer whose SHA-256 differs from cache_config.json is refused
+before any of that runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import torch
+
+from .. import registry
+from ..cache.check_report import Check, CheckRecorder, VerifyReport
+from ..cache.config_file import CacheConfig
+from ..cache.integrity import verify_integrity
+from ..cache.layout import RUN_RECORDS_DIR, VERIFY_REPORT
+from ..cache.rows import ManifestRow, manifest_rows
+from ..config import BuildConfig
+from ..errors import ConfigError, LatentforgeError, SampleRejected
+from ..io import atomic_path
+from ..pipeline.environment import environment_record
+from ..pipeline.unit import UnitContext, encode_batch
+from ..records import SamplePixels
+from ..tokenizers.base import Tokenizer, pixels_to_input
+from .quality import Quality, QualityThresholds, measure
+from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
+from .tolerances import Comparison, choose_comparison, tolerance_for
+
+DEFAULT_SPOT = 4
+# Tokenizer settings that change memory use, speed or the code path, not the maths (docs/execution.md)
+EXECUTION_KEYS = frozenset({"temporal_window", "max_gpu_mem_gib", "encoder_path"})
+
+
+@dataclass
+class DeepReport:
+    integrity: VerifyReport
+    checks: list[Check] = field(default_factory=list)
+    warnings: list[Check] = field(default_factory=list)
+    comparison: str = "not run"
+    spot: list[int] = field(default_factory=list)
+    quality: list[Quality] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+    thresholds: QualityThresholds = field(default_factory=QualityThresholds)
+    path: Path | None = None  # where the JSON report was written
+
+    @property
+    def ok(self) -> bool:
+        return self.integrity.ok and all(check.ok for check in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return self.integrity.failures + [check for check in self.checks if not check.ok]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "comparison": self.comparison,
+            "spot": self.spot,
+            "environment": self.environment,
+            "integrity": [dataclasses.asdict(c) for c in self.integrity.checks],
+            "deep": [dataclasses.asdict(c) for c in self.checks],
+            "warnings": [dataclasses.asdict(c) for c in self.warnings],
+            "thresholds": dataclasses.asdict(self.thresholds),
+            "quality": [{**dataclasses.asdict(q), "verdict": q.verdict(self.thresholds)} for q in self.quality],
+        }
+
+
+def spot_indices(num_samples: int, count: int) -> list[int]:
+    """`count` dataset indices spread evenly from the first sample to the last (all of them if fewer)."""
+    if count < 1:
+        raise ConfigError(f"--spot {count}: check at least one sample")
+    return sorted({int(i) for i in np.linspace(0, num_samples - 1, min(count, num_samples)).round()})
+
+
+def stored_row(root: Path, row: ManifestRow, dataset: str) -> np.ndarray:
+    with h5py.File(Path(root) / row.shard_path, "r") as shard:
+        return shard[dataset][row.cache_row]
+
+
+def _execution_key(key: str) -> bool:
+    """Fingerprint keys that change software or code path, not the function: they decide exact vs tolerance."""
+    return key.endswith("_version") or key in EXECUTION_KEYS
+
+
+def _never_staged(payload: Any) -> None:
+    raise LatentforgeError("deep verify re-encodes batches to compare them; it never stages a unit")
+
+
+class _DeepRun:
+    def __init__(self, root: Path, config: BuildConfig, cache_config: CacheConfig, rec: CheckRecorder):
+        self.root, self.config, self.cache_config, self.rec = root, config, cache_config, rec
+        self.storage = config.output.storage_dtype
+        self.channels = {m.name: m.channels for m in cache_config.latent.modalities}
+        self.latent_dataset = cache_config.latent.dataset
+        self.precision = cache_config.precision
+        self.execution_changes: list[str] = []
+
+    def load_tokenizer(self) -> Tokenizer | None:
+        """The recorded tokenizer, refused (None) when its SHA-256 or the function it computes differs."""
+        recorded = self.cache_config.tokenizer
+        try:
+            tokenizer = load_recorded_tokenizer(self.config, self.cache_config)
+        except ConfigError:
+            raise
+        except LatentforgeError as error:  # e.g. the checkpoint's SHA-256 is not the recorded one
+            self.rec.fail("tokenizer", f"refused: {error}")
+            return None
+        current = tokenizer.fingerprint()
+        keys = sorted(recorded.keys() | current.keys())
+        changed = [f"{k} recorded {recorded.get(k)!r}, now {current.get(k)!r}" for k in keys
+                   if recorded.get(k) != current.get(k) and not _execution_key(k)]
+        if changed:
+            self.rec.fail("tokenizer", "refused: the tokenizer computes another function than the build's: "
+                          + "; ".join(changed))
+            return None
+        self.execution_changes = [f"{k} {recorded.get(k)!r} -> {current.get(k)!r}" for k in keys
+                                 if _execution_key(k) and recorded.get(k) != current.get(k)]
+        self.rec.close("tokenizer", f"{self.cache_config.tokenizer_name} fingerprint (checkpoint SHA-256 included) "
+                       "equals cache_config.json")
+        return tokenizer
+
+    def load_pixels(self, rows: list[ManifestRow], finder: SampleFinder) -> dict[int, SamplePixels]:
+        pixels = {}
+        for row in rows:
+            index = row.dataset_index
+            try:
+                pixels[index], differences = recorded_pixels(row, finder.sample(row), self.config)
+            except SampleRejected as error:
+                self.rec.fail("sources", f"dataset_index {index}: {error.reason}: {error.detail}", index)
+                continue
+            for difference in differences:
+                self.rec.fail("provenance", f"dataset_index {index}: {difference}", index)
+        self.rec.close("sources", f"{len(rows)} samples' sources re-read at their recorded frame indices")
+        self.rec.close("provenance", "recorded window, crop, size, rotation, prompt and modality parameters "
+                       "equal what the sources give")
+        return pixels
+
+    def reencode(self, tokenizer: Tokenizer, rows: list[ManifestRow], pixels: dict[int, SamplePixels],
+                 comparison: Comparison) -> None:
+        ctx = UnitContext(config=self.config, tokenizer=tokenizer, text=None, stage=_never_staged)
+        batches: dict[tuple[int, int], list[ManifestRow]] = {}
+        for row in rows:
+            batches.setdefault(row.batch_key, []).append(row)
+        identical = 0
+        for members in batches.values():
+            if any(row.dataset_index not in pixels for row in members):
+                continue  # a member's sources failed (reported): the batch cannot be reproduced
+            fresh = encode_batch([pixels[row.dataset_index] for row in members], ctx)
+            for row, latent in zip(members, fresh):
+                stored = stored_row(self.root, row, self.latent_dataset)
+                identical += int(np.array_equal(stored, latent))
+                problem = comparison.problem(stored, latent)
+                if problem:
+                    self.rec.fail("reencode", f"dataset_index {row.dataset_index} (unit {row.unit}, batch "
+                                  f"{row.batch}): {problem}", row.dataset_index)
+        self.rec.close("reencode", f"{len(rows)} samples in {len(batches)} recorded batches re-encoded ({identical} "
+                       "bit for bit) and compared as the report's `comparison` says")
+
+    def frame0(self, tokenizer: Tokenizer, rows: list[ManifestRow], pixels: dict[int, SamplePixels]) -> None:
+        # Frame 0 alone runs other chunking than the whole clip, so this is a tolerance check even where the
+        # re-encode is exact.
+        tolerance = tolerance_for(type(tokenizer).precisions, self.precision, self.storage)
+        comparison = Comparison(False, tolerance, "pixel frame 0 encoded alone")
+        for row in rows:
+            stored = stored_row(self.root, row, self.latent_dataset)
+            for name, frames in pixels[row.dataset_index].modalities.items():
+                lo, hi = self.channels[name]
+                video = pixels_to_input(frames[:1], tokenizer.device).unsqueeze(0)
+                with torch.inference_mode():
+                    alone = tokenizer.encode(video)[0].float().cpu().numpy().astype(self.storage)
+                problem = comparison.problem(stored[lo:hi, :1], alone)
+                if problem:
+                    self.rec.fail("latent_frame0", f"dataset_index {row.dataset_index} {name}: latent frame 0 "
+                                  f"is not encode(pixel frame 0): {problem}", row.dataset_index)
+        self.rec.close("latent_frame0", f"latent frame 0 equals encode(pixel frame 0) (rel-L2 <= "
+                       f"{comparison.tolerance:.3g})")
+
+    def quality(self, tokenizer: Tokenizer, rows: list[ManifestRow], pixels: dict[int, SamplePixels],
+                thresholds: QualityThresholds, report: DeepReport) -> None:
+        for row in rows:
+            index = row.dataset_index
+            stored = stored_row(self.root, row, self.latent_dataset).astype(np.float32)
+            for name, frames in pixels[index].modalities.items():
+                lo, hi = self.channels[name]
+                with torch.inference_mode():
+                    decoded = tokenizer.decode(torch.from_numpy(stored[None, lo:hi]).to(tokenizer.device))[0]
+                result = measure(index, name, decoded, pixels_to_input(frames, "cpu"))
+                report.quality.append(result)
+                verdict = result.verdict(thresholds)
+                detail = f"{name}: PSNR {result.psnr_db:.2f} dB, SSIM {result.ssim:.4f}"
+                if verdict == "fail":
+                    self.rec.fail("quality", f"{detail} below PSNR {thresholds.fail_psnr} dB or SSIM "
+                                  f"{thresholds.fail_ssim}", index)
+                elif verdict == "warn":
+                    report.warnings.append(Check("quality", True, f"{detail} below PSNR {thresholds.warn_psnr} dB or "
+                                                 f"SSIM {thresholds.warn_ssim}", index))
+        self.rec.close("quality", f"decoded PSNR/SSIM of {len(rows)} samples above the fail thresholds")
+
+    def text(self, rows: list[ManifestRow], report: DeepReport) -> None:
+        recorded = self.cache_config.text
+        path = self.config.text.path
+        if not path or not Path(path).is_dir():
+            report.warnings.append(Check("text_reencode", True, f"not run: text model folder {path!r} not found; "
+                                         "pass it with --text-path to re-encode the prompts"))
+            return
+        encoder = registry.resolve("text", self.config.text.name).from_config(self.config.text, self.config.run.device)
+        current = encoder.fingerprint()
+        changed = [f"{k} recorded {recorded.details[k]!r}, now {current.get(k)!r}"
+                   for k in ("weights_sha256", "tokenizer_sha256", "model_class")
+                   if k in recorded.details and recorded.details[k] != current.get(k)]
+        if changed:
+            self.rec.fail("text_encoder", "refused: " + "; ".join(changed))
+            return
+        self.rec.close("text_encoder", "text encoder weights and tokenizer SHA-256 equal cache_config.json")
+        tolerance = tolerance_for(type(encoder).precisions, self.config.text.precision, self.storage)
+        comparison = Comparison(False, tolerance, "prompts are batched differently than in the build")
+        encoded = encoder.encode([row.prompt for row in rows])
+        for row, fresh, length in zip(rows, encoded.embeddings, encoded.lengths):
+            index = row.dataset_index
+            with h5py.File(self.root / row.shard_path, "r") as shard:
+                stored = shard[recorded.embeddings_dataset][row.cache_row]
+                stored_length = int(shard[recorded.length_dataset][row.cache_row])
+            if stored_length != int(length):
+                self.rec.fail("text_reencode", f"dataset_index {index}: stored length {stored_length}, the prompt "
+                              f"encodes to {int(length)} tokens", index)
+            elif np.any(fresh[int(length):]):
+                self.rec.fail("text_reencode", f"dataset_index {index}: the re-encoded rows past length {length} "
+                              "are not zero", index)
+            elif problem := comparison.problem(stored, fresh.astype(self.storage)):
+                self.rec.fail("text_reencode", f"dataset_index {index}: {problem}", index)
+        self.rec.close("text_reencode", f"{len(rows)} prompts re-encoded: lengths equal, rows past the length zero, "
+                       f"rel-L2 <= {comparison.tolerance:.3g}")
+
+
+def verify_deep(root: Path, spot: int = DEFAULT_SPOT, overrides: Overrides = Overrides(),
+                thresholds: QualityThresholds = QualityThresholds(), indices: list[int] | None = None,
+                require_complete: bool = True, report_path: Path | None = None) -> DeepReport:
+    """Integrity checks, then the deep checks on the spot samples; writes the report as JSON (default
+    ROOT/build/verify_report.json). `indices` picks the spot samples instead of spreading `spot` evenly."""
+    root = Path(root)
+    report = DeepReport(integrity=verify_integrity(root, require_complete),
+                        environment=environment_record(overrides.device), thresholds=thresholds)
+    if report.integrity.ok:
+        _run_deep(root, spot, overrides, thresholds, indices, report)
+    report.path = Path(report_path) if report_path else root / RUN_RECORDS_DIR / VERIFY_REPORT
+    with atomic_path(report.path) as tmp:
+        tmp.write_text(json.dumps(report.to_json(), indent=2, allow_nan=True), encoding="utf-8")
+    return report
+
+
+def _run_deep(root: Path, spot: int, overrides: Overrides, thresholds: QualityThresholds,
+              indices: list[int] | None, report: DeepReport) -> None:
+    cache_config = CacheConfig.load(root)
+    config = recorded_config(root, overrides)
+    rec = CheckRecorder()
+    report.checks = rec.report.checks  # one list: what the recorder adds is the report's
+    run = _DeepRun(root, config, cache_config, rec)
+    num_samples = cache_config.num_samples
+    wanted = set(indices) if indices is not None else set(spot_indices(num_samples, spot)) if num_samples else set()
+    outside = sorted(i for i in wanted if not 0 <= i < num_samples)
+    if outside:
+        raise ConfigError(f"spot dataset_index {outside} outside 0..{num_samples - 1}")
+    report.spot = sorted(wanted)
+    tokenizer = run.load_tokenizer()
+    if tokenizer is None or not wanted:
+        return
+    spot_rows = manifest_rows(root, lambda row: row.dataset_index in wanted)
+    batch_keys = {row.batch_key for row in spot_rows}
+    batch_rows = manifest_rows(root, lambda row: row.batch_key in batch_keys)
+    finder = SampleFinder(root, config, reread=bool(overrides.dataset))
+    pixels = run.load_pixels(batch_rows, finder)
+    tolerance = tolerance_for(type(tokenizer).precisions, run.precision, run.storage)
+    autotuned = bool(cache_config.tokenizer.get("cudnn_benchmark"))
+    comparison = choose_comparison(root, overrides.device, tolerance, autotuned, run.execution_changes)
+    report.comparison = comparison.describe()
+    run.reencode(tokenizer, batch_rows, pixels, comparison)
+    loaded = [row for row in spot_rows if row.dataset_index in pixels]
+    if tokenizer.causal:
+        run.frame0(tokenizer, loaded, pixels)
+    run.quality(tokenizer, loaded, pixels, thresholds, report)
+    if cache_config.text is not None:
+        run.text(spot_rows, report)

@@ -1,0 +1,116 @@
+"""What a deep verify or a preview needs to redo a build's work: the build's config, its tokenizer, and each
+sample's frames exactly as the manifest records them (docs/verify.md).
+
+The config comes from ROOT/build/run.json (the full build config) when present, else from what
+cache_config.json records; the user may point it at a moved dataset, checkpoint or text model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import registry
+from ..cache.config_file import CacheConfig
+from ..cache.layout import RUN_RECORD, RUN_RECORDS_DIR
+from ..cache.rows import ManifestRow
+from ..config import BuildConfig, load_config
+from ..errors import ConfigError
+from ..pipeline.plan import read_plan
+from ..pipeline.probe import probe_sample
+from ..pipeline.sample import load_sample_pixels, provenance_of
+from ..records import Sample, SamplePixels, SourceEntry
+from ..tokenizers.base import Tokenizer
+from ..transforms.window import FrameWindow
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the user passes again because it moved or lives elsewhere on this machine."""
+
+    dataset: tuple[str, ...] = ()  # replaces dataset.path (table files or the Cosmos folder)
+    tokenizer_checkpoint: str | None = None
+    text_path: str | None = None
+    device: str = "cpu"
+
+
+def recorded_config(root: Path, overrides: Overrides) -> BuildConfig:
+    """The config the cache was built with, with the user's paths and device applied."""
+    root = Path(root)
+    cache_config = CacheConfig.load(root)
+    run_record = root / RUN_RECORDS_DIR / RUN_RECORD
+    if run_record.is_file():
+        data = json.loads(run_record.read_text(encoding="utf-8"))["key"]["config"]
+    else:
+        data = cache_config.build_config_data()
+    for key in ("temporal_window", "max_gpu_mem_gib"):  # execution settings run.json leaves out: run as built
+        if cache_config.tokenizer.get(key) is not None:
+            data["tokenizer"][key] = cache_config.tokenizer[key]
+    data["output"] = {**data.get("output", {}), "root": str(root)}
+    data["run"] = {**data.get("run", {}), "device": overrides.device}
+    if overrides.dataset:
+        data["dataset"]["path"] = list(overrides.dataset)
+    if not data["dataset"].get("path"):
+        raise ConfigError(f"{root} has no {RUN_RECORDS_DIR}/{RUN_RECORD}, so the dataset location is unknown; pass "
+                          "it with --dataset")
+    if overrides.tokenizer_checkpoint:
+        data["tokenizer"]["checkpoint"] = overrides.tokenizer_checkpoint
+    if overrides.text_path:
+        data["text"]["path"] = overrides.text_path
+    return load_config(extra=data)
+
+
+def load_recorded_tokenizer(config: BuildConfig, cache_config: CacheConfig) -> Tokenizer:
+    """The build's tokenizer on config.run.device; a checkpoint whose SHA-256 is not the one cache_config.json
+    records is refused by the backend before its weights are read."""
+    cfg = config.tokenizer
+    if cache_config.checkpoint_sha256:
+        cfg = dataclasses.replace(cfg, sha256=cache_config.checkpoint_sha256)
+    return registry.resolve("tokenizer", cfg.name).from_config(cfg, config.run.device)
+
+
+class SampleFinder:
+    """Each manifest row's Sample: from build/plan.jsonl, or from re-reading the dataset listing when the user
+    gave a new dataset location or the plan is missing (a fetched cache has no build/)."""
+
+    def __init__(self, root: Path, config: BuildConfig, reread: bool):
+        self._plan = read_plan(Path(root) / RUN_RECORDS_DIR)
+        self._entries: dict[str, SourceEntry] | None = None
+        if reread or not self._plan:
+            reader = registry.resolve("reader", config.dataset.reader)(config.dataset)
+            self._entries = {entry.key: entry for entry in reader.entries()}
+
+    def sample(self, row: ManifestRow) -> Sample:
+        planned = self._plan.get(row.sample_id)
+        start = planned.start_frame if planned else None
+        if self._entries is None and planned is not None:
+            return Sample(row.sample_id, row.source_index, planned.entry, start)
+        key = planned.entry.key if planned else row.sample_id
+        entries = self._entries or {}
+        if key not in entries and "@" in key:
+            key = key.rsplit("@", 1)[0]  # a window suffix: <key>@<start_frame>
+        if key not in entries:
+            raise ConfigError(f"dataset_index {row.dataset_index}: sample {row.sample_id!r} is not in the "
+                              "dataset listing; pass the dataset the cache was built from with --dataset")
+        return Sample(row.sample_id, row.source_index, entries[key], start)
+
+
+def recorded_pixels(row: ManifestRow, sample: Sample, config: BuildConfig) -> tuple[SamplePixels, list[str]]:
+    """The frames at the manifest's recorded frame indices, and how the recorded provenance differs from what
+    the sources and config give today (empty when they agree). Raises SampleRejected when a source fails."""
+    recorded = row.provenance
+    probe = probe_sample(sample, config)
+    fresh = provenance_of(probe)
+    differences = [f"{key} recorded {recorded.get(key)!r}, sources give {value!r}"
+                   for key, value in fresh.items() if recorded.get(key) != value]
+    if probe.caption != row.prompt:
+        differences.append(f"prompt recorded {row.prompt!r}, sources give {probe.caption!r}")
+    window = FrameWindow(tuple(row.frame_indices), tuple(row.timestamps))
+    pixels = load_sample_pixels(sample, dataclasses.replace(probe, window=window), config)
+    for modality in ("mask", "depth"):
+        if modality in pixels.provenance and pixels.provenance[modality] != recorded.get(modality):
+            differences.append(f"{modality} recorded {recorded.get(modality)!r}, sources give "
+                               f"{pixels.provenance[modality]!r}")
+    return pixels, differences

@@ -1,0 +1,106 @@
+"""The package's import graph: no circles between modules or between folders, and no import that runs back up
+a layer (docs/architecture.md draws the layers). Read from the source with `ast`, so it also sees imports that
+only run inside functions."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+
+from helpers import SRC
+
+# Bottom to top; a module may import its own layer (without circles) and anything below it.
+LAYERS = [
+    {"version", "errors", "records", "registry", "io", "hashing", "faults"},
+    {"config"},
+    {"readers", "decode", "text", "tokenizers"},
+    {"transforms"},
+    {"cache"},
+    {"writers"},
+    {"pipeline"},
+    {"executor"},
+    {"verification"},
+    {"builder"},
+    {"report", "integrations", "dataset", "transfer"},
+    {"demo"},
+    {"cli"},
+    {"__init__"},
+]
+RANK = {room: rank for rank, rooms in enumerate(LAYERS) for room in rooms}
+PACKAGE = SRC / "latentforge"
+
+
+def _module_name(path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    """latentforge module -> the latentforge modules it imports (packages resolved to their __init__)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+                target = ".".join(p for p in (base, node.module or "") if p)
+                candidates = [f"{target}.{alias.name}" for alias in node.names] + [target]
+            elif isinstance(node, ast.Import):
+                candidates = [alias.name for alias in node.names]
+            else:
+                continue
+            for candidate in candidates:
+                if candidate in modules and candidate != name:
+                    graph[name].add(candidate)
+                    break
+    return graph
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_every_folder_and_top_module_has_a_layer():
+    rooms = {_room(m) for m in map(_module_name, PACKAGE.rglob("*.py"))}
+    assert rooms - set(RANK) == set(), "add new folders to LAYERS and to docs/architecture.md"
+    top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    assert set(top) <= LAYERS[0], f"the top of the package holds only the shared core, not {set(top) - LAYERS[0]}"
+
+
+def test_no_import_runs_up_a_layer():
+    upward = [f"{a} -> {b}" for a, targets in _imports().items() for b in targets
+              if RANK[_room(b)] > RANK[_room(a)]]
+    assert upward == []
+
+
+def test_no_circles_between_modules_or_folders():
+    graph = _imports()
+    assert _cycle(graph) is None
+    folders: dict[str, set[str]] = defaultdict(set)
+    for a, targets in graph.items():
+        folders[_room(a)].update(_room(b) for b in targets if _room(b) != _room(a))
+    assert _cycle(folders) is None

@@ -1,0 +1,119 @@
+"""bench/build.py --tiny runs every phase of the GPU benchmark on the CPU, as one command."""
+
+import filecmp
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import h5py
+import numpy as np
+import pytest
+from PIL import Image
+
+from helpers import REPO
+
+BENCH = REPO / "bench" / "build.py"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench-build")
+    done = subprocess.run([sys.executable, str(BENCH), "--tiny", "--out", str(out)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out, json.loads((out / "build-bench.json").read_text()), done.stdout
+
+
+def test_every_phase_ran_and_printed(tiny):
+    out, result, stdout = tiny
+    assert result["errors"] == {}
+    assert set(result["phases"]) == {"prepare", "cpu", "pure", "t5", "perception", "rgb", "scaling", "sha"}
+    assert "samples/s" in stdout and "subset shards" in stdout
+
+
+def test_dataset_is_h264_with_png_masks_and_npz_depth(tiny):
+    out, _, _ = tiny
+    dataset = out / "work" / "dataset"
+    with av.open(str(dataset / "videos" / "clip_0000.mp4")) as container:
+        stream = container.streams.video[0]
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+        assert stream.codec_context.name == "h264"
+    assert len(frames) == 20 and frames[0].shape == (64, 96, 3)
+    masks = sorted((dataset / "masks" / "clip_0000").glob("*.png"))
+    assert len(masks) == 20
+    ids = np.unique(np.stack([np.asarray(Image.open(m)) for m in masks]))
+    assert set(ids.tolist()) <= {0, 1, 2, 3} and len(ids) > 1
+    with np.load(dataset / "depth" / "clip_0000.npz") as archive:
+        assert archive["depth"].shape == (20, 64, 96) and archive["depth"].dtype == np.float32
+
+
+def test_subset_shards_equal_and_match_what_the_runs_staged(tiny):
+    out, result, _ = tiny
+    caches = out / "work" / "caches"
+    sha = result["phases"]["sha"]
+    assert sha["all_shards_equal"] and sha["sha256sums_equal"]
+    for n in (1, 2):
+        checked = subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=caches / f"subset-{n}")
+        assert checked.returncode == 0
+    one, two = (sorted((caches / f"subset-{n}" / "shards").glob("*.h5")) for n in (1, 2))
+    assert [p.name for p in one] == [p.name for p in two]
+    assert all(filecmp.cmp(a, b, shallow=False) for a, b in zip(one, two))
+    # the committed rows are the latents the 2-process run staged (units 0 and 1), not a re-encode
+    staged = caches / "perception-2gpu" / "build" / "staging"
+    with h5py.File(one[0], "r") as shard:
+        rows = shard["perception_latent_state"][:]
+    units = []
+    for unit in (0, 1):
+        with h5py.File(staged / f"unit-{unit:06d}.h5", "r") as handle:
+            units.append(handle["latents"][:])
+    np.testing.assert_array_equal(rows, np.concatenate(units))
+
+
+def test_steady_rate_is_the_least_squares_slope_of_staged_samples(tiny):
+    out, result, _ = tiny
+    run = json.loads((out / "logs" / "perception.run.json").read_text())
+    times = np.array([e[0] for e in run["events"]])
+    cumulative = np.cumsum([e[2] for e in run["events"]])
+    slope = np.polyfit(times - times[0], cumulative, 1)[0]
+    steady = result["phases"]["perception"]["steady"]
+    assert steady["samples_per_s"] == pytest.approx(slope, rel=1e-9)
+    assert len(run["events"]) == 4  # 8 rows in units of 2
+    for build in ("perception", "rgb"):
+        (rank,) = result["phases"][build]["ranks"]
+        assert rank["samples"] == 8 and rank["encoder_wait_s_per_sample"] is not None
+
+
+def test_pure_encode_and_text_report_consistent_rates(tiny):
+    _, result, _ = tiny
+    pure = result["phases"]["pure"]
+    assert pure["samples_per_s_rgb"] > pure["samples_per_s_all_modalities"] > 0
+    t5 = result["phases"]["t5"]
+    assert t5["prompts"] == 8 and t5["d_model"] == 1024
+    assert t5["dedup_on_s_per_sample"] > 0 and t5["dedup_off_s_per_sample"] > 0
+
+
+def test_t5_11b_architecture_loads_through_the_build_text_encoder(tmp_path):
+    """The GPU model's config (one layer here) saved in bf16 and read back by transformers and latentforge."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import _build_data
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    from safetensors import safe_open
+    from transformers import T5Config
+
+    from latentforge.text.t5 import T5TextEncoder
+
+    folder = _build_data.make_text_model(tmp_path / "t5", ["a red ball rolls", "a blue cube"], "cpu", True, layers=1)
+    config = T5Config.from_pretrained(folder)
+    assert (config.d_model, config.d_ff, config.num_heads, config.d_kv, config.vocab_size) == (1024, 65536, 128, 128, 32128)
+    assert config.feed_forward_proj == "relu"
+    with safe_open(next(folder.glob("*.safetensors")), "pt") as weights:
+        assert weights.get_tensor("shared.weight").dtype.is_floating_point
+        assert str(weights.get_tensor("shared.weight").dtype) == "torch.bfloat16"
+    encoder = T5TextEncoder(str(folder), precision="bf16", max_length=16)
+    batch = encoder.encode(["a red ball rolls"])
+    assert batch.embeddings.shape == (1, 16, 1024) and np.isfinite(batch.embeddings).all()
+    assert "untrained random bf16" in encoder.provenance_note

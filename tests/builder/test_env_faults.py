@@ -1,0 +1,84 @@
+"""Disk full, permission denied and read-only output end the run with a clear message, then resume
+to the uninterrupted result. Tests run as root, where chmod alone proves nothing: the failing build runs
+as root without CAP_DAC_OVERRIDE/CAP_FOWNER (setpriv), on folders owned by `nobody` with mode 0755.
+(Switching to `nobody` itself fails here: the interpreter lives under /root, mode 0700.)"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from helpers.exec_world import build_args, cli_command, cli_env, make_table, run_cli, sums
+
+NOBODY = 65534
+
+
+@pytest.fixture(scope="module")
+def world():
+    # pytest's tmp_path is private to root; `nobody` must be able to read the inputs and the code.
+    base = Path(tempfile.mkdtemp(prefix="lf-env-", dir="/tmp"))
+    base.chmod(0o755)
+    table = make_table(base / "data", count=8)
+    for path in [base / "data", *(base / "data").rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0))
+    reference = base / "reference"
+    done = run_cli(build_args(table, reference, "--workers-per-gpu", "0"))
+    assert done.returncode == 0, done.stderr
+    yield base, table, reference
+    shutil.rmtree(base)
+
+
+WITHOUT_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+
+
+def _run(args, preexec=None, prefix=()):
+    return subprocess.run([*prefix, *cli_command(args)], env=cli_env(HOME="/tmp"), capture_output=True, text=True,
+                          timeout=120, preexec_fn=preexec)
+
+
+def test_disk_full_ends_cleanly_and_resumes(world):
+    base, table, reference = world
+    staged = max(p.stat().st_size for p in (reference / "build" / "staging").glob("unit-*.h5"))
+    run_records = max(p.stat().st_size for p in (reference / "build").iterdir() if p.is_file())
+    shard = min(p.stat().st_size for p in (reference / "shards").iterdir())
+    assert max(staged, run_records) < shard, (staged, run_records, shard)
+    limit = (max(staged, run_records) + shard) // 2  # staging fits, the first shard does not
+
+    def small_disk():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    root = base / "full"
+    args = build_args(table, root, "--workers-per-gpu", "0")
+    done = _run(args, small_disk)
+    assert done.returncode == 1, done.stderr
+    message = " ".join(done.stderr.split())  # rich wraps lines
+    assert "file size limit reached" in message and "rerun the same command to resume" in message
+    assert "Traceback" not in done.stderr
+    assert not (root / "_CACHE_COMPLETE").exists()
+    done = run_cli(args)
+    assert done.returncode == 0, done.stderr
+    assert sums(root) == sums(reference)
+
+
+@pytest.mark.parametrize("case", ["staging_not_writable", "read_only_root"])
+def test_permission_denied_ends_cleanly_and_resumes(world, case):
+    base, table, reference = world
+    root = base / case
+    (root / "build" / "staging").mkdir(parents=True)
+    # staging_not_writable: the build may lock and plan, but not stage, so it fails inside a rank
+    os.chown(root if case == "read_only_root" else root / "build" / "staging", NOBODY, NOBODY)
+    args = build_args(table, root, "--procs", "2", "--workers-per-gpu", "0")
+    done = _run(args, prefix=WITHOUT_DAC)
+    assert done.returncode == 1, done.stderr
+    message = " ".join(done.stderr.split())  # rich wraps lines
+    assert "permission denied" in message and "rerun the same command to resume" in message
+    assert "Traceback" not in done.stderr
+    done = run_cli(args)
+    assert done.returncode == 0, done.stderr
+    assert sums(root) == sums(reference)

@@ -1,0 +1,84 @@
+"""A resume is refused, before any work, when the config, the inputs or the holder of the lock differ."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers.exec_world import make_table
+from helpers.media import pattern_frames, write_video
+
+from latentforge.builder.run import build
+from latentforge.config import load_config
+from latentforge.errors import LatentforgeError
+from latentforge.builder.lock import BuildLock
+from latentforge.builder.scan import scan
+
+
+def _config(table, root, *overrides):
+    extra = {"dataset": {"reader": "table", "path": [str(table)], "id_column": "id"},
+             "frames": {"num_frames": 9, "height": 32, "width": 48}, "tokenizer": {"name": "haar-4x8x8"},
+             "text": {"name": "none"}, "output": {"root": str(root), "rows_per_shard": 4, "unit_size": 2,
+                                                   "min_free_bytes": 0},
+             "run": {"workers_per_gpu": 0}}
+    return load_config(extra=extra, overrides=list(overrides))
+
+
+@pytest.fixture()
+def built(tmp_path):
+    table = make_table(tmp_path / "data", count=6)
+    root = tmp_path / "cache"
+    build(_config(table, root), quiet=True)
+    return table, root
+
+
+def test_changed_config_is_refused_with_a_diff(built):
+    table, root = built
+    def records():
+        return {p.name: p.stat().st_mtime_ns for p in (root / "build").iterdir() if not p.name.startswith("stats-") and p.name != "lock"}
+
+    before = records()
+    with pytest.raises(LatentforgeError) as error:
+        build(_config(table, root, "frames.width=64", "tokenizer.sha256=" + "ab" * 32), quiet=True)
+    text = str(error.value)
+    assert "different config" in text and "config.frames.width: 48 -> 64" in text
+    assert "config.tokenizer.sha256: None -> 'abab" in text and "--overwrite" in text
+    assert records() == before  # refused before any work: not even the plan was rewritten
+
+
+def test_execution_settings_are_not_part_of_the_resume_key(built):
+    table, root = built
+    result = build(_config(table, root, "run.procs=2", "run.workers_per_gpu=1"), quiet=True)
+    assert result.num_samples == 6
+
+
+def test_changed_inputs_are_refused_with_counts(built):
+    table, root = built
+    data = table.parent
+    (data / "videos" / "clip000.mp4").unlink()
+    write_video(data / "videos" / "clip001.mp4", pattern_frames(9, 48, 32, seed=99))
+    with open(table, "a", encoding="utf-8") as handle:
+        handle.write("extra,videos/clip002.mp4,another caption\n")
+    with pytest.raises(LatentforgeError) as error:
+        build(_config(table, root), quiet=True)
+    assert "inputs changed" in str(error.value) and "1 added, 0 removed, 2 changed" in str(error.value)
+
+
+def test_concurrent_build_is_refused(built):
+    table, root = built
+    with BuildLock(root / "build"):
+        with pytest.raises(LatentforgeError, match="another build is running on this cache"):
+            build(_config(table, root), overwrite=True, quiet=True)
+    assert (root / "_CACHE_COMPLETE").exists()  # --overwrite did not touch a cache another build holds
+
+
+def test_scan_writes_rejects_and_estimates(tmp_path):
+    table = make_table(tmp_path / "data", count=4, rows=[{"id": "zz_text", "video": "notes.mp4", "caption": "x"}])
+    (tmp_path / "data" / "notes.mp4").write_text("not a video\n")
+    result = scan(_config(table, tmp_path / "cache"), calibrate=1, quiet=True)
+    assert (result.planned, result.accepted, result.rejects_by_reason) == (5, 4, {"unreadable": 1})
+    rows = [json.loads(line) for line in result.rejects_path.read_text().splitlines()]
+    assert [(r["sample_id"], r["reason"]) for r in rows] == [("zz_text", "unreadable")]
+    assert result.disk_ok and result.output_bytes > 4 * 16 * 3 * 4 * 6 * 2
+    assert result.encode_seconds_per_sample > 0
+    assert not (tmp_path / "cache" / "rejects.jsonl").exists()  # the cache's own file is commit's alone

@@ -1,0 +1,95 @@
+"""Config errors fail before any model is loaded, naming the allowed values, through load_config and through
+the CLI with exit status 2 (issue 2, "Config errors")."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import transformers
+import yaml
+
+from helpers.builds import run_cli, tiny_extra
+from latentforge import registry
+from latentforge.cli.main import main
+from latentforge.config import FramesConfig, load_config
+from latentforge.errors import ConfigError
+
+# (override, phrases the message must hold: the offending value and what is allowed instead)
+FRAMES_KEYS = [f.name for f in dataclasses.fields(FramesConfig)]
+CASES = {
+    "unknown key": ("frames.num_frame=9", ["unknown key frames.num_frame", "allowed keys in frames: "
+                                           + ", ".join(FRAMES_KEYS)]),
+    "num_frames": ("frames.num_frames=10", ["num_frames=10", "(num_frames - 1) % 4 == 0", "use 9 or 13"]),
+    "height": ("frames.height=36", ["height=36", "not divisible by the spatial factor 8", "use 32 or 40"]),
+    "width": ("frames.width=50", ["width=50", "not divisible by the spatial factor 8", "use 48 or 56"]),
+    "mask without column": ("dataset.mask_column=null", ["modality 'mask' is configured but dataset.mask_column "
+                                                         "is not set"]),
+    "column without modality": ("modalities.names=[rgb,mask]", ["dataset.depth_column='depth' is set but 'depth' "
+                                                                "is not in modalities.names"]),
+    "reader without modality": ("dataset.reader=cosmos_dir", ["the cosmos_dir reader provides rgb only"]),
+    "bad choice": ("frames.resize=crop", ["frames.resize='crop' is not allowed; allowed: cover_crop, stretch"]),
+}
+
+
+@pytest.fixture
+def no_models(monkeypatch, tmp_path):
+    """Any model load fails loudly, and the text model folder does not exist: a config error must come first."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the config was validated")
+
+    # The configured tokenizer only: resolving wan2.1 would import diffusers, seconds of the test budget.
+    monkeypatch.setattr(registry.resolve("tokenizer", "haar-4x8x8"), "from_config", classmethod(refuse))
+    for name in registry.names("text"):
+        monkeypatch.setattr(registry.resolve("text", name), "from_config", classmethod(refuse))
+    monkeypatch.setattr(transformers.T5EncoderModel, "from_pretrained", refuse)
+    monkeypatch.setenv("COLUMNS", "1000")  # rich wraps long messages at the terminal width
+    table = tmp_path / "samples.csv"
+    table.write_text("id,video,caption,mask,depth\n", encoding="utf-8")
+    extra = tiny_extra(table, tmp_path / "cache", text_path=tmp_path / "no-such-model")
+    config_file = tmp_path / "build.yaml"
+    config_file.write_text(yaml.safe_dump({"preset": "openvid-perception-stage1", **extra}), encoding="utf-8")
+    return extra, config_file
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_config_error_names_the_allowed_values_before_any_model_load(case, no_models, capsys, tmp_path):
+    extra, config_file = no_models
+    override, phrases = CASES[case]
+    with pytest.raises(ConfigError) as raised:
+        load_config(preset="openvid-perception-stage1", extra=extra, overrides=[override])
+    for phrase in phrases:
+        assert phrase in str(raised.value)
+
+    assert main(["build", "--config", str(config_file), "--set", override]) == 2
+    err = _flat(capsys.readouterr().err)
+    assert "config error" in err
+    for phrase in phrases:
+        assert _flat(phrase) in err
+    assert not (tmp_path / "cache").exists()  # nothing planned, nothing written
+
+
+def test_the_good_config_passes_validation(no_models):
+    extra, _ = no_models
+    config = load_config(preset="openvid-perception-stage1", extra=extra)
+    assert (config.frames.num_frames, config.frames.height, config.frames.width) == (9, 32, 48)
+
+
+def test_cli_process_exits_2_with_the_config_error_not_a_model_error(tmp_path):
+    # A text model folder that does not exist: were it loaded before validation, the error would be about it.
+    table = tmp_path / "samples.csv"
+    table.write_text("id,video,caption,mask,depth\n", encoding="utf-8")
+    done = run_cli("build", "--preset", "openvid-perception-stage1", "--reader", "table", "--tokenizer", "haar-4x8x8",
+                   "--dataset", str(table), "--out", str(tmp_path / "cache"), "--text-path", str(tmp_path / "missing"),
+                   "--set", "dataset.mask_column=mask", "--set", "dataset.depth_column=depth",
+                   "--set", "frames.num_frames=92")
+    assert done.returncode == 2, done.stdout + done.stderr
+    err = _flat(done.stderr)
+    assert "num_frames=92" in err and "(num_frames - 1) % 4 == 0" in err and "use 89 or 93" in err
+    assert "missing" not in err
+    assert not (tmp_path / "cache").exists()

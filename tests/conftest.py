@@ -1,0 +1,30 @@
+"""A real tiny cache for the deep-verify, stats and preview tests: the demo world through the real build with
+haar-4x8x8 and a tiny T5 (rgb, mask, depth; 9 frames of 32x48; 3 samples in batches of 2; one reject)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers.builds import build_quietly, tiny_config, tiny_t5, tiny_world, write_table
+
+
+@pytest.fixture(scope="session")
+def built_cache(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("deep")
+    rows = tiny_world(folder / "world")
+    table = write_table(rows, folder / "world" / "samples.csv")
+    model = tiny_t5(folder / "t5", rows, d_model=64)
+    root = folder / "cache"
+    build_quietly(tiny_config(table, root, text_path=model))
+    return root
+
+
+@pytest.fixture
+def cache(built_cache, tmp_path) -> Path:
+    """A private copy to tamper with (the build records under build/ keep pointing at the same world)."""
+    root = tmp_path / "cache"
+    shutil.copytree(built_cache, root)
+    return root

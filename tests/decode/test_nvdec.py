@@ -1,0 +1,31 @@
+"""frames.decoder=nvdec: without a usable GPU video engine each video falls back to the CPU decoder, gives the
+same frames, and the manifest row says which decoder ran and why."""
+
+import numpy as np
+import torch
+
+from helpers.media import pattern_frames, write_video
+from latentforge.config import BuildConfig, FramesConfig
+from latentforge.pipeline.probe import probe_sample
+from latentforge.records import Sample, SourceEntry
+from latentforge.pipeline.sample import load_sample_pixels
+
+
+def _config(decoder: str) -> BuildConfig:
+    config = BuildConfig()
+    config.frames = FramesConfig(num_frames=5, height=24, width=40, decoder=decoder)
+    return config
+
+
+def test_nvdec_falls_back_per_video_to_identical_cpu_frames(tmp_path):
+    path = write_video(tmp_path / "clip.mp4", pattern_frames(9, 48, 64))
+    sample = Sample("clip", 0, SourceEntry(key="clip", video=str(path), video_rel="clip.mp4", caption="a clip"))
+    cpu = load_sample_pixels(sample, probe_sample(sample, _config("cpu")), _config("cpu"))
+    nvdec = load_sample_pixels(sample, probe_sample(sample, _config("nvdec")), _config("nvdec"))
+    np.testing.assert_array_equal(nvdec.modalities["rgb"], cpu.modalities["rgb"])
+    assert "decoder" not in cpu.provenance
+    if torch.cuda.is_available():  # a GPU machine: the hardware decoder ran, or says why it could not
+        assert nvdec.provenance["decoder"] == "nvdec" or nvdec.provenance["decoder"].startswith("cpu (nvdec failed")
+    else:
+        assert nvdec.provenance["decoder"].startswith("cpu (nvdec failed: "), nvdec.provenance["decoder"]
+        assert str(tmp_path) not in nvdec.provenance["decoder"]  # no paths in the checksummed manifest

@@ -1,0 +1,136 @@
+"""The Ray executor on a local CPU cluster: same SHA256SUMS as the local executor, a killed worker's unit is
+rescheduled, and a unit that keeps failing stops the build with its error after run.max_unit_tries."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers.exec_world import REPO, make_table, sums
+
+from latentforge.builder.run import build
+from latentforge.cli.build import config_from_args
+from latentforge.cli.main import make_parser
+from latentforge.config import load_config
+from latentforge.errors import ConfigError, LatentforgeError
+from latentforge.executor.events import UnitStaged
+from latentforge.executor.ray_dispatch import UnitDispatcher
+from latentforge.pipeline.unit import cut_units
+from latentforge.pipeline.plan import make_plan
+from latentforge.records import SourceEntry
+from latentforge.writers.staging import completed_units
+
+import ray  # noqa: E402  (a test dependency: the suite must not skip the Ray checks)
+
+CLIPS = 8  # unit_size 2 -> 4 units
+
+
+def _config(table: Path, root: Path, *sets: str):
+    return load_config(None, [
+        "dataset.reader=table", f"dataset.path={table}", "dataset.id_column=id", f"output.root={root}",
+        "tokenizer.name=haar-4x8x8", "text.name=none", "frames.num_frames=9", "frames.height=32",
+        "frames.width=48", "output.rows_per_shard=4", "output.unit_size=2", "output.min_free_bytes=0", *sets])
+
+
+def _ray_stats(root: Path) -> dict:
+    [path] = sorted((root / "build").glob("stats-*.json"))[-1:]
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    return make_table(tmp_path_factory.mktemp("world"), count=CLIPS)
+
+
+@pytest.fixture(scope="module")
+def local_sums(table, tmp_path_factory):
+    root = tmp_path_factory.mktemp("local") / "cache"
+    build(_config(table, root, "run.workers_per_gpu=0"), quiet=True)
+    return sums(root)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A one-node Ray on loopback with 2 CPUs; its workers import latentforge from this checkout."""
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), saved) if p)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH")
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def test_ray_build_equals_local_build(table, local_sums, cluster, tmp_path):
+    root = tmp_path / "cache"
+    build(_config(table, root, "run.executor=ray", "run.procs=2", "run.workers_per_gpu=0"), quiet=True)
+    assert sums(root) == local_sums
+    check = subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=root, capture_output=True)
+    assert check.returncode == 0, check.stdout
+    stats = _ray_stats(root)
+    assert stats["outcome"] == "complete" and stats["settings"]["executor"] == "ray"
+    ranks = stats["ranks"]
+    assert len({r["pid"] for r in ranks}) == 2 and os.getpid() not in {r["pid"] for r in ranks}
+    assert sum(r["samples"] for r in ranks) == CLIPS  # which worker ran what is up to the race for units
+
+
+def test_killed_worker_is_replaced_and_output_is_identical(table, local_sums, cluster, tmp_path, monkeypatch):
+    # The only worker (rank 0) SIGKILLs itself at its 2nd encode: the 2nd sample of its first unit, mid-unit.
+    monkeypatch.setenv("LATENTFORGE_RAY_FAULT", "0:encode:2")
+    root = tmp_path / "cache"
+    build(_config(table, root, "run.executor=ray", "run.procs=1", "run.workers_per_gpu=1"), quiet=True)
+    assert sums(root) == local_sums
+    ranks = {r["rank"]: r for r in _ray_stats(root)["ranks"]}
+    assert list(ranks) == [1]  # rank 0 died before staging; its replacement did every unit
+    assert ranks[1]["samples"] == CLIPS and ranks[1]["units"] == CLIPS // 2
+
+
+def test_unit_that_keeps_failing_is_reported_after_max_tries(table, local_sums, cluster, tmp_path):
+    root = tmp_path / "cache"
+    blocker = root / "build" / "staging" / "unit-000001.h5"
+    blocker.mkdir(parents=True)  # staging unit 1 fails the same way on any worker
+    config = _config(table, root, "run.executor=ray", "run.procs=2", "run.workers_per_gpu=0",
+                     "run.max_unit_tries=2")
+    with pytest.raises(LatentforgeError, match=r"unit 1 \(samples clip002 \.\. clip003\) failed 2 time") as info:
+        build(config, quiet=True)
+    assert "IsADirectoryError" in str(info.value)
+    assert _ray_stats(root)["outcome"] == "failed"
+    assert 1 not in completed_units(root / "build")
+    blocker.rmdir()
+    build(config, quiet=True)  # the rerun resumes and ends in the same cache
+    assert sums(root) == local_sums
+
+
+def test_dispatcher_requeues_and_charges_the_running_unit(tmp_path):
+    entries = [SourceEntry(key=f"s{i}", video=str(tmp_path / f"s{i}.mp4"), video_rel=f"s{i}.mp4", caption="c")
+               for i in range(6)]
+    samples, _ = make_plan(entries, None, None)
+    dispatcher = UnitDispatcher(cut_units(samples, {s.source_index: object() for s in samples}, 2))
+    assert [dispatcher.take(7).index, dispatcher.take(7).index, dispatcher.take(8).index] == [0, 1, 2]
+    dispatcher.staged(UnitStaged(8, 2, 2, {}, "n"))
+    charge = dispatcher.release(7)
+    assert (charge.unit, charge.tries, charge.first_sample, charge.last_sample) == (0, 1, "s0", "s1")
+    assert [dispatcher.take(9).index, dispatcher.take(9).index, dispatcher.take(9)] == [0, 1, None]
+    assert dispatcher.release(9).tries == 2 and dispatcher.release(8) is None
+    assert dispatcher.drain()[1] == 2  # units 0 and 1 are back in the queue, unit 2 is staged
+
+
+def test_cli_flags_and_config_checks(tmp_path):
+    args = make_parser().parse_args(["build", "--dataset", "x.csv", "--reader", "table", "--out", str(tmp_path),
+                                      "--executor", "ray", "--ray-address", "10.0.0.1:6379"])
+    config = config_from_args(args)
+    assert (config.run.executor, config.run.ray_address, config.run.max_unit_tries) == ("ray", "10.0.0.1:6379", 3)
+    base = ["dataset.reader=table", "dataset.path=x.csv", f"output.root={tmp_path}"]
+    for bad in ("run.executor=dask", "run.max_unit_tries=0"):
+        with pytest.raises(ConfigError, match=bad.split("=")[0]):
+            load_config(None, [*base, bad])
+    with pytest.raises(ConfigError, match="with run.executor=ray"):
+        load_config(None, [*base, "run.executor=ray", "run.gpus=0,1"])

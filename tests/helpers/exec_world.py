@@ -1,0 +1,59 @@
+"""A tiny table dataset and CLI runner for the executor, resume and fault tests (PyAV writes the media)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import REPO
+from helpers.media import pattern_frames, write_video
+
+PYTHON = sys.executable
+
+
+def make_table(folder: Path, count: int = 24, frames: int = 9, width: int = 48, height: int = 32,
+               rows: list[dict[str, str]] | None = None) -> Path:
+    """`count` distinct clips (each its own seed) plus any extra `rows`; returns the CSV path."""
+    folder = Path(folder)
+    (folder / "videos").mkdir(parents=True, exist_ok=True)
+    table_rows = []
+    for i in range(count):
+        write_video(folder / "videos" / f"clip{i:03d}.mp4", pattern_frames(frames, width, height, seed=i))
+        table_rows.append({"id": f"clip{i:03d}", "video": f"videos/clip{i:03d}.mp4", "caption": f"clip number {i}"})
+    table_rows += rows or []
+    table = folder / "samples.csv"
+    with open(table, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["id", "video", "caption"])
+        writer.writeheader()
+        writer.writerows(table_rows)
+    return table
+
+
+def build_args(table: Path, root: Path, *extra: str, frames: int = 9, width: int = 48, height: int = 32) -> list[str]:
+    return ["build", "--reader", "table", "--dataset", str(table), "--out", str(root), "--tokenizer", "haar-4x8x8",
+            "--text", "none", "--set", "dataset.id_column=id", "--set", f"frames.num_frames={frames}",
+            "--set", f"frames.height={height}", "--set", f"frames.width={width}",
+            "--set", "output.rows_per_shard=4", "--set", "output.unit_size=2", "--set", "output.min_free_bytes=0",
+            "--quiet", *extra]
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LATENTFORGE_FAULT")}
+    env["PYTHONPATH"] = str(REPO / "src")
+    env.update(extra)
+    return env
+
+
+def cli_command(args: list[str]) -> list[str]:
+    return [PYTHON, "-m", "latentforge.cli.main", *args]
+
+
+def run_cli(args: list[str], timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cli_command(args), env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+def sums(root: Path) -> str:
+    return (Path(root) / "SHA256SUMS").read_text()
