@@ -18,10 +18,10 @@ import torch
 from av.video.reformatter import Interpolation
 
 from latentforge import registry
-from latentforge.pipeline.plan import plan_samples
 from latentforge.config import BuildConfig
 from latentforge.decode import pyav as decode_pyav
 from latentforge.decode.nvdec import decode_rgb_nvdec
+from latentforge.pipeline.plan import plan_samples
 from latentforge.pipeline.probe import probe_sample
 from latentforge.pipeline.sample import load_sample_pixels
 from latentforge.text.prompt_cache import PromptCache

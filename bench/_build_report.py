@@ -14,7 +14,8 @@ def print_tables(results: dict[str, Any]) -> None:
     print(f"\nmachine: {results['machine']}")
     if "prepare" in phases:
         p = phases["prepare"]
-        print(f"dataset: {p['rows']} rows over {p['clips']} clips in {p['dataset_s']:.1f} s; models {p['models_s']:.1f} s")
+        print(f"dataset: {p['rows']} rows over {p['clips']} clips in {p['dataset_s']:.1f} s; "
+              f"models {p['models_s']:.1f} s")
     if "cpu" in phases:
         c = phases["cpu"]
         clip = c["clip"]
@@ -27,11 +28,13 @@ def print_tables(results: dict[str, Any]) -> None:
         p = phases["pure"]
         per = ", ".join(f"{k} {v:.3f} s" for k, v in p["seconds_per_batch"].items())
         print(f"\npure encode, batch {p['batch']}: {per} per batch; {p['samples_per_s_all_modalities']:.3f} samples/s "
-              f"(all modalities), {p['samples_per_s_rgb']:.3f} samples/s (RGB only); peak GPU {_f(p['peak_gpu_gib'], '.1f')} GiB")
+              f"(all modalities), {p['samples_per_s_rgb']:.3f} samples/s (RGB only); "
+              f"peak GPU {_f(p['peak_gpu_gib'], '.1f')} GiB")
     if "t5" in phases:
         t = phases["t5"]
-        print(f"\nT5 (d_model {t['d_model']}, batch {t['batch_size']}) over {t['prompts']} prompts ({t['distinct']} distinct): "
-              f"dedup on {t['dedup_on_s_per_sample'] * 1e3:.2f} ms/sample, off {t['dedup_off_s_per_sample'] * 1e3:.2f} ms/sample")
+        print(f"\nT5 (d_model {t['d_model']}, batch {t['batch_size']}) over {t['prompts']} prompts "
+              f"({t['distinct']} distinct): dedup on {t['dedup_on_s_per_sample'] * 1e3:.2f} ms/sample, "
+              f"off {t['dedup_off_s_per_sample'] * 1e3:.2f} ms/sample")
     builds = {k: phases[k] for k in ("perception", "rgb") if k in phases}
     builds.update({f"perception x{n}": r for n, r in phases.get("scaling", {}).items() if str(n) != "1"})
     if builds:

@@ -207,7 +207,10 @@ def rank_clocks(run: BuildRun) -> list[dict[str, Any]]:
     for rank in (run.stats or {}).get("ranks", []):
         samples = rank.get("samples") or 0
         seconds = rank.get("seconds", {})
-        per = (lambda key: seconds[key] / samples if samples and key in seconds else None)
+
+        def per(key: str, seconds=seconds, samples=samples) -> float | None:
+            return seconds[key] / samples if samples and key in seconds else None
+
         rows.append({
             "rank": rank["rank"], "device": rank["device"], "samples": samples, "units": rank.get("units"),
             "encoder_wait_s_per_sample": per("encoder_wait"), "text_s_per_sample": per("text"),

@@ -274,7 +274,8 @@ class Bench:
 def machine(args) -> dict[str, Any]:
     import torch
 
-    info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
+    info = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "python": platform.python_version(),
             "torch": torch.__version__, "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if args.device.startswith("cuda") and torch.cuda.is_available():
         info.update(gpu=torch.cuda.get_device_name(0), gpus=torch.cuda.device_count())

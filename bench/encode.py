@@ -23,13 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from latentforge.config import FramesConfig  # noqa: E402
 from latentforge.decode.pyav import decode_rgb, probe_video  # noqa: E402
+from latentforge.decode.resize import plan_resize  # noqa: E402
 from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
 from latentforge.tokenizers.wan21_fast import FastWanEncoder  # noqa: E402
-from latentforge.decode.resize import plan_resize  # noqa: E402
 from latentforge.transforms.window import select_window  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _encode_probes import matmul_tflops, per_layer_roofline, profile_kernels, timed  # noqa: E402
+
 
 def make_vae(seed: int = 0):
     """The Wan2.1 VAE architecture with random weights whose norm gammas and biases are spread out."""
@@ -236,7 +237,8 @@ def encode_one(args: argparse.Namespace) -> None:
 def print_table(result: dict) -> None:
     print(f"machine: {result['machine']}  encoder {result['encoder_tflop_per_clip']:.1f} TFLOP/clip  "
           f"bf16 matmul {result['matmul_bf16_tflops']:.0f} TFLOP/s")
-    print(f"{'mode':<44} {'shape':<13} {'s/clip':>8} {'TFLOP/s':>8} {'%mm':>5} {'GiB':>6} {'relL2':>9} {'maxabs':>8} det")
+    print(f"{'mode':<44} {'shape':<13} {'s/clip':>8} {'TFLOP/s':>8} {'%mm':>5} {'GiB':>6} {'relL2':>9} "
+          f"{'maxabs':>8} det")
     for r in result["rows"]:
         if "error" in r:
             print(f"{r['mode']:<44} ERROR {r['error']}")

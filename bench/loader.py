@@ -26,7 +26,7 @@ import h5py
 import torch
 from torch.utils.data import DataLoader
 
-from latentforge.dataset import SyntheticCacheSpec, LatentCacheDataset, ResumableSampler, collate_latent_batch
+from latentforge.dataset import LatentCacheDataset, ResumableSampler, SyntheticCacheSpec, collate_latent_batch
 from latentforge.dataset.synthetic_cache import write_synthetic_cache
 
 TEXT_TOKENS, TEXT_DIM = 512, 1024  # T5 rows of the perception preset: 1 MiB in float16
@@ -52,7 +52,8 @@ def spec_for(sample_mb: float, samples: int, tiny: bool) -> SyntheticCacheSpec:
     text_mb = TEXT_TOKENS * TEXT_DIM * 2 / 1e6
     per_column = PERCEPTION_LATENT[0] * PERCEPTION_LATENT[1] * PERCEPTION_LATENT[2] * 2 / 1e6
     width = max(1, round((sample_mb - text_mb) / per_column))
-    return SyntheticCacheSpec(num_samples=samples, latent_frames=PERCEPTION_LATENT[1], latent_height=PERCEPTION_LATENT[2],
+    return SyntheticCacheSpec(num_samples=samples, latent_frames=PERCEPTION_LATENT[1],
+                              latent_height=PERCEPTION_LATENT[2],
                          latent_width=width, text_dim=TEXT_DIM, max_length=TEXT_TOKENS, rows_per_shard=32,
                          content="noise")
 

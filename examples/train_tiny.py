@@ -22,9 +22,9 @@ from torch.utils.data import DataLoader, Subset
 
 from latentforge.dataset import (
     CacheExpectation,
-    SyntheticCacheSpec,
     LatentCacheDataset,
     ResumableSampler,
+    SyntheticCacheSpec,
     collate_latent_batch,
     drop_captions,
     write_synthetic_cache,

@@ -40,7 +40,10 @@ _EXPORTS = {
     "CacheConfig": "latentforge.cache.config_file",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "__version__", "build", "BuildResult", "scan", "load_config", "BuildConfig", "verify", "Overrides", "stats",
+    "preview", "publish", "fetch", "Destination", "LatentCacheDataset", "CacheExpectation", "CacheConfig",
+]
 
 if TYPE_CHECKING:
     from .builder.run import BuildResult, build

@@ -4,7 +4,6 @@ import filecmp
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import av
 import h5py
@@ -13,6 +12,8 @@ import pytest
 from PIL import Image
 
 from helpers import REPO
+
+pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
 BENCH = REPO / "bench" / "build.py"
 
@@ -108,7 +109,8 @@ def test_t5_11b_architecture_loads_through_the_build_text_encoder(tmp_path):
 
     folder = _build_data.make_text_model(tmp_path / "t5", ["a red ball rolls", "a blue cube"], "cpu", True, layers=1)
     config = T5Config.from_pretrained(folder)
-    assert (config.d_model, config.d_ff, config.num_heads, config.d_kv, config.vocab_size) == (1024, 65536, 128, 128, 32128)
+    shape = (config.d_model, config.d_ff, config.num_heads, config.d_kv, config.vocab_size)
+    assert shape == (1024, 65536, 128, 128, 32128)
     assert config.feed_forward_proj == "relu"
     with safe_open(next(folder.glob("*.safetensors")), "pt") as weights:
         assert weights.get_tensor("shared.weight").dtype.is_floating_point

@@ -1,9 +1,12 @@
 """bench/encode.py --tiny runs every code path of the GPU benchmark on the CPU."""
 
 import importlib.util
-from pathlib import Path
+
+import pytest
 
 from helpers import REPO
+
+pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
 BENCH = REPO / "bench" / "encode.py"
 

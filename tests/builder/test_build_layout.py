@@ -17,10 +17,19 @@ import torch
 import transformers
 import yaml
 
-from helpers.builds import (build_quietly, checksummed_bytes, read_manifest, run_cli, tiny_config, tiny_extra,
-                            tiny_t5, tiny_world, write_table)
-
+from helpers.builds import (
+    build_quietly,
+    checksummed_bytes,
+    read_manifest,
+    run_cli,
+    tiny_config,
+    tiny_extra,
+    tiny_t5,
+    tiny_world,
+    write_table,
+)
 from helpers.integrity_commands import SEED_000_INTEGRITY  # noqa: E402
+
 NUM_SAMPLES = 3  # world clips 0..2; clip_003 is too short
 ROWS_PER_SHARD = 2
 LATENT = (48, 3, 4, 6)  # 3 modalities x 16 channels, 1 + (9-1)/4 frames, 32/8 x 48/8

@@ -14,7 +14,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from helpers.exec_world import build_args, cli_command, cli_env, make_table, run_cli, sums
+
+pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
 NOBODY = 65534
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from helpers.exec_world import make_table
 from helpers.media import pattern_frames, write_video
-
+from latentforge.builder.lock import BuildLock
 from latentforge.builder.run import build
+from latentforge.builder.scan import scan
 from latentforge.config import load_config
 from latentforge.errors import LatentforgeError
-from latentforge.builder.lock import BuildLock
-from latentforge.builder.scan import scan
 
 
 def _config(table, root, *overrides):
@@ -35,7 +35,8 @@ def built(tmp_path):
 def test_changed_config_is_refused_with_a_diff(built):
     table, root = built
     def records():
-        return {p.name: p.stat().st_mtime_ns for p in (root / "build").iterdir() if not p.name.startswith("stats-") and p.name != "lock"}
+        return {p.name: p.stat().st_mtime_ns for p in (root / "build").iterdir()
+                if not p.name.startswith("stats-") and p.name != "lock"}
 
     before = records()
     with pytest.raises(LatentforgeError) as error:

@@ -29,8 +29,8 @@ from latentforge.dataset import (
     LatentCacheDataset,
     collate_latent_batch,
     drop_captions,
+    row_reader,
 )
-from latentforge.dataset import row_reader
 from latentforge.errors import CacheIntegrityError, ConfigError
 
 

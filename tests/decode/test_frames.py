@@ -20,8 +20,8 @@ from latentforge.config import BuildConfig, FramesConfig
 from latentforge.decode import pyav as pyav_module
 from latentforge.errors import SampleRejected
 from latentforge.pipeline.probe import probe_sample
-from latentforge.records import Sample, SourceEntry
 from latentforge.pipeline.sample import load_sample_pixels
+from latentforge.records import Sample, SourceEntry
 
 # docs/frames.md: swscale runs with the filter plus these flags.
 DOC_FLAGS = Interpolation.ACCURATE_RND | Interpolation.FULL_CHR_H_INT | Interpolation.BITEXACT

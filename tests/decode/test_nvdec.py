@@ -7,8 +7,8 @@ import torch
 from helpers.media import pattern_frames, write_video
 from latentforge.config import BuildConfig, FramesConfig
 from latentforge.pipeline.probe import probe_sample
-from latentforge.records import Sample, SourceEntry
 from latentforge.pipeline.sample import load_sample_pixels
+from latentforge.records import Sample, SourceEntry
 
 
 def _config(decoder: str) -> BuildConfig:

@@ -7,9 +7,12 @@ import json
 import subprocess
 
 import h5py
+import pytest
 
 from helpers.builds import read_manifest, run_cli
 from latentforge.cli.main import main
+
+pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
 
 def test_demo_cli_leaves_a_verified_cache(tmp_path, capsys, monkeypatch):

@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers import REPO
-import pytest
-
 from helpers.fake_rows import build_cache
 from latentforge.demo.run import run_demo
 

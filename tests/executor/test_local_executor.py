@@ -6,6 +6,7 @@ import json
 import subprocess
 
 import pytest
+
 from helpers.exec_world import build_args, make_table, run_cli, sums
 
 
@@ -18,6 +19,7 @@ def _stats(root):
     return [json.loads(p.read_text()) for p in sorted((root / "build").glob("stats-*.json"))]
 
 
+@pytest.mark.slow
 def test_procs_and_workers_do_not_change_sha256sums(table, tmp_path):
     runs = {"p1w0": ("--procs", "1", "--workers-per-gpu", "0"), "p3w1": ("--procs", "3", "--workers-per-gpu", "1"),
             "p1w2": ("--procs", "1", "--workers-per-gpu", "2")}

@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.exec_world import REPO, make_table, sums
+import ray  # noqa: E402  (a test dependency: the suite must not skip the Ray checks)
 
+from helpers.exec_world import REPO, make_table, sums
 from latentforge.builder.run import build
 from latentforge.cli.build import config_from_args
 from latentforge.cli.main import make_parser
@@ -18,12 +19,10 @@ from latentforge.config import load_config
 from latentforge.errors import ConfigError, LatentforgeError
 from latentforge.executor.events import UnitStaged
 from latentforge.executor.ray_dispatch import UnitDispatcher
-from latentforge.pipeline.unit import cut_units
 from latentforge.pipeline.plan import make_plan
+from latentforge.pipeline.unit import cut_units
 from latentforge.records import SourceEntry
 from latentforge.writers.staging import completed_units
-
-import ray  # noqa: E402  (a test dependency: the suite must not skip the Ray checks)
 
 CLIPS = 8  # unit_size 2 -> 4 units
 
@@ -69,6 +68,7 @@ def cluster():
             os.environ["PYTHONPATH"] = saved
 
 
+@pytest.mark.slow
 def test_ray_build_equals_local_build(table, local_sums, cluster, tmp_path):
     root = tmp_path / "cache"
     build(_config(table, root, "run.executor=ray", "run.procs=2", "run.workers_per_gpu=0"), quiet=True)
@@ -82,6 +82,7 @@ def test_ray_build_equals_local_build(table, local_sums, cluster, tmp_path):
     assert sum(r["samples"] for r in ranks) == CLIPS  # which worker ran what is up to the race for units
 
 
+@pytest.mark.slow
 def test_killed_worker_is_replaced_and_output_is_identical(table, local_sums, cluster, tmp_path, monkeypatch):
     # The only worker (rank 0) SIGKILLs itself at its 2nd encode: the 2nd sample of its first unit, mid-unit.
     monkeypatch.setenv("LATENTFORGE_RAY_FAULT", "0:encode:2")
@@ -93,6 +94,7 @@ def test_killed_worker_is_replaced_and_output_is_identical(table, local_sums, cl
     assert ranks[1]["samples"] == CLIPS and ranks[1]["units"] == CLIPS // 2
 
 
+@pytest.mark.slow
 def test_unit_that_keeps_failing_is_reported_after_max_tries(table, local_sums, cluster, tmp_path):
     root = tmp_path / "cache"
     blocker = root / "build" / "staging" / "unit-000001.h5"

@@ -17,25 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from helpers.exec_world import build_args, cli_command, cli_env, make_table
+from helpers.processes import alive, children, descendants, wait_for
+
+pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
 STALL = "decode:1:sleep"
 PROCS = 2  # ranks, each with one decode worker
-
-
-def _children() -> dict[int, list[int]]:
-    """{parent pid: [child pids]} of every live (non-zombie) process, from /proc."""
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            state, parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
-        except OSError:
-            continue
-        if state != "Z":
-            tree.setdefault(int(parent), []).append(int(entry.name))
-    return tree
 
 
 def _cmdline(pid: int) -> str:
@@ -43,30 +32,6 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
-
-
-def _family(pid: int) -> set[int]:
-    tree, found, frontier = _children(), set(), [pid]
-    while frontier:
-        for child in tree.get(frontier.pop(), []):
-            if child not in found:
-                found.add(child)
-                frontier.append(child)
-    return found
-
-
-def _alive(pids: set[int]) -> set[int]:
-    tree = _children()
-    return pids & {child for children in tree.values() for child in children}
-
-
-def _wait_for(predicate, timeout: float, poll: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(poll)
-    return False
 
 
 def _catches_sigusr1(pid: int) -> bool:
@@ -109,17 +74,17 @@ def stalled_build(tmp_path_factory):
         return stderr.read_text().count("stalls at decode") == PROCS
 
     try:
-        assert _wait_for(lambda: _catches_sigusr1(process.pid) or process.poll() is not None, 60, 0.005), \
+        assert wait_for(lambda: _catches_sigusr1(process.pid) or process.poll() is not None, poll=0.005), \
             stderr.read_text()
-        children_when_caught = _children().get(process.pid, [])
+        children_when_caught = children().get(process.pid, [])
         sent, deadline = 0, time.monotonic() + 60
         while not stalled() and process.poll() is None and time.monotonic() < deadline:
             process.send_signal(signal.SIGUSR1)
             sent += 1
             time.sleep(0.1)
         assert stalled() and process.poll() is None, stderr.read_text()[-3000:]
-        family = _family(process.pid)
-        tree = _children()
+        family = descendants(process.pid)
+        tree = children()
         ranks = [p for p in tree.get(process.pid, []) if "resource_tracker" not in _cmdline(p)]
         workers = [w for rank in ranks for w in tree.get(rank, [])]
         assert len(ranks) == PROCS and len(workers) == PROCS, (ranks, workers)
@@ -128,7 +93,7 @@ def stalled_build(tmp_path_factory):
         if process.poll() is None:
             process.kill()
         process.wait()
-        for pid in _alive(family):
+        for pid in alive(family):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -181,18 +146,18 @@ def test_sigusr1_dumps_the_stacks_of_the_main_process_ranks_and_decode_workers(s
                 and all(sum(" in rank_process_main" in d for d in new_dumps(p)) == 1 for p in build.ranks)
                 and all(sum(" in _decode_in_worker" in d for d in new_dumps(p)) == 1 for p in build.workers))
 
-    assert _wait_for(complete, 10), (build.stderr.read_text()[before_main:],
+    assert wait_for(complete), (build.stderr.read_text()[before_main:],
                                      {pid: path.read_text()[before[pid]:] for pid, path in files.items()})
     assert "stacks of the other processes of this build go to" in build.stderr.read_text()[before_main:]
     assert build.process.poll() is None  # a stack dump stops nothing
-    assert _alive(set(build.ranks) | set(build.workers)) == set(build.ranks) | set(build.workers)
+    assert alive(set(build.ranks) | set(build.workers)) == set(build.ranks) | set(build.workers)
 
 
 def test_no_child_survives_sigkill_of_the_main_process_while_busy(stalled_build):
     build = stalled_build
-    family = _family(build.process.pid)  # ranks, decode workers and the resource tracker
+    family = descendants(build.process.pid)  # ranks, decode workers and the resource tracker
     build.process.send_signal(signal.SIGKILL)
     build.process.wait()
-    assert _wait_for(lambda: not _alive(family), 2.0), (
-        f"processes outlived the main process: {sorted(_alive(family))} (ranks {build.ranks}, decode workers "
+    assert wait_for(lambda: not alive(family)), (
+        f"processes outlived the main process: {sorted(alive(family))} (ranks {build.ranks}, decode workers "
         f"{build.workers}): PR_SET_PDEATHSIG did not take them down")

@@ -9,8 +9,8 @@ import pickle
 import numpy as np
 import pytest
 
-from latentforge.demo.tiny_text_model import make_tiny_t5
 from latentforge.cli.main import main
+from latentforge.demo.tiny_text_model import make_tiny_t5
 from latentforge.integrations.cosmos.t5_pickles import GROOT_PROMPT_PREFIX
 from latentforge.text.t5 import T5TextEncoder
 

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pytest
 
+from latentforge.builder.estimate import check_free_disk, estimate_output_bytes
 from latentforge.config import DatasetConfig
 from latentforge.errors import LatentforgeError
-from latentforge.builder.estimate import check_free_disk, estimate_output_bytes
 from latentforge.pipeline.plan import diff_fingerprints, make_plan, plan_fingerprint, write_plan
 from latentforge.readers.table import TableReader
 from latentforge.records import SourceEntry

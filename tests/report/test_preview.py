@@ -14,8 +14,8 @@ from PIL import Image
 from latentforge.cache.rows import ManifestRow
 from latentforge.cli.main import main
 from latentforge.report.preview import GAP, PREVIEW_TIMES, preview
-from latentforge.verification.reencode import Overrides, SampleFinder, recorded_config, recorded_pixels
 from latentforge.tokenizers.haar import HaarTokenizer
+from latentforge.verification.reencode import Overrides, SampleFinder, recorded_config, recorded_pixels
 
 T, H, W = 9, 32, 48  # the tiny build's frames
 MODALITIES = ("rgb", "mask", "depth")

@@ -14,16 +14,15 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from helpers import SRC
 import pytest
 import torch
 from PIL import Image
 
-from latentforge.report.statistics import compute_stats, export_cosmos_mean_std
+from helpers import SRC
 from latentforge.cli.main import main
 from latentforge.dataset.synthetic_cache import SyntheticCacheSpec, write_synthetic_cache
+from latentforge.report.statistics import compute_stats, export_cosmos_mean_std
 from latentforge.report.stats_report import write_stats_report
-
 
 
 def _all_rows(root: Path, dataset: str) -> np.ndarray:
@@ -69,8 +68,8 @@ def test_stats_equal_float64_numpy(tmp_path, every):
 def test_peak_memory_is_flat_in_cache_size(tmp_path):
     # 1.05 MiB of float16 latent per sample: even holding the 3N extra samples as float16 would add 63 MiB
     spec = dict(latent_frames=5, latent_height=48, latent_width=48, content="noise", text_dim=8, rows_per_shard=16)
-    code = ("import resource, sys; from latentforge.report.statistics import compute_stats; compute_stats(sys.argv[1]); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    code = ("import resource, sys; from latentforge.report.statistics import compute_stats; "
+            "compute_stats(sys.argv[1]); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
     peaks = []
     for count in (20, 80):
         root = write_synthetic_cache(tmp_path / f"n{count}", SyntheticCacheSpec(num_samples=count, **spec))

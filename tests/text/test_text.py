@@ -10,10 +10,10 @@ import pytest
 import torch
 import transformers
 
-from latentforge.demo.tiny_text_model import make_tiny_t5, make_tiny_umt5
 from latentforge import registry
 from latentforge.cache.layout import text_datasets
 from latentforge.config import TextConfig
+from latentforge.demo.tiny_text_model import make_tiny_t5, make_tiny_umt5
 from latentforge.errors import ConfigError
 from latentforge.text.t5 import T5TextEncoder
 from latentforge.text.umt5 import UMT5TextEncoder

@@ -30,6 +30,7 @@ ROWS, ROWS_PER_SHARD = 5, 3
 SHARDS = ["shards/part-00000-of-00002-000000000-000000003.h5", "shards/part-00001-of-00002-000000003-000000005.h5"]
 
 from helpers.integrity_commands import SEED_000_FILES, SEED_000_INTEGRITY  # noqa: E402
+
 SEED_000 = SEED_000_FILES
 
 

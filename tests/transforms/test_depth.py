@@ -11,8 +11,8 @@ from helpers.media import pattern_frames, write_depth_npy, write_depth_npz, writ
 from latentforge.config import BuildConfig, FramesConfig
 from latentforge.errors import SampleRejected
 from latentforge.pipeline.probe import probe_sample
-from latentforge.records import Sample, SourceEntry
 from latentforge.pipeline.sample import load_sample_pixels
+from latentforge.records import Sample, SourceEntry
 
 W, H, T = 65, 49, 9
 

@@ -7,16 +7,16 @@ import re
 from pathlib import Path
 
 import numpy as np
-from helpers import REPO
 import pytest
 from skimage.transform import resize as skimage_resize
 
+from helpers import REPO
 from helpers.media import pattern_frames, write_ffv1, write_png_folder, write_video
 from latentforge.config import BuildConfig, FramesConfig
 from latentforge.errors import SampleRejected
 from latentforge.pipeline.probe import probe_sample
-from latentforge.records import Sample, SourceEntry
 from latentforge.pipeline.sample import load_sample_pixels
+from latentforge.records import Sample, SourceEntry
 from latentforge.transforms.masks import palette_colours
 
 DOC = REPO / "docs" / "modalities.md"

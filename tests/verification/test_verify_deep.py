@@ -12,14 +12,14 @@ import pytest
 import torch
 from skimage.metrics import structural_similarity
 
+from latentforge.cache.checksums import write_sha256sums
+from latentforge.cache.integrity import verify_integrity
 from latentforge.cache.rows import ManifestRow
 from latentforge.cli.main import main
-from latentforge.cache.checksums import write_sha256sums
 from latentforge.pipeline.environment import environment_record
-from latentforge.verification.reencode import Overrides
 from latentforge.tokenizers.haar import HaarTokenizer
-from latentforge.cache.integrity import verify_integrity
 from latentforge.verification.deep import verify_deep
+from latentforge.verification.reencode import Overrides
 
 LATENT = "perception_latent_state"
 DEEP_CHECKS = {"tokenizer", "sources", "provenance", "reencode", "latent_frame0", "quality", "text_encoder",

@@ -12,16 +12,27 @@ import h5py
 import numpy as np
 import pytest
 
-from helpers.fake_rows import (LATENT_SHAPE, MAX_LENGTH, NUM_CANDIDATES, PLAN_REJECTS, TEXT_DIM, UNIT_REJECTS,
-                            build_cache, make_cache_config, make_samples, sample_id, stage_units)
-from latentforge.writers import commit as commit_module
-from latentforge.errors import CacheIntegrityError
+from helpers.fake_rows import (
+    LATENT_SHAPE,
+    MAX_LENGTH,
+    NUM_CANDIDATES,
+    PLAN_REJECTS,
+    TEXT_DIM,
+    UNIT_REJECTS,
+    build_cache,
+    make_cache_config,
+    make_samples,
+    sample_id,
+    stage_units,
+)
+from helpers.integrity_commands import SEED_000_FILES, SEED_000_INTEGRITY  # noqa: E402
 from latentforge.cache.checksums import checksummed_files
 from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.inspect import inspect_cache
+from latentforge.errors import CacheIntegrityError
+from latentforge.writers import commit as commit_module
 from latentforge.writers.staging import completed_units, read_staged_unit, staged_unit_path, write_staged_unit
 
-from helpers.integrity_commands import SEED_000_FILES, SEED_000_INTEGRITY  # noqa: E402
 SEED_000 = SEED_000_FILES[0] if SEED_000_FILES else None
 
 

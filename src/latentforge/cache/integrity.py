@@ -18,8 +18,17 @@ from ..records import REJECT_KEYS, REJECT_STAGES, Reject
 from .check_report import CheckRecorder, VerifyReport
 from .checksums import find_sum_problems
 from .config_file import CacheConfig
-from .layout import (COMPLETE_MARKER, EMPTY_PROMPT, MANIFEST, PUBLISHED_MARKER, REJECTS, SHARDS_DIR,
-                     SOURCE_INDEX_DATASET, DatasetSpecs, ShardSchema)
+from .layout import (
+    COMPLETE_MARKER,
+    EMPTY_PROMPT,
+    MANIFEST,
+    PUBLISHED_MARKER,
+    REJECTS,
+    SHARDS_DIR,
+    SOURCE_INDEX_DATASET,
+    DatasetSpecs,
+    ShardSchema,
+)
 from .rows import MANIFEST_KEYS, ManifestRow
 
 Shards = list[tuple[str, int, int]]

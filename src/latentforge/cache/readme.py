@@ -10,8 +10,18 @@ from typing import Any
 
 from ..errors import ConfigError
 from .config_file import CacheConfig
-from .layout import (CACHE_CONFIG, COMPLETE_MARKER, EMPTY_PROMPT, MANIFEST, PUBLISHED_MARKER, README, REJECTS,
-                     SHARDS_DIR, SOURCE_INDEX_DATASET, SUMS)
+from .layout import (
+    CACHE_CONFIG,
+    COMPLETE_MARKER,
+    EMPTY_PROMPT,
+    MANIFEST,
+    PUBLISHED_MARKER,
+    README,
+    REJECTS,
+    SHARDS_DIR,
+    SOURCE_INDEX_DATASET,
+    SUMS,
+)
 
 README_CONTEXT_KEYS = ("title", "description", "text_note", "tokenizer_note")
 

@@ -11,6 +11,7 @@ import yaml
 
 from ..errors import ConfigError
 
+
 def _coerce(value: Any, annotation: Any, where: str) -> Any:
     """Convert a YAML/CLI value to the annotated type, or raise ConfigError naming the key."""
     origin = typing.get_origin(annotation)

@@ -15,8 +15,8 @@ from av.codec.hwaccel import HWAccel
 from ..config import FramesConfig
 from ..errors import SampleRejected
 from ..records import VideoInfo
-from .resize import ResizePlan
 from .pyav import decode_rgb
+from .resize import ResizePlan
 
 
 def decode_rgb_nvdec(

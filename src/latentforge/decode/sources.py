@@ -16,9 +16,9 @@ from typing import cast
 import av
 import numpy as np
 
-from .pyav import decode_frames, probe_video, upright
 from ..errors import SampleRejected
 from ..records import VideoInfo
+from .pyav import decode_frames, probe_video, upright
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_GRAY, _PNG_PALETTE = 0, 3

@@ -10,10 +10,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from ..builder.run import build
+from ..cache.config_file import CacheConfig
+from ..cache.layout import RUN_RECORDS_DIR
 from ..config import BuildConfig, load_config
 from ..verification.deep import verify_deep
 from ..verification.reencode import Overrides
@@ -67,16 +68,16 @@ def run_demo(folder: Path, device: str = "cpu", quiet: bool = False) -> DemoRepo
     config = demo_config(world, table, model, root, device)
     result = build(config, overwrite=True, quiet=quiet)
     report = verify_deep(root, indices=[0, 1, 2], overrides=Overrides(device=device))  # integrity included
-    with h5py.File(next((root / "shards").glob("*.h5")), "r") as shard:
-        latent_shape = tuple(shard[config.output.latent_dataset].shape[1:])
-        text_shape = tuple(shard["t5_text_embeddings"].shape[1:])
-    cache_bytes = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and "build" not in p.relative_to(root).parts)
+    cache_config = CacheConfig.load(root)
+    text = cache_config.text
+    cache_bytes = sum(p.stat().st_size for p in root.rglob("*")
+                      if p.is_file() and RUN_RECORDS_DIR not in p.relative_to(root).parts)
     return DemoReport(
         root=root,
         num_samples=result.num_samples,
         num_rejects=sum(result.rejects_by_reason.values()),
-        latent_shape=latent_shape,
-        text_shape=text_shape,
+        latent_shape=cache_config.latent.shape,
+        text_shape=(text.max_length, text.dim),
         cache_bytes=cache_bytes,
         seconds=time.perf_counter() - started,
         psnr_db={name: float(np.mean([q.psnr_db for q in report.quality if q.modality == name]))

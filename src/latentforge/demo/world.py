@@ -1,6 +1,6 @@
 """A small deterministic world: clips of moving shapes with exact per-pixel masks and depth.
 
-Saved like a real perception dataset's sources: H.264 mp4 for RGB, a folder of PNG id maps per clip for masks, an .npz of
+Saved like a perception dataset's sources: H.264 mp4 for RGB, a folder of PNG id maps per clip for masks, an .npz of
 float depth per clip, and a CSV table with id, video, caption, mask and depth columns. One clip is too short
 on purpose, so every demo build also shows a reject.
 """

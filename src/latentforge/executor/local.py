@@ -55,8 +55,8 @@ def resolve_slots(config: BuildConfig) -> Slots:
                 raise ConfigError(f"run.gpus={run.gpus!r}; allowed: all, or GPU indices such as 0,1") from None
         bad = [i for i in indices if not 0 <= i < available]
         if not indices or bad or len(set(indices)) != len(indices):
-            raise ConfigError(f"run.gpus={run.gpus!r}: this machine shows {available} GPU(s) "
-                              f"(indices within CUDA_VISIBLE_DEVICES); allowed: all or distinct indices below {available}")
+            raise ConfigError(f"run.gpus={run.gpus!r}: this machine shows {available} GPU(s) (indices within "
+                              f"CUDA_VISIBLE_DEVICES); allowed: all or distinct indices below {available}")
         return Slots(tuple(f"cuda:{i}" for i in indices), run.workers_per_gpu)
     return Slots((run.device,) * run.procs, run.workers_per_gpu)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..pipeline.unit import Unit
 from .events import UnitStaged
 
+
 @dataclass(frozen=True)
 class Charge:
     """The unit a failed worker was running, and how many of its attempts have now failed."""

@@ -6,6 +6,7 @@ nothing but its samples, the config and the models. The local executor and a Ray
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -134,7 +135,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     The batch split depends only on the unit's accepted samples, so every executor produces the same rows.
     """
     batch_size = ctx.config.output.batch_size
-    rows: list[dict] = []  # StagedRow fields; prompt_truncated is known only after text encoding
+    rows: list[StagedRow] = []  # prompt_truncated is known only after text encoding
     latents: list[np.ndarray] = []
     rejects: list[Reject] = []
     prompts: list[str] = []
@@ -165,19 +166,10 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         except SampleRejected as error:
             rejects.append(Reject.of(sample, error, "encode"))
             continue
-        rows.append(
-            dict(
-                sample_id=sample.sample_id,
-                source_index=sample.source_index,
-                prompt=probe.caption,
-                prompt_truncated=False,
-                source_path=sample.entry.video_rel,
-                unit=unit.index,
-                batch=len(rows) // batch_size,
-                provenance=pixels.provenance,
-                extra=dict(sample.entry.extra),
-            )
-        )
+        rows.append(StagedRow(sample_id=sample.sample_id, source_index=sample.source_index, prompt=probe.caption,
+                              prompt_truncated=False, source_path=sample.entry.video_rel, unit=unit.index,
+                              batch=len(rows) // batch_size, provenance=pixels.provenance,
+                              extra=dict(sample.entry.extra)))
         prompts.append(probe.caption)
         pickled.append(pickled_text)
         pending.append(pixels)
@@ -195,15 +187,14 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         ctx.seconds["text"] += time.perf_counter() - started
         text_embeddings = text.batch.embeddings.astype(ctx.storage_dtype)
         text_lengths = text.batch.lengths
-        for row, truncated, origin in zip(rows, text.batch.truncated, text.provenance):
-            row["prompt_truncated"] = bool(truncated)
-            if ctx.text_source.records_provenance:
-                row["provenance"] = {**row["provenance"], "text": origin}
+        with_text = ctx.text_source.records_provenance
+        rows = [dataclasses.replace(row, prompt_truncated=bool(truncated),
+                                    provenance={**row.provenance, "text": origin} if with_text else row.provenance)
+                for row, truncated, origin in zip(rows, text.batch.truncated, text.provenance)]
 
     stacked = np.concatenate(latents) if latents else np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
-    staged_rows = [StagedRow(**row) for row in rows]
     started = time.perf_counter()
-    ctx.stage(StagedPayload(unit.index, staged_rows, stacked, text_embeddings, text_lengths, rejects,
+    ctx.stage(StagedPayload(unit.index, rows, stacked, text_embeddings, text_lengths, rejects,
                             len(unit.samples)))
     ctx.seconds["stage_handoff"] += time.perf_counter() - started
     ctx.samples_done += len(unit.samples)

@@ -123,7 +123,8 @@ class HFTextEncoder(TextEncoder):
         self.tokenizer.padding_side = "right"
         self.tokenizer.truncation_side = "right"
         model_class = getattr(transformers, self.model_class_name)
-        self.model = model_class.from_pretrained(self.folder, dtype=torch.float32 if precision == "fp32" else torch.bfloat16, local_files_only=True)
+        dtype = torch.float32 if precision == "fp32" else torch.bfloat16
+        self.model = model_class.from_pretrained(self.folder, dtype=dtype, local_files_only=True)
         self.model.to(self.device).eval()
 
     @classmethod

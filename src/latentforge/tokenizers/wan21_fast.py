@@ -56,6 +56,11 @@ def _rms(tokens: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return (F.normalize(tokens.float(), dim=-1) * weight).to(tokens.dtype)
 
 
+
+def _linear(conv: torch.nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """A 1x1 convolution's weight as a matrix, and its bias."""
+    return {"weight": conv.weight.detach().to(dtype)[:, :, 0, 0], "bias": conv.bias.detach().to(dtype)}
+
 def _channels_last(shape, like: torch.Tensor) -> torch.Tensor:
     return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=torch.channels_last_3d)
 
@@ -293,8 +298,8 @@ def _prepare_params(layers: list[tuple[str, nn.Module]], dtype: torch.dtype) -> 
             params.append(
                 {
                     "norm": _norm(module.norm, flat=True),
-                    "qkv": {"weight": qkv.weight.detach().to(dtype)[:, :, 0, 0], "bias": qkv.bias.detach().to(dtype)},
-                    "proj": {"weight": proj.weight.detach().to(dtype)[:, :, 0, 0], "bias": proj.bias.detach().to(dtype)},
+                    "qkv": _linear(qkv, dtype),
+                    "proj": _linear(proj, dtype),
                 }
             )
         elif kind == "head":

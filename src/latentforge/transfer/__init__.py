@@ -1,8 +1,8 @@
 """Publishing a finished cache to object storage (`publish`) and bringing one back (`fetch`)."""
 
+from .destinations import Destination, TransferEvent
 from .fetch import FetchOptions, FetchReport, fetch
 from .publish import DestinationReport, PublishOptions, PublishReport, publish
-from .destinations import Destination, TransferEvent
 
 __all__ = [
     "Destination",

@@ -19,6 +19,7 @@ from ..cache.layout import COMPLETE_MARKER, NOT_CHECKSUMMED, PUBLISHED_MARKER, S
 from ..errors import CacheIntegrityError
 from ..hashing import SumProblem
 from .pool import run_parallel
+
 _READ = 1 << 22
 
 

@@ -14,6 +14,7 @@ from ..cache.layout import TMP_LEFTOVER
 from ..errors import ConfigError
 from ..io import atomic_path
 from .digests import FileDigest, hash_stream
+
 _COPY_BLOCK = 1 << 22
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from ..config import DepthConfig
-from ..errors import SampleRejected
-from ..decode.sources import ModalitySource, read_source_frames
 from ..decode.resize import ResizePlan, resize_nearest
+from ..decode.sources import ModalitySource, read_source_frames
+from ..errors import SampleRejected
 
 
 def source_values(source: ModalitySource, indices: list[int], sample_id: str) -> np.ndarray:

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from ..config import MaskConfig
-from ..errors import ConfigError, SampleRejected
-from ..decode.sources import ModalitySource, read_source_frames
 from ..decode.resize import ResizePlan, resize_nearest
+from ..decode.sources import ModalitySource, read_source_frames
+from ..errors import ConfigError, SampleRejected
 
 # Fibonacci hashing: floor(2^24 / golden ratio), odd, so id -> id * GOLDEN_24 mod 2^24 is a bijection and
 # no two ids below 2^24 share a colour; consecutive ids land far apart in RGB.

@@ -22,8 +22,17 @@ from ..cache.check_report import VerifyReport
 from ..cache.checksums import write_sha256sums
 from ..cache.config_file import CacheConfig
 from ..cache.integrity import verify_integrity
-from ..cache.layout import (COMPLETE_MARKER, EMPTY_PROMPT, PUBLISHED_MARKER, README, SHARDS_DIR,
-                            SOURCE_INDEX_DATASET, SUMS, TMP_LEFTOVER, ShardSchema)
+from ..cache.layout import (
+    COMPLETE_MARKER,
+    EMPTY_PROMPT,
+    PUBLISHED_MARKER,
+    README,
+    SHARDS_DIR,
+    SOURCE_INDEX_DATASET,
+    SUMS,
+    TMP_LEFTOVER,
+    ShardSchema,
+)
 from ..cache.readme import render_cache_readme
 from ..cache.rows import ManifestRow, write_manifest, write_rejects
 from ..errors import CacheIntegrityError

@@ -47,7 +47,8 @@ def write_empty_prompt(path: Path, schema: ShardSchema, embeddings: np.ndarray, 
     """empty_prompt.h5: the empty prompt's text datasets, [1, max_length, D] (storage dtype) and [1] (any int)."""
     specs = schema.empty_prompt_specs()
     if lengths.shape != (1,) or not 0 <= int(lengths[0]) <= schema.max_length:
-        raise CacheIntegrityError(f"empty prompt length {lengths.tolist()} is not one value in [0, {schema.max_length}]")
+        raise CacheIntegrityError(f"empty prompt length {lengths.tolist()} is not one value in "
+                                  f"[0, {schema.max_length}]")
     arrays = {schema.embeddings_dataset: embeddings, schema.length_dataset: lengths.astype(np.uint16)}
     for name, (dtype, shape) in specs.items():
         if arrays[name].shape != shape or arrays[name].dtype != dtype:

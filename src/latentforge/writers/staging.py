@@ -23,6 +23,7 @@ from ..faults import fault_point
 from ..hashing import sha256_file
 from ..io import atomic_path, canonical_json, write_text_atomic
 from ..records import Reject
+
 _UNIT_FILE = re.compile(r"^unit-(\d{6,})\.h5$")
 _DONE_SUFFIX = ".done.json"
 
