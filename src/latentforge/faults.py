@@ -3,7 +3,7 @@
 `LATENTFORGE_FAULT=<phase>:<n>[:<action>]` acts at the n-th call of `fault_point(phase)` in each process.
 Actions: `kill` (default) SIGKILLs the build's main process and then the current one, as a power cut would;
 `sleep` says so on stderr and stalls the current process for STALL_SECONDS, so a test can signal a build
-whose ranks and decode workers are busy (tests/test_signals.py). Phases: decode, encode, stage, commit,
+whose ranks and decode workers are busy (tests/executor/test_signals.py). Phases: decode, encode, stage, commit,
 manifest, sha256sums, marker (docs/execution.md). Without the variable `fault_point` is a dictionary lookup
 and nothing else, so it stays in production code paths.
 """

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from latentforge.cache.config_file import CacheConfig, LatentSection, ModalityEntry, TextSection
+from latentforge.cache.config_file import CacheConfig
+from latentforge.cache.config_sections import LatentSection, ModalityEntry, TextSection
 from latentforge.cache.layout import ShardSchema
 from latentforge.records import Reject
 from latentforge.version import __version__

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,73 +18,13 @@ from ..errors import CacheIntegrityError, ConfigError
 from ..io import write_text_atomic
 from ..text.pickles import pickle_lookup_rule, uses_pickles
 from ..version import __version__
-from .layout import CACHE_CONFIG, ShardSchema, text_prefix
+from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection
+from .layout import CACHE_CONFIG, ShardSchema
 from .model_record import TextRecord
 
 FORMAT = "latentforge-cache"
 FORMAT_VERSION = 1
 PIXEL_RANGE = "uint8 v -> v/127.5 - 1 (256-entry table)"
-CONDITIONING_ROLE = "conditioning+target"
-
-
-@dataclass(frozen=True)
-class ModalityEntry:
-    """One modality's channels [start, end) in the stored latent, and its role."""
-
-    name: str
-    channels: tuple[int, int]
-    role: str  # "conditioning+target" | "target"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "channels": list(self.channels), "role": self.role}
-
-
-@dataclass(frozen=True)
-class LatentSection:
-    dataset: str
-    shape: tuple[int, ...]  # [C_total, T', H', W'] of one row
-    modalities: tuple[ModalityEntry, ...]
-    conditioning_modality: str | None
-    conditioning_frames: tuple[int, int]  # [start, end) latent frames of the conditioning modality
-    normalization: str
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"dataset": self.dataset, "shape": list(self.shape),
-                                "modalities": [m.to_json() for m in self.modalities]}
-        if self.conditioning_modality is not None:
-            data["conditioning"] = {"modality": self.conditioning_modality,
-                                    "latent_frames": list(self.conditioning_frames)}
-        data["normalization"] = self.normalization
-        return data
-
-
-@dataclass(frozen=True)
-class TextSection:
-    name: str
-    embeddings_dataset: str
-    length_dataset: str
-    dim: int
-    max_length: int
-    empty_prompt: bool  # empty_prompt.h5 holds the empty prompt's row
-    details: dict[str, Any] = field(default_factory=dict)  # source, pickle lookup, the encoder's fingerprint
-
-    @property
-    def prefix(self) -> str:
-        return text_prefix(self.embeddings_dataset, self.length_dataset)
-
-    @property
-    def source(self) -> str:
-        return str(self.details.get("source", "encoder"))
-
-    @property
-    def precision(self) -> str:
-        return str(self.details.get("precision", "fp32"))
-
-    def to_json(self) -> dict[str, Any]:
-        core = {"name": self.name, "embeddings_dataset": self.embeddings_dataset,
-                "length_dataset": self.length_dataset, "dim": self.dim, "max_length": self.max_length,
-                "empty_prompt": self.empty_prompt}
-        return {**core, **self.details}
 
 
 @dataclass(frozen=True)
@@ -244,9 +184,9 @@ class CacheConfig:
                 num_shards=_count(data, "num_shards"),
                 rows_per_shard=_count(data, "rows_per_shard"),
                 storage_dtype=str(data["storage_dtype"]),
-                latent=_latent(data["latent"]),
+                latent=LatentSection.from_json(data["latent"]),
                 tokenizer=dict(data.get("tokenizer") or {}),
-                text=None if data["text"] is None else _text(data["text"]),
+                text=None if data["text"] is None else TextSection.from_json(data["text"]),
                 frames=dict(data.get("frames") or {}),
                 modalities=data.get("modalities"),
                 dataset=data.get("dataset"),
@@ -322,24 +262,6 @@ def _count(data: dict[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{key}={value!r} is not a count")
     return value
-
-
-def _latent(data: dict[str, Any]) -> LatentSection:
-    modalities = tuple(ModalityEntry(str(m["name"]), (int(m["channels"][0]), int(m["channels"][1])), str(m["role"]))
-                       for m in data["modalities"])
-    conditioning = data.get("conditioning") or {}
-    frames = tuple(int(v) for v in conditioning.get("latent_frames", (0, 1)))
-    return LatentSection(str(data["dataset"]), tuple(int(v) for v in data["shape"]), modalities,
-                         conditioning.get("modality"), (frames[0], frames[1]), str(data.get("normalization")))
-
-
-def _text(data: dict[str, Any]) -> TextSection:
-    core = ("name", "embeddings_dataset", "length_dataset", "dim", "max_length", "empty_prompt")
-    section = TextSection(str(data["name"]), str(data["embeddings_dataset"]), str(data["length_dataset"]),
-                          int(data["dim"]), int(data["max_length"]), bool(data["empty_prompt"]),
-                          {k: v for k, v in data.items() if k not in core})
-    _ = section.prefix  # ValueError unless the two dataset names share a prefix
-    return section
 
 
 def _json_text(value: Any, indent: int = 0) -> str:

@@ -1,0 +1,1 @@
+"""The command line: one thin module per verb over one library function; main.py maps errors to exit codes."""

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..cache.config_file import CONDITIONING_ROLE, PIXEL_RANGE, CacheConfig, LatentSection, ModalityEntry, TextSection
+from ..cache.config_file import PIXEL_RANGE, CacheConfig
+from ..cache.config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection
 from ..cache.layout import RUN_RECORDS_DIR, text_datasets
 from ..records import Reject
 from ..version import __version__

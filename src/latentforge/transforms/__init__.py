@@ -1,0 +1,1 @@
+"""From decoded pixels to tokenizer input: the frame window, mask palettes, depth normalisation."""
