@@ -9,6 +9,7 @@ import pytest
 from helpers.exec_world import make_table
 from helpers.media import pattern_frames, write_video
 from latentforge.builder.lock import BuildLock
+from latentforge.builder.resume import check_config, check_inputs, resume_key
 from latentforge.builder.run import build
 from latentforge.builder.scan import scan
 from latentforge.config import load_config
@@ -45,6 +46,42 @@ def test_changed_config_is_refused_with_a_diff(built):
     assert "different config" in text and "config.frames.width: 48 -> 64" in text
     assert "config.tokenizer.sha256: None -> 'abab" in text and "--overwrite" in text
     assert records() == before  # refused before any work: not even the plan was rewritten
+
+
+# Every setting that changes a latent's bits, and the key the refusal names (haar ignores most of them, but the
+# rule is the same for every tokenizer: a resume never mixes two encoders in one cache).
+BIT_CHANGING = [
+    ("tokenizer.precision=bf16", "config.tokenizer.precision: 'fp32' -> 'bf16'"),
+    ("tokenizer.temporal_window=16", "config.tokenizer.temporal_window: 4 -> 16"),
+    ("tokenizer.max_gpu_mem_gib=12", "config.tokenizer.max_gpu_mem_gib: 24.0 -> 12.0"),
+    ("tokenizer.cudnn_benchmark=true", "config.tokenizer.cudnn_benchmark: False -> True"),
+    ("output.storage_dtype=float32", "config.output.storage_dtype: 'float16' -> 'float32'"),
+    ("output.batch_size=2", "config.output.batch_size: 1 -> 2"),
+]
+
+
+@pytest.mark.parametrize("override,named", BIT_CHANGING)
+def test_every_setting_that_changes_the_bits_is_refused_on_resume(built, override, named):
+    table, root = built
+    with pytest.raises(LatentforgeError) as error:
+        build(_config(table, root, override), quiet=True)
+    assert named in str(error.value)
+
+
+def test_another_tokenizer_or_checkpoint_is_refused_on_resume(tmp_path):
+    weights, other = tmp_path / "Wan2.1_VAE.pth", tmp_path / "other.pth"
+    weights.write_bytes(b"the weights the build started with")
+    other.write_bytes(b"other weights")
+    wan = ["tokenizer.name=wan2.1", "tokenizer.precision=bf16", "frames.height=16", "frames.width=16"]
+    started = _config(tmp_path / "t.csv", tmp_path / "cache", *wan, f"tokenizer.checkpoint={weights}")
+    build_dir = tmp_path / "cache" / "build"
+    check_inputs(build_dir, resume_key(started), {"version": 1, "count": 0, "sha256": "", "entries": {}})
+    check_config(build_dir, resume_key(started))  # the same config resumes
+    swapped = _config(tmp_path / "t.csv", tmp_path / "cache", *wan, f"tokenizer.checkpoint={other}")
+    with pytest.raises(LatentforgeError, match=r"tokenizer_sha256: '[0-9a-f]{64}' -> '[0-9a-f]{64}'"):
+        check_config(build_dir, resume_key(swapped))
+    with pytest.raises(LatentforgeError, match="config.tokenizer.name: 'wan2.1' -> 'haar-4x8x8'"):
+        check_config(build_dir, resume_key(_config(tmp_path / "t.csv", tmp_path / "cache")))
 
 
 def test_execution_settings_are_not_part_of_the_resume_key(built):

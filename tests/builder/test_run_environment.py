@@ -1,10 +1,12 @@
-"""Every run records where it encoded (`environment` in build/stats-*.json), so deep verify of a fresh build on
-the same machine compares latents bit for bit instead of within a tolerance (docs/verify.md)."""
+"""Every unit records where it was encoded (`encoded_by` in cache_config.json, and each run's build/stats-*.json),
+so deep verify on the same machine compares latents bit for bit instead of within a tolerance (docs/verify.md),
+also for a cache fetched without its build/ records."""
 
 from __future__ import annotations
 
 import json
 import platform
+import shutil
 
 import torch
 
@@ -12,6 +14,7 @@ import latentforge
 from helpers.builds import build_quietly, tiny_config, tiny_world, write_table
 from latentforge.builder.run import build
 from latentforge.verification.deep import verify_deep
+from latentforge.verification.reencode import Overrides
 
 
 def _cpu_model() -> str:
@@ -33,8 +36,17 @@ def test_a_fresh_cpu_build_deep_verifies_with_the_exact_comparison(tmp_path):
     assert [run["environment"] for run in runs] == [expected, expected]
     assert all(rank["environment"] == expected for rank in runs[0]["ranks"])
 
+    cache_config = json.loads((tmp_path / "cache" / "cache_config.json").read_text())
+    assert [group["environment"] for group in cache_config["encoded_by"]] == [expected]
+    assert [group["units"] for group in cache_config["encoded_by"]] == [[[0, 1]]]
+
     report = verify_deep(tmp_path / "cache", spot=2)
     assert report.ok, report.failures
     assert report.comparison.startswith("exact (bit for bit after the storage cast)"), report.comparison
     written = json.loads((tmp_path / "cache" / "build" / "verify_report.json").read_text())
     assert written["comparison"] == report.comparison and written["environment"] == expected
+
+    shutil.rmtree(tmp_path / "cache" / "build")  # as fetched: no run records, the dataset given again
+    report = verify_deep(tmp_path / "cache", spot=2, overrides=Overrides(dataset=tuple(config.dataset.path)),
+                         report_path=tmp_path / "report.json")
+    assert report.ok and report.comparison.startswith("exact"), (report.failures, report.comparison)

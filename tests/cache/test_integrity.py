@@ -53,7 +53,7 @@ def test_fresh_cache_passes_every_check(pristine):
     assert report.ok, report.failures
     assert {c.name for c in report.checks} == {
         "markers", "cache_config", "shard_files", "sha256sums", "manifest", "shard_readable", "shard_datasets",
-        "source_index", "latents_finite", "text_finite", "text_padding", "empty_prompt", "rejects"}
+        "source_index", "latents_finite", "text_finite", "text_padding", "empty_prompt", "rejects", "encoded_by"}
     assert check_sha256sums(pristine) == [] and _coreutils_ok(pristine)
 
 

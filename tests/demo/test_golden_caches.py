@@ -2,8 +2,10 @@
 tiny perception build with text each have a SHA256SUMS recorded in tests/golden/.
 
 These goldens hold for the pinned dependencies of constraints.txt (torch, h5py, PyAV and the codecs they
-carry). A change that alters them alters every user's cache; it must be deliberate, documented, and the golden
-files rewritten in the same commit (copy the new SHA256SUMS over tests/golden/<name>.SHA256SUMS).
+carry) on the CPU model CI runs on: cache_config.json records the environment that encoded the units (device
+model, torch, latentforge). A change that alters them alters every user's cache; it must be deliberate,
+documented, and the golden files rewritten in the same commit (copy the new SHA256SUMS over
+tests/golden/<name>.SHA256SUMS).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -54,8 +55,10 @@ def sample_id(index: int) -> str:
     return f"clips/vid_{index:03d}"
 
 
-def stage_units(build_dir: Path, data: SampleData, unit_size: int, text: bool = True) -> list[Path]:
-    """Stage units of `unit_size` consecutive source indices, batches of 2, in reverse order of units."""
+def stage_units(build_dir: Path, data: SampleData, unit_size: int, text: bool = True,
+                encoded_by: Callable[[int], dict] | None = None) -> list[Path]:
+    """Stage units of `unit_size` consecutive source indices, batches of 2, in reverse order of units;
+    `encoded_by(unit)` says which encoder made each (none recorded by default)."""
     paths = []
     starts = list(range(0, NUM_CANDIDATES, unit_size))
     for unit in reversed(range(len(starts))):
@@ -70,7 +73,8 @@ def stage_units(build_dir: Path, data: SampleData, unit_size: int, text: bool = 
         latents = np.stack([data.latents[i] for i in kept]) if kept else np.zeros((0, *LATENT_SHAPE), np.float16)
         embeddings = np.stack([data.embeddings[i] for i in kept]) if text else None
         lengths = np.array([data.lengths[i] for i in kept], dtype=np.int64) if text else None
-        paths.append(write_staged_unit(build_dir, unit, rows, latents, embeddings, lengths, rejects))
+        paths.append(write_staged_unit(build_dir, unit, rows, latents, embeddings, lengths, rejects,
+                                       encoded_by(unit) if encoded_by else None))
     return paths
 
 

@@ -16,7 +16,6 @@ from latentforge.cache.checksums import write_sha256sums
 from latentforge.cache.integrity import verify_integrity
 from latentforge.cache.rows import ManifestRow
 from latentforge.cli.main import main
-from latentforge.pipeline.environment import environment_record
 from latentforge.tokenizers.haar import HaarTokenizer
 from latentforge.verification.deep import verify_deep
 from latentforge.verification.reencode import Overrides
@@ -43,19 +42,11 @@ def _failed(report) -> dict[str, list]:
     return found
 
 
-def _record_environment(root: Path) -> None:
-    """What a build that records its environment leaves in build/stats-*.json (enables the exact comparison)."""
-    for path in (root / "build").glob("stats-*.json"):
-        stats = json.loads(path.read_text())
-        stats["environment"] = environment_record("cpu")
-        path.write_text(json.dumps(stats))
-
-
 def test_fresh_cache_passes_and_writes_the_report(built_cache):
     report = verify_deep(built_cache, spot=10)
     assert report.ok, report.failures
     assert {c.name for c in report.checks} == DEEP_CHECKS
-    assert report.spot == [0, 1, 2] and report.comparison.startswith("exact")  # the build recorded its environment
+    assert report.spot == [0, 1, 2] and report.comparison.startswith("exact")  # cache_config records the environment
     assert {(q.dataset_index, q.modality) for q in report.quality} == {(i, m) for i in range(3)
                                                                         for m in ("rgb", "mask", "depth")}
     written = json.loads((built_cache / "build" / "verify_report.json").read_text())
@@ -63,7 +54,6 @@ def test_fresh_cache_passes_and_writes_the_report(built_cache):
 
 
 def test_exact_comparison_catches_one_ulp(cache):
-    _record_environment(cache)
     assert verify_deep(cache, spot=3).comparison.startswith("exact")
     with h5py.File(cache / _rows(cache)[1]["shard_path"], "r+") as shard:
         value = shard[LATENT][1, 3, 1, 2, 2]
@@ -159,7 +149,6 @@ def test_tiny_wan_cache_verifies_and_another_checkpoint_is_refused(tmp_path):
     build_quietly(tiny_config(table, root, modalities=("rgb",), overrides=(
         "tokenizer.name=wan2.1", f"tokenizer.checkpoint={tmp_path / 'Wan2.1_VAE.pth'}", "frames.num_frames=5",
         "frames.height=16", "frames.width=16", "output.latent_dataset=video_latent_state")))
-    _record_environment(root)
 
     from latentforge.verification.quality import QualityThresholds
 

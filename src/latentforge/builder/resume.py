@@ -1,8 +1,11 @@
 """What a resumed build must share with the staged work, and the readable refusal when it does not.
 
-ROOT/build/run.json records the package version, the output-defining config (execution settings such as
-procs and workers are left out), the tokenizer checkpoint's SHA-256 and the inputs' fingerprint. The
-config is checked before the plan is made, the inputs right after it: both before any model is loaded.
+ROOT/build/run.json records the package version, the output-defining config, the tokenizer checkpoint's
+SHA-256 and the inputs' fingerprint. The config holds everything that changes a latent's bits: the tokenizer,
+its precision, its causal window and memory budget (both set the shapes cuDNN picks kernels for), how kernels
+are chosen, the batching and the storage dtype. Only where units run and how many decode workers feed them
+(procs, gpus, workers, executor) are left out. The config is checked before the plan is made, the inputs right
+after it: both before any model is loaded.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from ..io import canonical_json, write_text_atomic
 from ..pipeline.plan import diff_fingerprints
 from ..version import __version__
 
-# Tokenizer settings that change memory use or speed but not one bit of the output (docs/execution.md).
-_EXECUTION_ONLY_TOKENIZER_KEYS = ("temporal_window", "max_gpu_mem_gib")
 _ADVICE = "rerun with --overwrite to start over, or use another output root"
 
 
@@ -33,7 +34,6 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     data = config.to_dict()
     data["output"] = {k: v for k, v in data["output"].items() if k not in ("root", "min_free_bytes")}
     data["run"] = {"seed": data["run"]["seed"]}
-    data["tokenizer"] = {k: v for k, v in data["tokenizer"].items() if k not in _EXECUTION_ONLY_TOKENIZER_KEYS}
     data["dataset"] = {k: v for k, v in data["dataset"].items() if k != "limit"}
     return {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
 

@@ -21,6 +21,7 @@ class Check:
 @dataclass
 class VerifyReport:
     checks: list[Check] = field(default_factory=list)
+    warnings: list[Check] = field(default_factory=list)  # worth knowing, not a failure
 
     @property
     def ok(self) -> bool:
@@ -42,6 +43,9 @@ class CheckRecorder:
         self._failed[name] += 1
         if self._failed[name] <= MAX_LISTED:
             self.report.checks.append(Check(name, False, detail, dataset_index))
+
+    def warn(self, name: str, detail: str) -> None:
+        self.report.warnings.append(Check(name, True, detail))
 
     def close(self, name: str, passed_detail: str) -> None:
         """Add the passing line of `name`, or the count of failures not listed."""

@@ -19,6 +19,7 @@ from ..io import write_text_atomic
 from ..text.pickles import pickle_lookup_rule, uses_pickles
 from ..version import __version__
 from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection
+from .encoded_by import EncodedBy
 from .layout import CACHE_CONFIG, ShardSchema
 from .model_record import TextRecord
 
@@ -45,6 +46,7 @@ class CacheConfig:
     modalities: dict[str, Any] | None = None
     dataset: dict[str, Any] | None = None
     build: dict[str, Any] | None = None
+    encoded_by: tuple[EncodedBy, ...] | None = None  # which function and environment made which units
 
     # ------------------------------------------------------------------------------- typed views
     @property
@@ -106,8 +108,18 @@ class CacheConfig:
     def shard_paths(self) -> list[tuple[str, int, int]]:
         return self.shard_schema().shard_paths(self.num_samples)
 
-    def with_counts(self, num_samples: int, num_shards: int) -> CacheConfig:
-        return dataclasses.replace(self, num_samples=num_samples, num_shards=num_shards)
+    def committed(self, num_samples: int, num_shards: int, encoded_by: tuple[EncodedBy, ...] | None) -> CacheConfig:
+        """This config with what commit counts and gathers filled in."""
+        return dataclasses.replace(self, num_samples=num_samples, num_shards=num_shards, encoded_by=encoded_by)
+
+    @property
+    def environments(self) -> list[dict[str, str]]:
+        """The distinct environments that encoded the units, in order of first unit."""
+        found: list[dict[str, str]] = []
+        for group in self.encoded_by or ():
+            if group.environment not in found:
+                found.append(group.environment)
+        return found
 
     # --------------------------------------------------------------------------------- writing
     @classmethod
@@ -156,6 +168,8 @@ class CacheConfig:
         for name in ("modalities", "dataset", "build"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
+        if self.encoded_by is not None:
+            data["encoded_by"] = [group.to_json() for group in self.encoded_by]
         return data
 
     def to_text(self) -> str:
@@ -191,6 +205,8 @@ class CacheConfig:
                 modalities=data.get("modalities"),
                 dataset=data.get("dataset"),
                 build=data.get("build"),
+                encoded_by=None if data.get("encoded_by") is None else tuple(
+                    EncodedBy.from_json(group) for group in data["encoded_by"]),
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CacheIntegrityError(f"{CACHE_CONFIG} lacks or garbles what the format needs: {exc!r}") from None

@@ -18,6 +18,7 @@ from ..records import REJECT_KEYS, REJECT_STAGES, Reject
 from .check_report import CheckRecorder, VerifyReport
 from .checksums import find_sum_problems
 from .config_file import CacheConfig
+from .encoded_by import function_digest
 from .layout import (
     COMPLETE_MARKER,
     EMPTY_PROMPT,
@@ -75,15 +76,17 @@ def _check_sums(root: Path, shards: Shards, rec: CheckRecorder) -> None:
     rec.close("sha256sums", "every file matches SHA256SUMS and every file is listed")
 
 
-def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckRecorder) -> dict[int, int]:
-    """{dataset_index: source_index} of the rows that parse."""
+def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckRecorder
+                    ) -> tuple[dict[int, int], set[int]]:
+    """{dataset_index: source_index} of the rows that parse, and the units they name."""
     boundaries = {i: (rel, i - start) for rel, start, end in shards for i in range(start, end)}
     source_of: dict[int, int] = {}
+    units: set[int] = set()
     try:
         lines = (root / MANIFEST).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         rec.fail("manifest", f"{MANIFEST} cannot be read: {exc!r}")
-        return source_of
+        return source_of, units
     dense, previous_source, ids = True, -1, set()
     for line_no, line in enumerate(lines):
         try:
@@ -93,6 +96,7 @@ def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckReco
                      line_no if dense else None)
             continue
         index = row.dataset_index
+        units.add(row.unit)
         if dense and index != line_no:
             dense = False
             rec.fail("manifest", f"line {line_no + 1} has dataset_index {index!r}, expected {line_no}: "
@@ -114,7 +118,35 @@ def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckReco
     if len(lines) != num_samples:
         rec.fail("manifest", f"{MANIFEST} has {len(lines)} rows, cache_config num_samples is {num_samples}")
     rec.close("manifest", f"{num_samples} rows, dense dataset_index, shard_path/cache_row agree with the shards")
-    return source_of
+    return source_of, units
+
+
+def _check_encoded_by(config: CacheConfig, manifest_units: set[int], rec: CheckRecorder) -> None:
+    """Every unit from one function, the cache's; several environments are worth a warning."""
+    if config.encoded_by is None:
+        rec.close("encoded_by", "cache_config.json does not record which encoder made which units")
+        return
+    expected = function_digest(config.tokenizer)
+    seen: set[int] = set()
+    for group in config.encoded_by:
+        units = group.unit_set()
+        if units & seen:
+            rec.fail("encoded_by", f"units {sorted(units & seen)[:5]} are listed under two encoders")
+        seen |= units
+        if group.function != expected:
+            rec.fail("encoded_by", f"units {[list(r) for r in group.units][:5]} were encoded by another function "
+                     f"(tokenizer fingerprint digest {group.function[:16]}...) than cache_config.json's tokenizer "
+                     f"({expected[:16]}...); rebuild those units")
+    missing = sorted(manifest_units - seen)
+    if missing:
+        rec.fail("encoded_by", f"manifest units {missing[:5]} are not listed in encoded_by")
+    environments = config.environments
+    if len(environments) > 1:
+        rec.warn("encoded_by", f"the units were encoded in {len(environments)} environments (a build resumed "
+                 "elsewhere): each unit is exact for its own, but the cache equals no single uninterrupted build; "
+                 + " | ".join(", ".join(f"{k} {v}" for k, v in env.items() if k != "latentforge")
+                              for env in environments))
+    rec.close("encoded_by", f"every unit from the cache's tokenizer function, in {len(environments)} environment(s)")
 
 
 def _dataset_problems(handle: h5py.File, specs: DatasetSpecs) -> list[str]:
@@ -249,7 +281,8 @@ def verify_integrity(root: Path, require_complete: bool = True) -> VerifyReport:
     shards = config.shard_paths()
     _check_shard_files(root, config, shards, rec)
     _check_sums(root, shards, rec)
-    source_of = _check_manifest(root, config.num_samples, shards, rec)
+    source_of, units = _check_manifest(root, config.num_samples, shards, rec)
+    _check_encoded_by(config, units, rec)
     _check_shards(root, schema, shards, source_of, rec)
     _check_empty_prompt(root, config, schema, rec)
     _check_rejects(root, set(source_of.values()), rec)

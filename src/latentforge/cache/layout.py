@@ -53,8 +53,6 @@ def run_stats_name(stamp: str) -> str:
 def scan_record_name(stamp: str) -> str:
     return f"scan-{stamp}.json"
 
-
-RUN_STATS_GLOB = run_stats_name("*")
 TMP_LEFTOVER = re.compile(r"^\..+\.tmp\d+$")  # io.atomic_path's tmp siblings
 
 # ------------------------------------------------------------------------------------------ shards

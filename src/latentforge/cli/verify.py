@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.deep:
         report = verify(args.root, require_complete=not args.allow_incomplete)
         out.print(_table(report.checks, "integrity"))
+        if report.warnings:
+            out.print(_table(report.warnings, "warnings", Text("warn", style="yellow")))
     else:
         overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, args.text_path, args.device)
         given = {k: getattr(args, k) for k in ("fail_psnr", "warn_psnr", "fail_ssim", "warn_ssim")}
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             out.print(_table(integrity.checks, "integrity"))
         out.print(_table(report.checks, "deep"))
-        skipped = [w for w in report.warnings if w.name != "quality"]  # quality warnings: in the quality table
+        skipped = integrity.warnings + [w for w in report.warnings if w.name != "quality"]  # quality: own table
         if skipped:
             out.print(_table(skipped, "warnings", Text("warn", style="yellow")))
         if report.quality:

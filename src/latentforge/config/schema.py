@@ -68,13 +68,15 @@ class TokenizerConfig:
     checkpoint: str | None = None  # .pth state dict, diffusers folder or hub id (wan2.1)
     sha256: str | None = None  # refuse a checkpoint whose SHA-256 differs
     precision: str = "fp32"  # fp32 | bf16 | cosmos-bf16
-    # Frames per causal chunk of the fp32 / cosmos-bf16 loops. The maths is the same for any window, but on a
-    # GPU the convolution algorithms (and so the last bits) depend on it: Cosmos' video2world uses 16.
+    # Frames per causal chunk of the cosmos-bf16 loop (Cosmos' video2world uses 16). The maths is the same for
+    # any window, but on a GPU the convolution kernels (and so the last bits) depend on it. fp32 always runs the
+    # official chunking (4), so it equals the official Wan module.
     temporal_window: int = 4
     max_gpu_mem_gib: float = 24.0  # the bf16 fast path picks its causal window to stay under this
-    # bf16 fast path: let cuDNN time its kernels (about 20% faster on an H200). Re-encoding in one process stays
-    # bit-identical; across processes the chosen kernels may differ, so deep verify compares within tolerance.
-    cudnn_benchmark: bool = True
+    # bf16 fast path: let cuDNN time its kernels instead of taking its heuristics' choice. Faster, but the timing
+    # race picks kernels per process, so the same input can give other bits in another process, rank or resume;
+    # off by default (docs/tokenizers.md).
+    cudnn_benchmark: bool = False
 
 
 @dataclass

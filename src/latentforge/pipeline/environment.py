@@ -1,7 +1,12 @@
-"""What decides whether a re-encode can be bit-exact: the device model and the software that encoded."""
+"""What decides whether a re-encode can give the same bits: the device model and the software that encoded.
+
+Recorded per unit of work and in cache_config.json (`encoded_by`); deep verify compares bit for bit only where
+the verifier's record equals the cache's.
+"""
 
 from __future__ import annotations
 
+import os
 import platform
 from typing import Iterator
 
@@ -11,14 +16,29 @@ from ..version import __version__
 
 
 def environment_record(device: str | torch.device) -> dict[str, str]:
-    """Device model and software versions (no host names, no time)."""
+    """Device model and software versions (no host names, no time). On CUDA also the CUDA runtime, the driver's
+    CUDA version and cuDNN, which pick and build the kernels."""
     device = torch.device(device)
+    record = {"device_type": device.type}
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
+        record["device_name"] = torch.cuda.get_device_name(device)
+        record["cuda"] = str(torch.version.cuda)
+        driver = getattr(torch._C, "_cuda_getDriverVersion", None)
+        record["cuda_driver"] = _cuda_version(driver()) if driver is not None else "unknown"
+        record["cudnn"] = str(torch.backends.cudnn.version())
+        # PyTorch asks cuDNN's heuristics in mode B instead of A when this is set: other kernels, other bits
+        mode_b = os.environ.get("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "").lower() in ("1", "true", "yes", "on")
+        record["cudnn_heuristics"] = "B" if mode_b else "A"
     else:
-        name = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")),
-                    platform.processor() or platform.machine())
-    return {"device_type": device.type, "device_name": name, "torch": torch.__version__, "latentforge": __version__}
+        record["device_name"] = next((line.split(":", 1)[1].strip() for line in _cpuinfo()
+                                      if line.startswith("model name")), platform.processor() or platform.machine())
+    record.update({"torch": torch.__version__, "latentforge": __version__})
+    return record
+
+
+def _cuda_version(number: int) -> str:
+    """12080 -> "12.8", as CUDA writes its versions."""
+    return f"{number // 1000}.{number % 1000 // 10}"
 
 
 def _cpuinfo() -> Iterator[str]:

@@ -11,11 +11,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
 
+from ..cache.encoded_by import function_digest
 from ..config import BuildConfig
 from ..errors import SampleRejected
 from ..faults import fault_point
@@ -23,6 +24,7 @@ from ..records import Reject, Sample, SamplePixels
 from ..text.prompt_cache import PromptCache
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from ..writers.staging import StagedRow, write_staged_unit
+from .environment import environment_record
 from .probe import ProbeResult
 from .sample import load_sample_pixels
 from .text_stage import PickledText, TextSource, text_source
@@ -48,6 +50,7 @@ class StagedPayload:
     text_lengths: np.ndarray | None
     rejects: list[Reject]
     num_samples: int  # planned samples of the unit, accepted or not
+    encoded_by: dict[str, Any]  # {"function": tokenizer fingerprint digest, "environment": device and software}
 
 
 def stage_now(build_dir: Path) -> Callable[[StagedPayload], None]:
@@ -55,7 +58,7 @@ def stage_now(build_dir: Path) -> Callable[[StagedPayload], None]:
 
     def stage(payload: StagedPayload) -> None:
         write_staged_unit(build_dir, payload.unit, payload.rows, payload.latents, payload.text_embeddings,
-                          payload.text_lengths, payload.rejects)
+                          payload.text_lengths, payload.rejects, payload.encoded_by)
 
     return stage
 
@@ -71,9 +74,12 @@ class UnitContext:
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     samples_done: int = 0
     text_source: TextSource | None = field(init=False)  # text.source applied to `text`; None: no text stage
+    encoded_by: dict[str, Any] = field(init=False)  # recorded with every staged unit
 
     def __post_init__(self) -> None:
         self.text_source = text_source(self.config, self.text)
+        self.encoded_by = {"function": function_digest(self.tokenizer.fingerprint()),
+                           "environment": environment_record(self.tokenizer.device)}
 
     @property
     def storage_dtype(self) -> np.dtype:
@@ -195,6 +201,6 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     stacked = np.concatenate(latents) if latents else np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
     started = time.perf_counter()
     ctx.stage(StagedPayload(unit.index, rows, stacked, text_embeddings, text_lengths, rejects,
-                            len(unit.samples)))
+                            len(unit.samples), ctx.encoded_by))
     ctx.seconds["stage_handoff"] += time.perf_counter() - started
     ctx.samples_done += len(unit.samples)

@@ -3,14 +3,15 @@
 - fp32: fp32 weights and input, TF32 off; equals the official `WanVAE_.encode(x, scale)` bit for bit on CPU.
 - bf16: the fast path (wan21_fast.FastWanEncoder over the same weights): bf16 convolutions in channels-last
   3D, residual add + RMS norm + SiLU fused (Triton on CUDA) and rounded once, causal windows sized by
-  max_gpu_mem_gib, cuDNN autotuning unless tokenizer.cudnn_benchmark is false;
-  mu is normalised in fp32 with the exact constants. Decode uses diffusers' modules in bf16.
+  max_gpu_mem_gib, cuDNN's heuristics choosing the kernels (reproducible) unless tokenizer.cudnn_benchmark asks
+  for autotuning; mu is normalised in fp32 with the exact constants. Decode uses diffusers' modules in bf16.
 - cosmos-bf16: what Cosmos-Predict2's `TokenizerInterface` computes: bf16 weights and input, no autocast,
   RMS norm in bf16, mean and 1/std as bf16 tensors, bf16 normalisation, result cast to fp32.
-fp32 and cosmos-bf16 run the causal chunk loop of Cosmos' `VAE_.encode`: frame 0 alone, then `temporal_window`
-frames at a time, the remainder last; with window 4 this is exactly the loop of official Wan and diffusers.
-On CUDA, cuDNN is set to deterministic algorithms without benchmarking, so the same batch encodes to the same
-bits every time (deep verify relies on it).
+fp32 and cosmos-bf16 run the causal chunk loop of Cosmos' `VAE_.encode`: frame 0 alone, then a window of
+frames at a time, the remainder last. fp32 always uses window 4, exactly the loop of official Wan and diffusers;
+cosmos-bf16 uses `temporal_window` (16 in Cosmos' video2world). On CUDA, cuDNN is set to deterministic
+algorithms chosen by its heuristics, never by timing, so the same batch encodes to the same bits in any process
+on the same GPU model and software (deep verify relies on it).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .base import Tokenizer
 from .wan21_checkpoint import check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
 from .wan21_fast import FastWanEncoder
 
+OFFICIAL_WINDOW = 4  # frames per causal chunk after frame 0 in official Wan and diffusers
 # Wan's latent normalisation constants (formats.md §1; Wan2.1 vae.py, Cosmos tokenizer.py, diffusers).
 LATENTS_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
                 0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)  # fmt: skip
@@ -97,7 +99,7 @@ class Wan21Tokenizer(Tokenizer):
         temporal_window: int = 4,
         device: torch.device | str = "cpu",
         max_gpu_mem_gib: float = 24.0,
-        cudnn_benchmark: bool = True,
+        cudnn_benchmark: bool = False,
     ):
         super().__init__(device)
         if precision not in self.precisions:
@@ -109,7 +111,9 @@ class Wan21Tokenizer(Tokenizer):
                 "16 as Cosmos-Predict2's video2world config)"
             )
         self.precision = precision
-        self.temporal_window = temporal_window
+        self.temporal_window = OFFICIAL_WINDOW if precision == "fp32" else temporal_window
+        # How kernels are chosen, as configured: cuDNN's heuristics (false) or timing (true, bf16 on CUDA only)
+        self.cudnn_benchmark = precision == "bf16" and cudnn_benchmark
         self.source = resolve_checkpoint(checkpoint)
         self.checkpoint_sha256 = checkpoint_sha256(self.source)
         check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
@@ -179,7 +183,7 @@ class Wan21Tokenizer(Tokenizer):
             "precision": self.precision,
             "temporal_window": self.temporal_window if self._fast is None else None,
             "max_gpu_mem_gib": self._fast.max_gib if self._fast is not None else None,
-            "cudnn_benchmark": bool(self._fast is not None and self._fast.cudnn_benchmark),
+            "cudnn_benchmark": self.cudnn_benchmark,
             "encoder_path": "latentforge fast (wan21_fast)" if self._fast is not None else "chunk loop",
             "latent": "posterior mean mu, (mu - latents_mean) * (1 / latents_std)",
             "latents_mean": list(LATENTS_MEAN),

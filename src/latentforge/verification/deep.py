@@ -38,7 +38,7 @@ from .tolerances import Comparison, choose_comparison, tolerance_for
 
 DEFAULT_SPOT = 4
 # Tokenizer settings that change memory use, speed or the code path, not the maths (docs/execution.md)
-EXECUTION_KEYS = frozenset({"temporal_window", "max_gpu_mem_gib", "encoder_path"})
+EXECUTION_KEYS = frozenset({"temporal_window", "max_gpu_mem_gib", "encoder_path", "cudnn_benchmark"})
 
 
 @dataclass
@@ -281,7 +281,8 @@ def _run_deep(root: Path, spot: int, overrides: Overrides, thresholds: QualityTh
     pixels = run.load_pixels(batch_rows, finder)
     tolerance = tolerance_for(type(tokenizer).precisions, run.precision, run.storage)
     autotuned = bool(cache_config.tokenizer.get("cudnn_benchmark"))
-    comparison = choose_comparison(root, overrides.device, tolerance, autotuned, run.execution_changes)
+    comparison = choose_comparison(cache_config.environments, overrides.device, tolerance, autotuned,
+                                   run.execution_changes)
     report.comparison = comparison.describe()
     run.reencode(tokenizer, batch_rows, pixels, comparison)
     loaded = [row for row in spot_rows if row.dataset_index in pixels]

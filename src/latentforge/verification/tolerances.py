@@ -3,13 +3,10 @@ else within the documented tolerance of the precision mode plus the storage cast
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from ..cache.layout import RUN_RECORDS_DIR, RUN_STATS_GLOB
 from ..errors import ConfigError
 from ..pipeline.environment import environment_record
 
@@ -53,31 +50,24 @@ def tolerance_for(precisions: dict[str, float], precision: str, storage_dtype: s
     return precisions[precision] + STORAGE_TOLERANCE[storage_dtype]
 
 
-def build_environment(root: Path) -> tuple[dict[str, str] | None, str]:
-    """The environment every run of the build recorded (`environment` in build/stats-*.json), or None and why."""
-    runs = sorted((Path(root) / RUN_RECORDS_DIR).glob(RUN_STATS_GLOB))
-    recorded = [json.loads(path.read_text(encoding="utf-8")).get("environment") for path in runs]
-    if not recorded or any(env is None for env in recorded):
-        return None, "the build did not record its environment (build/stats-*.json has no 'environment')"
-    if any(env != recorded[0] for env in recorded):
-        return None, "the build's runs (resumes) ran in different environments"
-    return recorded[0], "recorded"
-
-
-def choose_comparison(root: Path, device: str, tolerance: float, autotuned: bool,
+def choose_comparison(environments: list[dict[str, str]], device: str, tolerance: float, autotuned: bool,
                       execution_changes: list[str]) -> Comparison:
-    """Exact when the build recorded an environment equal to this one, the tokenizer's software versions agree
-    and no kernel was chosen by timing; otherwise the documented tolerance, saying why."""
-    built, why = build_environment(root)
+    """Exact when the cache's units were all encoded in one environment equal to this one, with the same
+    tokenizer software and no kernel chosen by timing; otherwise the documented tolerance, saying why."""
     current = environment_record(device)
-    if built is not None and built != current:
+    if not environments:
+        why = "cache_config.json does not record the environment that encoded the units"
+    elif len(environments) > 1:
+        why = f"the units were encoded in {len(environments)} environments"
+    elif environments[0] != current:
+        built = environments[0]
         changed = [f"{k} {built.get(k)!r} -> {current.get(k)!r}" for k in sorted(built.keys() | current.keys())
                    if built.get(k) != current.get(k)]
         why = "environment differs from the build's: " + ", ".join(changed)
-    elif built is not None and execution_changes:
+    elif execution_changes:
         why = "tokenizer software or code path differs from the build's: " + ", ".join(execution_changes)
-    elif built is not None and autotuned:
+    elif autotuned:
         why = "the build let cuDNN autotune its kernels (tokenizer.cudnn_benchmark), which may choose others here"
-    elif built is not None:
+    else:
         return Comparison(True, 0.0, "device model and software match the build's")
     return Comparison(False, tolerance, f"{why} (rel-L2 tolerance {tolerance:.3g}, the storage cast included)")

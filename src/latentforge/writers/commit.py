@@ -21,6 +21,7 @@ import numpy as np
 from ..cache.check_report import VerifyReport
 from ..cache.checksums import write_sha256sums
 from ..cache.config_file import CacheConfig
+from ..cache.encoded_by import EncodedBy, group_units
 from ..cache.integrity import verify_integrity
 from ..cache.layout import (
     COMPLETE_MARKER,
@@ -84,14 +85,21 @@ def _check_unit_arrays(path: Path, staged: OpenStagedUnit, schema: ShardSchema) 
         raise CacheIntegrityError(f"staged unit {path}: " + "; ".join(problems))
 
 
-def _gather(schema: ShardSchema, unit_paths: list[Path]) -> tuple[list[_Placed], list[Reject]]:
+def _gather(schema: ShardSchema, unit_paths: list[Path]
+            ) -> tuple[list[_Placed], list[Reject], tuple[EncodedBy, ...] | None]:
     placed: list[_Placed] = []
     rejects: list[Reject] = []
+    encoders: dict[int, dict] = {}
     for path in sorted(unit_paths):
         with open_staged_unit(path) as staged:
             _check_unit_arrays(path, staged, schema)
             placed.extend(_Placed(row, path, i) for i, row in enumerate(staged.rows))
             rejects.extend(staged.rejects)
+            if staged.encoded_by is not None:
+                encoders[staged.unit] = staged.encoded_by
+    if encoders and len(encoders) != len(unit_paths):
+        raise CacheIntegrityError(f"{len(unit_paths) - len(encoders)} staged unit(s) do not record which encoder "
+                                  "made them; remove the stale staged units")
     placed.sort(key=lambda p: p.row.source_index)
     for what, values in (("source_index", [p.row.source_index for p in placed]),
                          ("sample_id", [p.row.sample_id for p in placed])):
@@ -102,7 +110,7 @@ def _gather(schema: ShardSchema, unit_paths: list[Path]) -> tuple[list[_Placed],
     both = sorted(r.sample_id for r in rejects if r.source_index in accepted)
     if both:
         raise CacheIntegrityError(f"samples {both[:5]} are both staged and rejected; remove the stale staged units")
-    return placed, rejects
+    return placed, rejects, group_units(encoders) if encoders else None
 
 
 def _fill_shard(schema: ShardSchema, rows: list[_Placed], units: dict[Path, OpenStagedUnit]) -> BlockFiller:
@@ -182,9 +190,9 @@ def commit_cache(
     schema = cache_config.shard_schema()
     if empty_prompt is not None and schema.text_prefix is None:
         raise CacheIntegrityError("an empty prompt was given but the cache has no text datasets")
-    placed, unit_rejects = _gather(schema, unit_paths)
+    placed, unit_rejects, encoded_by = _gather(schema, unit_paths)
     shards = schema.shard_paths(len(placed))
-    config = cache_config.with_counts(len(placed), len(shards))
+    config = cache_config.committed(len(placed), len(shards), encoded_by)
     readme = render_cache_readme(config, readme_context)
     written = _write_shards(root, schema, placed, shards)
     if empty_prompt is not None:

@@ -51,6 +51,7 @@ class StagedUnit:
     text_embeddings: np.ndarray | None  # [n, L, D] storage dtype
     text_lengths: np.ndarray | None  # [n]
     rejects: list[Reject]
+    encoded_by: dict[str, Any] | None  # {"function", "environment"} of the rank that encoded it
 
 
 @dataclass
@@ -63,6 +64,7 @@ class OpenStagedUnit:
     text_embeddings: h5py.Dataset | None
     text_lengths: h5py.Dataset | None
     rejects: list[Reject]
+    encoded_by: dict[str, Any] | None
 
 
 def staged_unit_path(build_dir: Path, unit: int) -> Path:
@@ -103,8 +105,10 @@ def write_staged_unit(
     text_embeddings: np.ndarray | None,
     text_lengths: np.ndarray | None,
     rejects: list[Reject],
+    encoded_by: dict[str, Any] | None = None,
 ) -> Path:
-    """Stage one finished unit; it counts for completed_units() only once its sidecar is written."""
+    """Stage one finished unit; it counts for completed_units() only once its sidecar is written.
+    `encoded_by` says which function in which environment encoded it (cache/encoded_by.py)."""
     _check_shapes(unit, rows, latents, text_embeddings, text_lengths)
     path = staged_unit_path(build_dir, unit)
     sidecar = _sidecar(path)
@@ -113,6 +117,8 @@ def write_staged_unit(
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as handle:
             handle.attrs["unit"] = unit
+            if encoded_by is not None:
+                handle.attrs["encoded_by"] = canonical_json(encoded_by)
             handle.create_dataset("latents", data=latents, track_times=False)
             fault_point("stage")  # test-only: a kill here leaves a half-written tmp file
             if text_embeddings is not None:
@@ -163,6 +169,7 @@ def open_staged_unit(path: Path) -> Iterator[OpenStagedUnit]:
             text_embeddings=handle.get("text_embeddings"),
             text_lengths=handle.get("text_lengths"),
             rejects=[Reject.from_json(row) for row in _read_jsonl(handle, "rejects_jsonl")],
+            encoded_by=json.loads(handle.attrs["encoded_by"]) if "encoded_by" in handle.attrs else None,
         )
 
 
@@ -176,4 +183,5 @@ def read_staged_unit(path: Path) -> StagedUnit:
             text_embeddings=None if staged.text_embeddings is None else staged.text_embeddings[()],
             text_lengths=None if staged.text_lengths is None else staged.text_lengths[()],
             rejects=staged.rejects,
+            encoded_by=staged.encoded_by,
         )
