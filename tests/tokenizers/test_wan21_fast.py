@@ -63,3 +63,12 @@ def test_refuses_frame_counts_the_causal_encoder_would_truncate(vae):
     fast = FastWanEncoder(vae.encoder, vae.quant_conv, dtype=torch.float32, window=4)
     with pytest.raises(ValueError, match="T - 1"):
         fast(torch.zeros(1, 3, 8, 16, 16))
+
+
+def test_a_single_frame_encodes_as_diffusers_encodes_one_image(vae, video):
+    # deep verify's frame-0 check encodes pixel frame 0 alone: one latent frame, as diffusers gives it
+    image = video[:, :, :1]
+    expected = reference_mu(vae, image)
+    got = FastWanEncoder(vae.encoder, vae.quant_conv, dtype=torch.float32, window=8)(image)
+    assert got.shape == expected.shape == (2, 16, 1, 4, 6)
+    assert float((got - expected).norm() / expected.norm()) < 1e-5

@@ -56,10 +56,10 @@ def _rms(tokens: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return (F.normalize(tokens.float(), dim=-1) * weight).to(tokens.dtype)
 
 
-
 def _linear(conv: torch.nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """A 1x1 convolution's weight as a matrix, and its bias."""
     return {"weight": conv.weight.detach().to(dtype)[:, :, 0, 0], "bias": conv.bias.detach().to(dtype)}
+
 
 def _channels_last(shape, like: torch.Tensor) -> torch.Tensor:
     return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=torch.channels_last_3d)
@@ -207,6 +207,8 @@ class FastWanEncoder(nn.Module):
             head = None
             body = torch.cat([caches[key], x], dim=2)
         caches[key] = x[:, :, -1:].clone()
+        if body.shape[2] < 3:  # a lone first frame (one image, or deep verify's frame-0 check): it only passes
+            return head
         out = F.conv3d(body, p["time"]["weight"], p["time"]["bias"], stride=(2, 1, 1))
         return out if head is None else torch.cat([head, out], dim=2)
 

@@ -1,0 +1,186 @@
+"""Same bytes in every process, rank count and resume: builds of one small RGB dataset with the Wan2.1 VAE
+(random weights) in bf16 with the fast path's default settings, each a fresh `latentforge build` process,
+compared by their SHA256SUMS.
+
+Runs:
+  fresh-1, fresh-2   two uninterrupted builds
+  ranks-2            two ranks: two GPUs when the machine has them, else two processes on one GPU
+  killed+resumed     SIGKILL of the whole build at its second staged unit, then the same command again
+  autotune-1, -2     (--autotune) tokenizer.cudnn_benchmark=true, the timing race the default avoids
+Then `latentforge verify --deep` of fresh-1 on the same device: the comparison it chose and its verdict.
+
+    python bench/determinism.py --out results.json          # on a GPU
+    python bench/determinism.py --tiny                      # CPU, tiny clips: checks the script
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import torch
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(SRC))
+
+
+def make_dataset(folder: Path, clips: int, frames: int, width: int, height: int) -> Path:
+    """A Cosmos-layout folder (videos/*.mp4, metas/*.txt) of moving shapes with grain, H.264 at 24 fps."""
+    from latentforge.demo.world import _things, render
+
+    (folder / "videos").mkdir(parents=True, exist_ok=True)
+    (folder / "metas").mkdir(exist_ok=True)
+    rng = np.random.default_rng(0)
+    for index in range(clips):
+        things = _things(rng, width, height)
+        grain = rng.integers(-12, 13, (frames, height, width, 3))
+        images = [np.clip(render(things, t, width, height)[0].astype(int) + grain[t], 0, 255).astype(np.uint8)
+                  for t in range(frames)]
+        with av.open(str(folder / "videos" / f"clip_{index:03d}.mp4"), "w") as container:
+            stream = container.add_stream("libx264", rate=Fraction(24))
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.options = {"crf": "18", "preset": "veryfast", "threads": "1", "x264-params": "mbtree=0"}
+            for image in images:
+                container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+            container.mux(stream.encode())
+        (folder / "metas" / f"clip_{index:03d}.txt").write_text(f"clip {index}", encoding="utf-8")
+    return folder
+
+
+def make_checkpoint(folder: Path) -> Path:
+    """A diffusers folder of the Wan2.1 VAE architecture with random weights (spread gammas and biases)."""
+    from diffusers import AutoencoderKLWan
+
+    torch.manual_seed(0)
+    vae = AutoencoderKLWan(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+                           temperal_downsample=[False, True, True]).eval()
+    with torch.no_grad():
+        for name, param in vae.named_parameters():
+            if name.endswith("gamma"):
+                param.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                param.uniform_(-0.1, 0.1)
+    vae.save_pretrained(folder)
+    return folder
+
+
+def build_command(args, dataset: Path, checkpoint: Path, root: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "latentforge.cli.main", "build", "--dataset", str(dataset), "--out", str(root),
+            "--tokenizer", "wan2.1", "--tokenizer-checkpoint", str(checkpoint), "--precision", "bf16",
+            "--text", "none", "--device", args.device, "--workers-per-gpu", "1", "--quiet",
+            "--set", f"frames.num_frames={args.frames}", "--set", f"frames.height={args.height}",
+            "--set", f"frames.width={args.width}", "--set", "output.unit_size=2", "--set", "output.rows_per_shard=4",
+            "--set", "output.min_free_bytes=0", *extra]
+
+
+def run_build(command: list[str], fault: str | None = None) -> tuple[int, float, str]:
+    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    if fault:
+        env["LATENTFORGE_FAULT"] = fault
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    return done.returncode, time.perf_counter() - started, done.stderr[-2000:]
+
+
+def sums(root: Path) -> str | None:
+    path = root / "SHA256SUMS"
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def rank_flags(args) -> tuple[list[str], str]:
+    if args.device.startswith("cuda") and torch.cuda.device_count() >= 2:
+        return ["--gpus", "0,1"], "2 GPUs"
+    return ["--procs", "2"], f"2 processes on one {args.device.split(':')[0].upper()}"
+
+
+def run(args, work: Path) -> dict:
+    dataset = make_dataset(work / "data", args.clips, args.source_frames, args.source_width, args.source_height)
+    checkpoint = make_checkpoint(work / "vae")
+    ranks, ranks_note = rank_flags(args)
+    plan = [("fresh-1", [], None), ("fresh-2", [], None), ("ranks-2", ranks, None)]
+    if args.autotune:
+        plan += [("autotune-1", ["--set", "tokenizer.cudnn_benchmark=true"], None),
+                 ("autotune-2", ["--set", "tokenizer.cudnn_benchmark=true"], None)]
+    rows = []
+    for name, extra, fault in plan:
+        code, seconds, stderr = run_build(build_command(args, dataset, checkpoint, work / name, *extra), fault)
+        rows.append({"run": name, "exit": code, "seconds": seconds, "sums": sums(work / name),
+                     "note": ranks_note if name == "ranks-2" else "", "stderr": stderr if code else ""})
+        print(f"  {name}: exit {code} in {seconds:.1f} s", flush=True)
+    killed = build_command(args, dataset, checkpoint, work / "killed")
+    code_kill, seconds_kill, _ = run_build(killed, "stage:2")
+    code, seconds, stderr = run_build(killed)
+    rows.append({"run": "killed+resumed", "exit": code, "seconds": seconds_kill + seconds,
+                 "sums": sums(work / "killed"),
+                 "note": f"SIGKILL at the second staged unit (exit {code_kill}), then the same command",
+                 "stderr": stderr if code else ""})
+    print(f"  killed+resumed: exit {code_kill} then {code}", flush=True)
+    reference = rows[0]["sums"]
+    for row in rows:
+        row["equals_fresh_1"] = row["sums"] is not None and row["sums"] == reference
+    report = work / "verify.json"
+    # random weights decode to noise: the quality thresholds are opened, the re-encode comparison is the point
+    anything = ["--fail-psnr", "-1000", "--warn-psnr", "-1000", "--fail-ssim", "-1", "--warn-ssim", "-1"]
+    verify = subprocess.run([sys.executable, "-m", "latentforge.cli.main", "verify", str(work / "fresh-1"),
+                             "--deep", "--device", args.device, "--spot", "4", "--report", str(report), *anything],
+                            env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True)
+    deep = json.loads(report.read_text()) if report.is_file() else {}
+    config = json.loads((work / "fresh-1" / "cache_config.json").read_text()) if reference else {}
+    return {
+        "shape": f"{args.frames}x{args.height}x{args.width}", "clips": args.clips, "device": args.device,
+        "environment": [group["environment"] for group in config.get("encoded_by", [])],
+        "runs": [{k: v for k, v in row.items() if k != "sums"} for row in rows],
+        "deep_verify": {"exit": verify.returncode, "ok": deep.get("ok"), "comparison": deep.get("comparison"),
+                        "reencode": [c["detail"] for c in deep.get("deep", []) if c["name"] == "reencode"]},
+    }
+
+
+def print_table(result: dict) -> None:
+    print(f"\n{result['clips']} clips at {result['shape']} on {result['device']}; environment {result['environment']}")
+    print(f"{'run':<16} {'exit':>4} {'seconds':>8}  same SHA256SUMS as fresh-1   note")
+    for row in result["runs"]:
+        same = str(row["equals_fresh_1"])
+        print(f"{row['run']:<16} {row['exit']:>4} {row['seconds']:8.1f}  {same:<27} {row['note']}")
+    deep = result["deep_verify"]
+    print(f"verify --deep of fresh-1: exit {deep['exit']}, ok {deep['ok']}; comparison: {deep['comparison']}")
+    for detail in deep["reencode"]:
+        print(f"  reencode: {detail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--clips", type=int, default=8)
+    parser.add_argument("--frames", type=int, default=33)
+    parser.add_argument("--height", type=int, default=240)
+    parser.add_argument("--width", type=int, default=416)
+    parser.add_argument("--autotune", action="store_true", help="also two builds with cuDNN autotuning")
+    parser.add_argument("--workdir", type=Path, help="keep the builds here (default: a temporary folder)")
+    parser.add_argument("--out", type=Path, help="write the result as JSON")
+    parser.add_argument("--tiny", action="store_true", help="CPU, 4 clips of 9x32x48: checks the script")
+    args = parser.parse_args(argv)
+    if args.tiny:
+        args.device, args.clips, args.frames, args.height, args.width = "cpu", 4, 9, 32, 48
+    args.source_frames, args.source_width, args.source_height = args.frames + 7, args.width + 64, args.height + 32
+    with tempfile.TemporaryDirectory() as scratch:
+        work = args.workdir or Path(scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        result = run(args, work)
+    print_table(result)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+    same = all(row["equals_fresh_1"] for row in result["runs"] if not row["run"].startswith("autotune"))
+    return 0 if same and result["deep_verify"]["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
