@@ -82,8 +82,13 @@ def build_command(args, dataset: Path, checkpoint: Path, root: Path, *extra: str
             "--set", "output.min_free_bytes=0", *extra]
 
 
+def _env() -> dict[str, str]:
+    """This environment with the repository's src first on the path (and whatever else the path holds)."""
+    return {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 def run_build(command: list[str], fault: str | None = None) -> tuple[int, float, str]:
-    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = _env()
     if fault:
         env["LATENTFORGE_FAULT"] = fault
     started = time.perf_counter()
@@ -132,15 +137,18 @@ def run(args, work: Path) -> dict:
     anything = ["--fail-psnr", "-1000", "--warn-psnr", "-1000", "--fail-ssim", "-1", "--warn-ssim", "-1"]
     verify = subprocess.run([sys.executable, "-m", "latentforge.cli.main", "verify", str(work / "fresh-1"),
                              "--deep", "--device", args.device, "--spot", "4", "--report", str(report), *anything],
-                            env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True)
+                            env=_env(), capture_output=True, text=True)
     deep = json.loads(report.read_text()) if report.is_file() else {}
     config = json.loads((work / "fresh-1" / "cache_config.json").read_text()) if reference else {}
+    autotuned = [row["sums"] for row in rows if row["run"].startswith("autotune")]
     return {
         "shape": f"{args.frames}x{args.height}x{args.width}", "clips": args.clips, "device": args.device,
+        "autotune_runs_agree": len(autotuned) == 2 and autotuned[0] == autotuned[1],
         "environment": [group["environment"] for group in config.get("encoded_by", [])],
         "runs": [{k: v for k, v in row.items() if k != "sums"} for row in rows],
         "deep_verify": {"exit": verify.returncode, "ok": deep.get("ok"), "comparison": deep.get("comparison"),
-                        "reencode": [c["detail"] for c in deep.get("deep", []) if c["name"] == "reencode"]},
+                        "reencode": [c["detail"] for c in deep.get("deep", []) if c["name"] == "reencode"],
+                        "output": "" if verify.returncode == 0 else (verify.stdout + verify.stderr)[-3000:]},
     }
 
 
@@ -150,8 +158,12 @@ def print_table(result: dict) -> None:
     for row in result["runs"]:
         same = str(row["equals_fresh_1"])
         print(f"{row['run']:<16} {row['exit']:>4} {row['seconds']:8.1f}  {same:<27} {row['note']}")
+    if "autotune-1" in [row["run"] for row in result["runs"]]:
+        print(f"the two autotuned builds agree with each other: {result['autotune_runs_agree']}")
     deep = result["deep_verify"]
     print(f"verify --deep of fresh-1: exit {deep['exit']}, ok {deep['ok']}; comparison: {deep['comparison']}")
+    if deep["output"]:
+        print(deep["output"])
     for detail in deep["reencode"]:
         print(f"  reencode: {detail}")
 

@@ -26,7 +26,8 @@ def environment_record(device: str | torch.device) -> dict[str, str]:
         driver = getattr(torch._C, "_cuda_getDriverVersion", None)
         record["cuda_driver"] = _cuda_version(driver()) if driver is not None else "unknown"
         record["cudnn"] = str(torch.backends.cudnn.version())
-        # PyTorch asks cuDNN's heuristics in mode B instead of A when this is set: other kernels, other bits
+        # PyTorch asks cuDNN's heuristics in mode B instead of A when this is set (the bf16 fast path sets it
+        # before its first convolution): other kernels, other bits
         mode_b = os.environ.get("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "").lower() in ("1", "true", "yes", "on")
         record["cudnn_heuristics"] = "B" if mode_b else "A"
     else:

@@ -50,13 +50,24 @@ def add_rms_silu(
         norm_out.copy_(F.silu(y))
 
 
+def _channel_rows(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    """The tensor with each voxel's channels contiguous (channels-last 3D): itself, or a copy in that layout."""
+    if tensor is None or tensor.is_contiguous(memory_format=torch.channels_last_3d):
+        return tensor
+    return tensor.contiguous(memory_format=torch.channels_last_3d)
+
+
 def _launch(a, b, weight, norm_out, sum_out, bias) -> None:
     batch, channels, frames, height, width = a.shape
     rows_per_batch = frames * height * width
     rows = batch * rows_per_batch
-    for tensor in (a, b, sum_out):
-        if tensor is not None and not tensor.is_contiguous(memory_format=torch.channels_last_3d):
-            raise ValueError("fused kernels need channels-last-3D inputs")
+    # The encoder keeps every activation channels-last; a convolution over a single frame (an image, or deep
+    # verify's frame-0 check) can come back in another layout, so such operands are copied into it, and a
+    # result written to a tensor of another layout is copied back.
+    a, b = _channel_rows(a), _channel_rows(b)
+    target = sum_out
+    if sum_out is not None and not sum_out.is_contiguous(memory_format=torch.channels_last_3d):
+        sum_out = torch.empty_like(sum_out, memory_format=torch.channels_last_3d)
     block_c = triton.next_power_of_2(channels)
     per_program = max(1, 8192 // block_c)
     grid = (triton.cdiv(rows, per_program),)
@@ -78,6 +89,8 @@ def _launch(a, b, weight, norm_out, sum_out, bias) -> None:
         BLOCK_C=block_c,
         ROWS=per_program,
     )
+    if target is not None and target is not sum_out:
+        target.copy_(sum_out)
 
 
 if triton is not None:
