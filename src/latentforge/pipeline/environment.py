@@ -6,6 +6,7 @@ the verifier's record equals the cache's.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 from typing import Iterator
@@ -23,8 +24,7 @@ def environment_record(device: str | torch.device) -> dict[str, str]:
     if device.type == "cuda":
         record["device_name"] = torch.cuda.get_device_name(device)
         record["cuda"] = str(torch.version.cuda)
-        driver = getattr(torch._C, "_cuda_getDriverVersion", None)
-        record["cuda_driver"] = _cuda_version(driver()) if driver is not None else "unknown"
+        record["cuda_driver"] = _driver_cuda_version()
         record["cudnn"] = str(torch.backends.cudnn.version())
         # PyTorch asks cuDNN's heuristics in mode B instead of A when this is set (the bf16 fast path sets it
         # before its first convolution): other kernels, other bits
@@ -37,9 +37,15 @@ def environment_record(device: str | torch.device) -> dict[str, str]:
     return record
 
 
-def _cuda_version(number: int) -> str:
-    """12080 -> "12.8", as CUDA writes its versions."""
-    return f"{number // 1000}.{number % 1000 // 10}"
+def _driver_cuda_version() -> str:
+    """The CUDA version the installed driver supports (cuDriverGetVersion: 13000 -> "13.0"), or "unknown"."""
+    try:
+        version = ctypes.c_int()
+        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) != 0:
+            return "unknown"
+    except OSError:
+        return "unknown"
+    return f"{version.value // 1000}.{version.value % 1000 // 10}"
 
 
 def _cpuinfo() -> Iterator[str]:

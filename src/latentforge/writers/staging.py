@@ -117,8 +117,6 @@ def write_staged_unit(
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as handle:
             handle.attrs["unit"] = unit
-            if encoded_by is not None:
-                handle.attrs["encoded_by"] = canonical_json(encoded_by)
             handle.create_dataset("latents", data=latents, track_times=False)
             fault_point("stage")  # test-only: a kill here leaves a half-written tmp file
             if text_embeddings is not None:
@@ -126,6 +124,8 @@ def write_staged_unit(
                 handle.create_dataset("text_lengths", data=text_lengths, track_times=False)
             handle.create_dataset("rows_jsonl", data=_jsonl_bytes([asdict(r) for r in rows]), track_times=False)
             handle.create_dataset("rejects_jsonl", data=_jsonl_bytes([r.to_json() for r in rejects]), track_times=False)
+            if encoded_by is not None:  # a small dataset: an attribute of this size grows the file by 4 KiB
+                handle.create_dataset("encoded_by_json", data=_jsonl_bytes([encoded_by]), track_times=False)
     write_text_atomic(sidecar, canonical_json({"size": path.stat().st_size, "sha256": sha256_file(path)}))
     return path
 
@@ -169,7 +169,7 @@ def open_staged_unit(path: Path) -> Iterator[OpenStagedUnit]:
             text_embeddings=handle.get("text_embeddings"),
             text_lengths=handle.get("text_lengths"),
             rejects=[Reject.from_json(row) for row in _read_jsonl(handle, "rejects_jsonl")],
-            encoded_by=json.loads(handle.attrs["encoded_by"]) if "encoded_by" in handle.attrs else None,
+            encoded_by=_read_jsonl(handle, "encoded_by_json")[0] if "encoded_by_json" in handle else None,
         )
 
 
