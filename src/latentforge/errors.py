@@ -95,15 +95,14 @@ def environment_message(error: OSError) -> str | None:
 
 
 def as_os_error(error: BaseException) -> OSError | None:
-    """The OSError behind `error` (itself, or the errno an HDF5 write failure names); None when there is none."""
-    if isinstance(error, OSError):
-        return error
-    if isinstance(error, RuntimeError):
+    """The OSError behind `error`: the errno an HDF5 write failure names (h5py raises it as an OSError or a
+    RuntimeError carrying the driver's whole report), else `error` itself; None when there is none."""
+    if isinstance(error, (OSError, RuntimeError)):
         match = _HDF5_ERRNO.search(str(error))
         if match:
             number = int(match.group(2))
             return OSError(number, os.strerror(number), match.group(1))
-    return None
+    return error if isinstance(error, OSError) else None
 
 
 def storage_error(error: BaseException) -> StorageError | None:
@@ -112,4 +111,4 @@ def storage_error(error: BaseException) -> StorageError | None:
     message = environment_message(cause) if cause is not None else None
     if message is None:
         return None
-    return HDF5WriteError(message) if isinstance(error, RuntimeError) else StorageError(message)
+    return HDF5WriteError(message) if cause is not error else StorageError(message)

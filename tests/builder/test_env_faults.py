@@ -69,6 +69,39 @@ def test_disk_full_ends_cleanly_and_resumes(world):
     assert sums(root) == sums(reference)
 
 
+def _mount_tmpfs(folder: Path, size: int) -> None:
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"a real full disk needs a tmpfs mount, which this user may not do: {done.stderr.strip()}")
+
+
+def test_full_file_system_at_commit_exits_1(world):
+    """ENOSPC from a real file system while the shards are written (h5py raises it as an OSError carrying
+    the HDF5 driver's report): one line naming the file, exit 1, never the HDF5 library's crash at exit."""
+    base, table, _ = world
+    # frames large enough that the shards outweigh the disk estimate's fixed margin
+    big = ("--workers-per-gpu", "0", "--set", "output.storage_dtype=float32")
+    sized = base / "sized"
+    done = run_cli(build_args(table, sized, *big, width=768, height=512))
+    assert done.returncode == 0, done.stderr
+    records = sum(p.stat().st_size for p in (sized / "build").rglob("*") if p.is_file())
+    shards = sum(p.stat().st_size for p in (sized / "shards").iterdir())
+    disk = base / "tmpfs"
+    _mount_tmpfs(disk, records + shards * 2 // 3)  # the estimate and the staged units fit, the shards do not
+    try:
+        root = disk / "cache"
+        done = run_cli(build_args(table, root, *big, width=768, height=512))
+        assert done.returncode == 1, done.stderr
+        message = " ".join(done.stderr.split())
+        assert "disk full writing " in message and "rerun the same command to resume" in message, message
+        assert "Traceback" not in done.stderr and "errno = 28" not in message
+        assert not (root / "_CACHE_COMPLETE").exists()
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 @pytest.mark.parametrize("case", ["staging_not_writable", "read_only_root"])
 def test_permission_denied_ends_cleanly_and_resumes(world, case):
     base, table, reference = world
