@@ -1,14 +1,70 @@
-"""A rich progress bar per phase (done/total, samples/s, ETA that is right after a resume)."""
+"""Rich progress bars: one row per step with done/total, rate and an ETA that is right after a resume."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Callable, Iterator
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.console import Console
+from rich.filesize import decimal
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+BYTES = "bytes"  # the unit whose amounts and rates print as sizes (12.3/45.6 MB, 7.8 MB/s)
+
+
+class ProgressBars:
+    """A rich Progress for the life of a `with` block; start() adds a row and returns its advance(n), which
+    any thread may call. Rates and ETAs count only the work advanced here, so a resumed step does not look
+    instantly fast."""
+
+    def __init__(self, unit: str = "samples", console: Console | None = None):
+        self.unit = unit
+        amount: ProgressColumn = DownloadColumn() if unit == BYTES else MofNCompleteColumn()
+        self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), amount,
+                                  TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=console)
+
+    def __enter__(self) -> ProgressBars:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._progress.stop()
+
+    def start(self, label: str, total: int, completed: int = 0) -> Callable[[int], None]:
+        progress = self._progress
+        # A step with nothing to do gets no row.
+        task = progress.add_task(f"{label:<7}", total=total, completed=completed, rate="", visible=total > 0)
+        began = progress.get_time()
+        done_here = 0
+        lock = threading.Lock()
+
+        def advance(n: int) -> None:
+            nonlocal done_here
+            with lock:
+                done_here += n
+                rate = done_here / max(progress.get_time() - began, 1e-9)
+            shown = f"{decimal(int(rate))}/s" if self.unit == BYTES else f"{rate:.2f} {self.unit}/s"
+            progress.update(task, advance=n, rate=shown)
+
+        return advance
+
+    def say(self, text: str) -> None:
+        """Print a line above the bars."""
+        self._progress.console.print(text)
 
 
 class BuildProgress:
+    """One bar per build phase on stdout, or none when quiet."""
+
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
 
@@ -17,23 +73,5 @@ class BuildProgress:
         if self.quiet:
             yield lambda n: None
             return
-        columns = (
-            TextColumn(f"[bold]{label:<7}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TimeRemainingColumn(),
-        )
-        with Progress(*columns, transient=False) as progress:
-            # Rates and ETA count only this run's work, so a resumed build does not look instantly fast.
-            task = progress.add_task(label, total=total, completed=completed, rate="")
-            start = progress.get_time()
-            done_here = 0
-
-            def advance(n: int) -> None:
-                nonlocal done_here
-                done_here += n
-                elapsed = max(progress.get_time() - start, 1e-9)
-                progress.update(task, advance=n, rate=f"{done_here / elapsed:.2f} samples/s")
-
-            yield advance
+        with ProgressBars("samples") as bars:
+            yield bars.start(label, total, completed)

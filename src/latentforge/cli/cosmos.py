@@ -42,10 +42,12 @@ def run(args: argparse.Namespace) -> int:
             say(f"skipped {len(report.missing_prompt)} without a .txt prompt: " + ", ".join(report.missing_prompt))
         return 0
     from ..integrations.cosmos.t5_pickles import cosmos_t5
+    from .progress import progress_bars
 
-    report = cosmos_t5(args.dataset_dir, args.t5, args.metadata_csv, args.prompt_prefix, args.precision,
-                       args.max_length, args.batch_size, args.device)
+    with progress_bars("prompts") as bars:
+        report = cosmos_t5(args.dataset_dir, args.t5, args.metadata_csv, args.prompt_prefix, args.precision,
+                           args.max_length, args.batch_size, args.device, bars.start)
     if args.metadata_csv is not None:
-        say(f"metas/*.txt written: {len(report.metas_written)}")
-    say(f"t5_xxl pickles written: {len(report.written)}, already present (skipped): {len(report.skipped)}")
+        say(f"wrote {len(report.metas_written)} prompt files to {report.folder.parent / 'metas'}")
+    say(f"wrote {len(report.written)} pickles to {report.folder} ({len(report.skipped)} already there, kept)")
     return 0

@@ -23,9 +23,14 @@ def run(args: argparse.Namespace) -> int:
     from ..report.preview import preview
     from ..verification.reencode import Overrides
     from .common import say
+    from .progress import progress_bars
 
     overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, None, args.device)
-    made = preview(Path(args.root), args.samples, Path(args.out) if args.out else None, overrides, args.index)
-    say(f"dataset_index {made.dataset_indices}: {made.video} and {made.sheet} (per modality: source | "
-        "reconstruction)")
+    with progress_bars("samples") as bars:
+        made = preview(Path(args.root), args.samples, Path(args.out) if args.out else None, overrides, args.index,
+                       bars.start)
+    say(f"previewed dataset_index {', '.join(map(str, made.dataset_indices))} (per modality: source | "
+        "reconstruction); wrote:")
+    say(f"  {made.video}")
+    say(f"  {made.sheet}")
     return 0

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
+from rich.filesize import decimal
 
+from ..builder.progress import BYTES, ProgressBars
 from ..errors import ConfigError
 from ..transfer import Destination, FetchOptions, PublishOptions, TransferEvent, fetch, publish
+from .common import say
+from .progress import progress_bars
 
 _MIB = 1 << 20
 
@@ -67,32 +70,44 @@ def parse_storage_options(pairs: list[str]) -> dict[str, Any]:
     return options
 
 
-def _print_event(event: TransferEvent) -> None:
-    if event.action != "confirmed":
-        print(f"{event.action} {event.destination.rstrip('/')}/{event.path} ({event.size} bytes)", file=sys.stderr)
+def _event_printer(bars: ProgressBars) -> Callable[[TransferEvent], None]:
+    """A line per object moved, with why, above the bars (confirmations are counted by the bars only)."""
+
+    def show(event: TransferEvent) -> None:
+        if event.action != "confirmed":
+            bars.say(f"{event.action} {event.destination.rstrip('/')}/{event.path} ({decimal(event.size)}): "
+                     f"{event.reason}")
+
+    return show
 
 
 def run_publish(args: argparse.Namespace) -> int:
     storage = parse_storage_options(args.storage_option)
-    options = PublishOptions(
-        workers=args.workers,
-        part_size=args.part_size_mib * _MIB,
-        verify_remote=args.verify_remote,
-        server_checksum=not args.no_server_checksum,
-        on_event=_print_event,
-    )
-    report = publish(args.root, [Destination(url, storage) for url in args.dest], options)
+    with progress_bars(BYTES) as bars:
+        options = PublishOptions(
+            workers=args.workers,
+            part_size=args.part_size_mib * _MIB,
+            verify_remote=args.verify_remote,
+            server_checksum=not args.no_server_checksum,
+            on_event=_event_printer(bars),
+            progress=bars.start,
+        )
+        report = publish(args.root, [Destination(url, storage) for url in args.dest], options)
     for dest in report.destinations:
-        print(f"{dest.url}: {len(dest.uploaded)} uploaded ({dest.bytes_uploaded} bytes), "
-              f"{len(dest.already_confirmed)} already there; {report.objects_per_destination} objects confirmed")
-    print(f"_SUCCESS written at {len(report.destinations)} destination(s) and in {report.root}")
+        say(f"{dest.url}: {len(dest.uploaded)} uploaded ({decimal(dest.bytes_uploaded)}), "
+            f"{len(dest.already_confirmed)} already there; {report.objects_per_destination} objects confirmed")
+    say(f"published {report.root} ({decimal(report.bytes_per_destination)}) to {', '.join(args.dest)}; _SUCCESS "
+        f"written at {len(report.destinations)} destination(s) and in {report.root}")
     return 0
 
 
 def run_fetch(args: argparse.Namespace) -> int:
     source = Destination(args.source, parse_storage_options(args.storage_option))
-    options = FetchOptions(workers=args.workers, require_success=not args.allow_unpublished, on_event=_print_event)
-    report = fetch(source, args.root, options)
-    print(f"{report.root}: {len(report.downloaded)} downloaded ({report.bytes_downloaded} bytes), "
-          f"{len(report.already_present)} already present; SHA256SUMS check passed")
+    with progress_bars(BYTES) as bars:
+        options = FetchOptions(workers=args.workers, require_success=not args.allow_unpublished,
+                               on_event=_event_printer(bars), progress=bars.start)
+        report = fetch(source, args.root, options)
+    say(f"fetched {args.source} into {report.root}: {len(report.downloaded)} files downloaded "
+        f"({decimal(report.bytes_downloaded)}), {len(report.already_present)} already present; SHA256SUMS check "
+        "passed")
     return 0

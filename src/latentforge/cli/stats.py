@@ -22,8 +22,11 @@ def run(args: argparse.Namespace) -> int:
 
     from ..report.stats_report import stats
     from .common import console
+    from .progress import progress_bars
 
-    report = stats(args.root, args.out, args.extreme, args.every, args.export_cosmos_mean_std, args.modality)
+    with progress_bars("samples") as bars:
+        report = stats(args.root, args.out, args.extreme, args.every, args.export_cosmos_mean_std, args.modality,
+                       bars.start)
     computed = report.stats
     table = Table("modality", "channels", "mean (min..max over channels)", "std (min..max)", "extreme fraction",
                   title=f"{computed.num_samples} samples, {computed.latent_dataset} {computed.latent_shape}")
@@ -33,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     out.print(table)
     if report.cosmos_mean_std is not None:
-        video, images = report.cosmos_mean_std
-        out.print(f"Cosmos mean/std: {video} and {images} (set mean_std_path to {video.parent / 'mean_std.pt'})")
-    out.print(f"report: {report.html}")
+        video = report.cosmos_mean_std[0]
+        out.print(f"Cosmos mean/std: set mean_std_path to {video.parent / 'mean_std.pt'}")
+    out.print(f"wrote {len(report.written)} files:")
+    for path in report.written:
+        out.print(f"  {path}")
+    out.print(f"open {report.html} in a browser for the plots")
     return 0

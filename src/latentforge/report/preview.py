@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Callable
 
 import av
 import numpy as np
@@ -75,9 +76,11 @@ def write_mp4(path: Path, frames: np.ndarray, fps: float) -> Path:
 
 
 def preview(root: Path, samples: int = 4, out: Path | None = None, overrides: Overrides = Overrides(),
-                 indices: list[int] | None = None) -> Preview:
+            indices: list[int] | None = None,
+            progress: Callable[[str, int], Callable[[int], None]] | None = None) -> Preview:
     """Decode `samples` samples spread over the cache (or `indices`) next to their source frames; write
-    preview.mp4 and preview.png into `out` (default ROOT/build/preview)."""
+    preview.mp4 and preview.png into `out` (default ROOT/build/preview). progress("decode", samples) returns
+    the function advanced by 1 per sample decoded."""
     root = Path(root)
     cache_config = CacheConfig.load(root)
     config = recorded_config(root, overrides)
@@ -89,6 +92,7 @@ def preview(root: Path, samples: int = 4, out: Path | None = None, overrides: Ov
     finder = SampleFinder(root, config, reread=bool(overrides.dataset))
     channels = {m.name: m.channels for m in cache_config.latent.modalities}
     tiles, fps = [], None
+    advance = progress("decode", len(rows)) if progress else (lambda n: None)
     for row in rows:
         try:
             pixels, _ = recorded_pixels(row, finder.sample(row), config)
@@ -104,6 +108,7 @@ def preview(root: Path, samples: int = 4, out: Path | None = None, overrides: Ov
                 decoded[name] = to_uint8(tokenizer.decode(latent[None, lo:hi].to(tokenizer.device))[0])
         tiles.append(sample_tiles(source, decoded))
         fps = fps or row.source_fps
+        advance(1)
     folder = Path(out) if out is not None else root / RUN_RECORDS_DIR / PREVIEW_FOLDER
     video = write_mp4(folder / "preview.mp4", _join(tiles, -3), float(fps or 8.0))
     times = sorted({round(p * (tiles[0].shape[0] - 1)) for p in PREVIEW_TIMES})

@@ -13,7 +13,7 @@ import posixpath
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import h5py
 import numpy as np
@@ -144,8 +144,10 @@ class _ModalityAccumulator:
             self.overflow)
 
 
-def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1) -> CacheStats:
-    """Statistics of every `every`-th sample of the cache at `root` (all of them by default)."""
+def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
+                  progress: Callable[[str, int], Callable[[int], None]] | None = None) -> CacheStats:
+    """Statistics of every `every`-th sample of the cache at `root` (all of them by default).
+    progress("read", samples to read) returns the function advanced by 1 per sample read."""
     root = Path(root)
     if every < 1:
         raise ConfigError(f"--every {every}: use 1 (every sample) or a larger stride")
@@ -154,19 +156,21 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1) 
     accumulators = [_ModalityAccumulator(m.name, m.channels, latent.shape[1], extreme) for m in latent.modalities]
     text = config.text
     lengths: Counter[int] = Counter()
-    rows = 0
-    for rel, start, end in config.shard_paths():
+    shards = [(rel, range(-start % every, end - start, every)) for rel, start, end in config.shard_paths()]
+    total = sum(len(wanted) for _, wanted in shards)
+    if total == 0:
+        raise ConfigError(f"{root} holds no samples to take statistics of")
+    advance = progress("read", total) if progress else (lambda n: None)
+    for rel, wanted in shards:
         with h5py.File(root / rel, "r") as shard:
             dataset = shard[latent.dataset]
-            for row in range(-start % every, end - start, every):
+            for row in wanted:
                 sample = dataset[row]  # one chunk: one sample in memory at a time
                 for accumulator in accumulators:
                     accumulator.add(sample)
-                rows += 1
+                advance(1)
             if text is not None:
-                lengths.update(int(v) for v in shard[text.length_dataset][-start % every :: every])
-    if rows == 0:
-        raise ConfigError(f"{root} holds no samples to take statistics of")
+                lengths.update(int(v) for v in shard[text.length_dataset][wanted.start :: every])
     truncated, sources = 0, Counter()
     if (root / MANIFEST).is_file():
         for manifest_row in read_manifest(root):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
 from ..io import write_text_atomic
@@ -20,6 +21,11 @@ class StatsReport:
     plots: list[Path]
     html: Path
     cosmos_mean_std: tuple[Path, Path] | None = None  # video_mean_std.pt, images_mean_std.pt
+
+    @property
+    def written(self) -> list[Path]:
+        """Every file this report wrote, report.html last."""
+        return [self.stats_json, *self.plots, *(self.cosmos_mean_std or ()), self.html]
 
 
 def write_stats_report(stats: CacheStats, folder: Path, title: str = "latentforge cache statistics") -> StatsReport:
@@ -42,11 +48,13 @@ def write_stats_report(stats: CacheStats, folder: Path, title: str = "latentforg
 
 
 def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFAULT_EXTREME, every: int = 1,
-          cosmos_mean_std: str | Path | None = None, modality: str = "rgb") -> StatsReport:
+          cosmos_mean_std: str | Path | None = None, modality: str = "rgb",
+          progress: Callable[[str, int], Callable[[int], None]] | None = None) -> StatsReport:
     """Statistics of every `every`-th sample, written under `out` (default ROOT/build/stats); with
-    `cosmos_mean_std`, also Cosmos-Predict2's mean/std files of `modality` into that folder."""
+    `cosmos_mean_std`, also Cosmos-Predict2's mean/std files of `modality` into that folder. `progress` as in
+    compute_stats."""
     root = Path(root)
-    computed = compute_stats(root, extreme=extreme, every=every)
+    computed = compute_stats(root, extreme=extreme, every=every, progress=progress)
     report = write_stats_report(computed, Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER)
     if cosmos_mean_std is not None:
         report.cosmos_mean_std = export_cosmos_mean_std(computed, Path(cosmos_mean_std), modality)

@@ -41,3 +41,4 @@ class TransferEvent:
     path: str
     action: str  # "uploaded", "confirmed" or "downloaded"
     size: int
+    reason: str = ""  # why it was uploaded or downloaded, e.g. "missing at destination"; empty when confirmed

@@ -12,7 +12,7 @@ import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from ..cache.checksums import checksummed_files, read_sha256sums
 from ..cache.layout import COMPLETE_MARKER, NOT_CHECKSUMMED, PUBLISHED_MARKER, SUMS
@@ -44,7 +44,18 @@ class FileDigest:
         return base64.b64encode(composite).decode("ascii")
 
 
-def hash_stream(handle: BinaryIO, part_size: int) -> FileDigest:
+def uncounted(n: int) -> None:
+    """The default byte counter: counts nothing."""
+
+
+def start_count(progress: Callable[[str, int], Callable[[int], None]] | None, step: str,
+                total: int) -> Callable[[int], None]:
+    """progress(step, total bytes): the function to advance by bytes done, or `uncounted` without progress."""
+    return progress(step, total) if progress else uncounted
+
+
+def hash_stream(handle: BinaryIO, part_size: int, read: Callable[[int], None] = uncounted) -> FileDigest:
+    """The digest of what `handle` holds; read(n) after each piece of n bytes."""
     whole = hashlib.sha256()
     parts: list[bytes] = []
     size = 0
@@ -58,6 +69,7 @@ def hash_stream(handle: BinaryIO, part_size: int) -> FileDigest:
             whole.update(piece)
             part.update(piece)
             left -= len(piece)
+            read(len(piece))
         taken = part_size - left
         size += taken
         if taken or not parts:
@@ -67,9 +79,19 @@ def hash_stream(handle: BinaryIO, part_size: int) -> FileDigest:
     return FileDigest(size=size, sha256=whole.hexdigest(), part_size=part_size, part_digests=tuple(parts))
 
 
-def hash_file(path: Path, part_size: int) -> FileDigest:
+def hash_file(path: Path, part_size: int, read: Callable[[int], None] = uncounted) -> FileDigest:
     with open(path, "rb") as handle:
-        return hash_stream(handle, part_size)
+        return hash_stream(handle, part_size, read)
+
+
+def file_sha256(path: Path, read: Callable[[int], None] = uncounted) -> str:
+    """Hex SHA-256 of a file (no part hashes); read(n) after each piece of n bytes."""
+    whole = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while piece := handle.read(_READ):
+            whole.update(piece)
+            read(len(piece))
+    return whole.hexdigest()
 
 
 def hash_bytes(data: bytes, part_size: int) -> FileDigest:
@@ -88,9 +110,11 @@ class VerifiedCache:
         return sum(digest.size for digest in self.digests.values())
 
 
-def sum_problems(root: Path, part_size: int, workers: int) -> tuple[dict[str, FileDigest], list[SumProblem]]:
+def sum_problems(root: Path, part_size: int, workers: int,
+                 progress: Callable[[str, int], Callable[[int], None]] | None = None
+                 ) -> tuple[dict[str, FileDigest], list[SumProblem]]:
     """Hash every checksummed file in parallel; report what disagrees with SHA256SUMS (as `sha256sum -c` would,
-    plus files present but not listed)."""
+    plus files present but not listed). progress("hash", bytes) returns the function advanced by bytes read."""
     root = Path(root)
     if not (root / SUMS).is_file():
         return {}, [SumProblem(None, f"{SUMS} is missing; the cache was not committed")]
@@ -100,7 +124,8 @@ def sum_problems(root: Path, part_size: int, workers: int) -> tuple[dict[str, Fi
     problems += [SumProblem(rel, f"listed in {SUMS} but missing") for rel in sorted(set(listed) - present)]
     problems += [SumProblem(rel, f"present but not listed in {SUMS}") for rel in sorted(present - set(listed))]
     to_hash = sorted(set(listed) & present)
-    hashed = run_parallel(lambda rel: hash_file(root / rel, part_size), to_hash, workers)
+    read = start_count(progress, "hash", sum((root / rel).stat().st_size for rel in to_hash))
+    hashed = run_parallel(lambda rel: hash_file(root / rel, part_size, read), to_hash, workers)
     digests = dict(zip(to_hash, hashed))
     problems += [
         SumProblem(rel, f"sha256 {digests[rel].sha256} differs from {SUMS} ({listed[rel]})")
@@ -110,14 +135,16 @@ def sum_problems(root: Path, part_size: int, workers: int) -> tuple[dict[str, Fi
     return digests, problems
 
 
-def load_verified_cache(root: Path, part_size: int, workers: int) -> VerifiedCache:
-    """Refuse a cache that is not built (`_CACHE_COMPLETE`) or fails its SHA256SUMS check; else hash it for upload."""
+def load_verified_cache(root: Path, part_size: int, workers: int,
+                        progress: Callable[[str, int], Callable[[int], None]] | None = None) -> VerifiedCache:
+    """Refuse a cache that is not built (`_CACHE_COMPLETE`) or fails its SHA256SUMS check; else hash it for upload
+    (`progress` as in sum_problems)."""
     root = Path(root)
     if not (root / COMPLETE_MARKER).is_file():
         raise CacheIntegrityError(
             f"{root}: no {COMPLETE_MARKER}, so the cache is not built and verified; finish `latentforge build` first"
         )
-    digests, problems = sum_problems(root, part_size, workers)
+    digests, problems = sum_problems(root, part_size, workers, progress)
     if problems:
         listing = "\n  ".join(str(problem) for problem in problems)
         raise CacheIntegrityError(f"{root}: SHA256SUMS check failed; rebuild or repair before publishing:\n  {listing}")

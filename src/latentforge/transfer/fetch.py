@@ -17,9 +17,13 @@ from ..errors import CacheIntegrityError, LatentforgeError
 from ..hashing import sha256_file
 from ..io import inside
 from .destinations import Destination, TransferEvent, open_remote
+from .digests import file_sha256, start_count
 from .pool import run_parallel
 from .publish import PublishOptions
 from .stores import Remote
+
+MISSING_LOCALLY = "missing locally"
+DIFFERS_LOCALLY = "local copy differs from SHA256SUMS"
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,9 @@ class FetchOptions:
     workers: int = 8
     require_success: bool = True  # refuse a source whose publish never finished
     on_event: Callable[[TransferEvent], None] | None = None
+    # progress(step, total bytes) as each step starts ("check": hashing local files already there, "download");
+    # returns the function advanced by bytes done, from worker threads
+    progress: Callable[[str, int], Callable[[int], None]] | None = None
 
 
 @dataclass
@@ -60,9 +67,19 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
         raise CacheIntegrityError(f"{source.url}/{SUMS} does not parse:\n  " + "\n  ".join(unparsable))
 
     report = FetchReport(root)
-    items = sorted(listed.items())
-    outcomes = run_parallel(lambda item: _fetch_one(remote, root, item[0], item[1], options), items, options.workers)
-    problems = [problem for problem, _ in outcomes if problem]
+    paths, problems = _local_paths(root, listed)
+    reasons = _why_download(paths, listed, options)
+    report.already_present = [rel for rel in paths if reasons[rel] is None]
+    wanted = [rel for rel in paths if reasons[rel] is not None]
+    sizes = dict(zip(wanted, run_parallel(remote.size, wanted, options.workers)))
+    problems += [f"{rel}: listed in {SUMS} but missing at {remote.url}" for rel in wanted if sizes[rel] is None]
+    report.downloaded = [rel for rel in wanted if sizes[rel] is not None]
+    received = start_count(options.progress, "download", sum(sizes[rel] for rel in report.downloaded))
+
+    def download(rel: str) -> str | None:
+        return _download(remote, rel, paths[rel], listed[rel], reasons[rel], received, options)
+
+    problems += [problem for problem in run_parallel(download, report.downloaded, options.workers) if problem]
     stray = sorted(set(checksummed_files(root)) - set(listed))
     problems += [f"{rel}: present but not listed in {SUMS}" for rel in stray]
     if problems:
@@ -70,30 +87,40 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
             f"{root}: SHA256SUMS check failed after fetching {source.url}; no marker written:\n  "
             + "\n  ".join(problems)
         )
-    for (rel, _), (_, downloaded) in zip(items, outcomes):
-        (report.downloaded if downloaded else report.already_present).append(rel)
-        report.bytes_downloaded += (root / rel).stat().st_size if downloaded else 0
+    report.bytes_downloaded = sum(paths[rel].stat().st_size for rel in report.downloaded)
     remote.download(COMPLETE_MARKER, root / COMPLETE_MARKER)
     if published:
         remote.download(PUBLISHED_MARKER, root / PUBLISHED_MARKER)
     return report
 
 
-def _fetch_one(remote: Remote, root: Path, rel: str, expected: str, options: FetchOptions) -> tuple[str | None, bool]:
-    """(problem or None, whether it was downloaded). A local file that already matches is kept."""
-    try:
-        local = inside(root, root / rel)
-    except LatentforgeError as error:
-        return f"{rel}: {error}", False
-    if local.is_file() and sha256_file(local) == expected:
-        return None, False
-    try:
-        remote.download(rel, local)
-    except FileNotFoundError:
-        return f"{rel}: listed in {SUMS} but missing at {remote.url}", False
+def _local_paths(root: Path, listed: dict[str, str]) -> tuple[dict[str, Path], list[str]]:
+    """Where each listed file goes, in name order; a name that would leave ROOT is a problem instead."""
+    paths: dict[str, Path] = {}
+    problems: list[str] = []
+    for rel in sorted(listed):
+        try:
+            paths[rel] = inside(root, root / rel)
+        except LatentforgeError as error:
+            problems.append(f"{rel}: {error}")
+    return paths, problems
+
+
+def _why_download(paths: dict[str, Path], listed: dict[str, str], options: FetchOptions) -> dict[str, str | None]:
+    """Why each file must be downloaded, or None for a local copy that already matches SHA256SUMS."""
+    present = [rel for rel, local in paths.items() if local.is_file()]
+    read = start_count(options.progress, "check", sum(paths[rel].stat().st_size for rel in present))
+    matches = run_parallel(lambda rel: file_sha256(paths[rel], read) == listed[rel], present, options.workers)
+    reasons: dict[str, str | None] = dict.fromkeys(paths, MISSING_LOCALLY)
+    reasons.update((rel, None if match else DIFFERS_LOCALLY) for rel, match in zip(present, matches))
+    return reasons
+
+
+def _download(remote: Remote, rel: str, local: Path, expected: str, reason: str | None,
+              received: Callable[[int], None], options: FetchOptions) -> str | None:
+    """Download one file; the problem when its bytes do not match SHA256SUMS, else None."""
+    remote.download(rel, local, received)
     if options.on_event:
-        options.on_event(TransferEvent(remote.url, rel, "downloaded", local.stat().st_size))
+        options.on_event(TransferEvent(remote.url, rel, "downloaded", local.stat().st_size, reason or ""))
     actual = sha256_file(local)
-    if actual != expected:
-        return f"{rel}: sha256 {actual} differs from {SUMS} ({expected})", True
-    return None, True
+    return None if actual == expected else f"{rel}: sha256 {actual} differs from {SUMS} ({expected})"

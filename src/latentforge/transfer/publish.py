@@ -14,7 +14,7 @@ from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..errors import CacheIntegrityError, ConfigError
 from ..io import canonical_json, write_bytes_atomic
 from .destinations import Destination, TransferEvent, open_remote
-from .digests import VerifiedCache, hash_bytes, load_verified_cache
+from .digests import VerifiedCache, hash_bytes, load_verified_cache, start_count
 from .pool import run_parallel
 from .stores import LocalDirRemote, Remote
 
@@ -32,6 +32,9 @@ class PublishOptions:
     verify_remote: bool = False  # also download and hash objects that size and stored checksums vouch for
     server_checksum: bool = True  # S3 ChecksumAlgorithm SHA256; off for S3-compatible servers without it
     on_event: Callable[[TransferEvent], None] | None = None
+    # progress(step, total bytes) as each step starts ("hash", "check", "upload", "confirm"); returns the
+    # function advanced by bytes done, from worker threads
+    progress: Callable[[str, int], Callable[[int], None]] | None = None
 
 
 @dataclass
@@ -46,6 +49,7 @@ class DestinationReport:
 class PublishReport:
     root: Path
     objects_per_destination: int  # every cache file plus _SUCCESS
+    bytes_per_destination: int  # of every cache file (_SUCCESS aside)
     destinations: list[DestinationReport]
 
 
@@ -57,7 +61,7 @@ def publish(
     remotes = [open_remote(d.url, d.storage_options, options.part_size, options.server_checksum) for d in destinations]
     for remote in remotes:
         _refuse_local_overlap(remote, root)
-    cache = load_verified_cache(root, options.part_size, options.workers)
+    cache = load_verified_cache(root, options.part_size, options.workers, options.progress)
     # Withdraw every earlier claim before touching anything it speaks for.
     (root / PUBLISHED_MARKER).unlink(missing_ok=True)
     for remote in remotes:
@@ -67,8 +71,10 @@ def publish(
 
     reports = {remote.url: DestinationReport(remote.url) for remote in remotes}
     todo = _find_uploads(remotes, cache, options, reports)
+    sent = start_count(options.progress, "upload", sum(cache.digests[rel].size for _, rel in todo))
     for phase in ([job for job in todo if job[1] not in _LAST], [job for job in todo if job[1] in _LAST]):
-        run_parallel(lambda job: _upload(job, cache, options), phase, options.workers)
+        run_parallel(lambda job: _upload(job, cache, options, reports[job[0].url].uploaded[job[1]], sent), phase,
+                     options.workers)
     for report in reports.values():
         report.bytes_uploaded = sum(cache.digests[rel].size for rel in report.uploaded)
     _confirm_all(remotes, cache, options, reports)
@@ -81,7 +87,7 @@ def publish(
         if reason:
             raise CacheIntegrityError(f"{remote.url}/{PUBLISHED_MARKER}: {reason}; rerun publish")
     write_bytes_atomic(root / PUBLISHED_MARKER, marker)
-    return PublishReport(root, len(cache.digests) + 1, [reports[remote.url] for remote in remotes])
+    return PublishReport(root, len(cache.digests) + 1, cache.total_bytes, [reports[remote.url] for remote in remotes])
 
 
 def _check_options(options: PublishOptions, destinations: Sequence[Destination]) -> None:
@@ -123,9 +129,15 @@ def _find_uploads(
     remotes: list[Remote], cache: VerifiedCache, options: PublishOptions, reports: dict[str, DestinationReport]
 ) -> list[tuple[Remote, str]]:
     jobs = [(remote, rel) for remote in remotes for rel in cache.digests]
-    reasons = run_parallel(
-        lambda job: job[0].problem(job[1], cache.digests[job[1]], _deep(job[0], options)), jobs, options.workers
-    )
+    checked = start_count(options.progress, "check", len(remotes) * cache.total_bytes)
+
+    def check(job: tuple[Remote, str]) -> str | None:
+        remote, rel = job
+        reason = remote.problem(rel, cache.digests[rel], _deep(remote, options))
+        checked(cache.digests[rel].size)
+        return reason
+
+    reasons = run_parallel(check, jobs, options.workers)
     for (remote, rel), reason in zip(jobs, reasons):
         if reason is None:
             reports[remote.url].already_confirmed.append(rel)
@@ -134,12 +146,13 @@ def _find_uploads(
     return [job for job, reason in zip(jobs, reasons) if reason is not None]
 
 
-def _upload(job: tuple[Remote, str], cache: VerifiedCache, options: PublishOptions) -> None:
+def _upload(job: tuple[Remote, str], cache: VerifiedCache, options: PublishOptions, reason: str,
+            sent: Callable[[int], None]) -> None:
     remote, rel = job
     digest = cache.digests[rel]
-    remote.upload(rel, cache.root / rel, digest)
+    remote.upload(rel, cache.root / rel, digest, sent)
     if options.on_event:
-        options.on_event(TransferEvent(remote.url, rel, "uploaded", digest.size))
+        options.on_event(TransferEvent(remote.url, rel, "uploaded", digest.size, reason))
 
 
 def _confirm_all(
@@ -147,11 +160,13 @@ def _confirm_all(
 ) -> None:
     """Check every object again; read back only what this run uploaded (the rest was just checked that deep)."""
     jobs = [(remote, rel) for remote in remotes for rel in cache.digests]
+    confirmed = start_count(options.progress, "confirm", len(remotes) * cache.total_bytes)
 
     def confirm(job: tuple[Remote, str]) -> str | None:
         remote, rel = job
         deep = rel in reports[remote.url].uploaded and _deep(remote, options)
         reason = remote.problem(rel, cache.digests[rel], deep)
+        confirmed(cache.digests[rel].size)
         if reason is None and options.on_event:
             options.on_event(TransferEvent(remote.url, rel, "confirmed", cache.digests[rel].size))
         return reason

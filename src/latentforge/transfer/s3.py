@@ -12,11 +12,11 @@ import base64
 import contextlib
 import hashlib
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 from ..errors import CacheIntegrityError, ConfigError
-from .digests import FileDigest
-from .stores import Remote, open_source
+from .digests import FileDigest, uncounted
+from .stores import MISSING, Remote, open_source, size_differs
 
 METADATA_KEY = "sha256"
 
@@ -77,12 +77,12 @@ class S3Remote(Remote):
     def problem(self, rel: str, digest: FileDigest, deep: bool) -> str | None:
         head = self._head(rel)
         if head is None:
-            return "missing"
+            return MISSING
         if int(head["ContentLength"]) != digest.size:
-            return f"size {head['ContentLength']} != {digest.size}"
+            return size_differs(int(head["ContentLength"]), digest)
         stored = head.get("Metadata", {}).get(METADATA_KEY)
         if stored != digest.sha256:
-            return f"x-amz-meta-{METADATA_KEY} is {stored or 'absent'}, expected {digest.sha256}"
+            return f"checksum differs (x-amz-meta-{METADATA_KEY} is {stored or 'absent'}, expected {digest.sha256})"
         if self.server_checksum:
             reason = _server_checksum_problem(head.get("ChecksumSHA256"), digest)
             if reason:
@@ -92,7 +92,8 @@ class S3Remote(Remote):
     def open_read(self, rel: str) -> BinaryIO:
         return self.fs.open(f"{self.bucket}/{self._key(rel)}", "rb")
 
-    def upload(self, rel: str, source: Path | bytes, digest: FileDigest) -> None:
+    def upload(self, rel: str, source: Path | bytes, digest: FileDigest,
+               sent: Callable[[int], None] = uncounted) -> None:
         target = {"Bucket": self.bucket, "Key": self._key(rel)}
         metadata = {METADATA_KEY: digest.sha256}
         with open_source(source) as handle:
@@ -100,6 +101,7 @@ class S3Remote(Remote):
                 body = _read_checked(handle, digest, 0, rel)
                 checksum = self._checksum_args(digest.part_digests[0])
                 self.fs.call_s3("put_object", Body=body, Metadata=metadata, **target, **checksum)
+                sent(len(body))
                 return
             algorithm = {"ChecksumAlgorithm": "SHA256"} if self.server_checksum else {}
             upload_id = self.fs.call_s3("create_multipart_upload", Metadata=metadata, **target, **algorithm)["UploadId"]
@@ -108,10 +110,11 @@ class S3Remote(Remote):
                 for index, part_digest in enumerate(digest.part_digests):
                     body = _read_checked(handle, digest, index, rel)
                     checksum = self._checksum_args(part_digest)
-                    sent = self.fs.call_s3(
+                    done = self.fs.call_s3(
                         "upload_part", Body=body, UploadId=upload_id, PartNumber=index + 1, **target, **checksum
                     )
-                    part = {"ETag": sent["ETag"], "PartNumber": index + 1}
+                    sent(len(body))
+                    part = {"ETag": done["ETag"], "PartNumber": index + 1}
                     if self.server_checksum:
                         part["ChecksumSHA256"] = _b64(part_digest)
                     parts.append(part)
@@ -144,13 +147,13 @@ def _read_checked(handle: BinaryIO, digest: FileDigest, index: int, rel: str) ->
 def _server_checksum_problem(reported: str | None, digest: FileDigest) -> str | None:
     if reported is None:
         return (
-            "the server holds no SHA-256 checksum for it (not written by publish; for a backend without "
-            "checksums pass --no-server-checksum)"
+            "checksum missing: the server holds no SHA-256 checksum for it (not written by publish; for a backend "
+            "without checksums pass --no-server-checksum)"
         )
     # AWS writes a multipart object's checksum as "<base64>-<parts>"; some compatible servers omit the suffix.
     value, _, parts = reported.partition("-")
     if parts and int(parts) != len(digest.part_digests):
-        return f"uploaded in {parts} parts, expected {len(digest.part_digests)} (the part size changed)"
+        return f"part size differs (uploaded in {parts} parts, expected {len(digest.part_digests)})"
     if value != digest.server_checksum():
-        return f"server SHA-256 {value} != {digest.server_checksum()}"
+        return f"checksum differs (server SHA-256 {value}, expected {digest.server_checksum()})"
     return None

@@ -5,21 +5,31 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 from ..cache.layout import TMP_LEFTOVER
 from ..errors import ConfigError
 from ..io import atomic_path
-from .digests import FileDigest, hash_stream
+from .digests import FileDigest, hash_stream, uncounted
 
 _COPY_BLOCK = 1 << 22
+MISSING = "missing at destination"
+
+
+def size_differs(size: int, digest: FileDigest) -> str:
+    return f"size differs ({size} bytes there, {digest.size} expected)"
 
 
 def open_source(source: Path | bytes) -> BinaryIO:
     return io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")
+
+
+def copy_counted(reader: BinaryIO, writer: BinaryIO, moved: Callable[[int], None]) -> None:
+    while block := reader.read(_COPY_BLOCK):
+        writer.write(block)
+        moved(len(block))
 
 
 class Remote(ABC):
@@ -40,7 +50,9 @@ class Remote(ABC):
     def open_read(self, rel: str) -> BinaryIO: ...
 
     @abstractmethod
-    def upload(self, rel: str, source: Path | bytes, digest: FileDigest) -> None: ...
+    def upload(self, rel: str, source: Path | bytes, digest: FileDigest,
+               sent: Callable[[int], None] = uncounted) -> None:
+        """Store `source` at `rel`; sent(n) as n more bytes have gone."""
 
     @abstractmethod
     def delete(self, rel: str) -> None: ...
@@ -52,21 +64,22 @@ class Remote(ABC):
         """Why the object at `rel` is not a confirmed copy of `digest`, or None. `deep` reads it back and hashes it."""
         size = self.size(rel)
         if size is None:
-            return "missing"
+            return MISSING
         if size != digest.size:
-            return f"size {size} != {digest.size}"
+            return size_differs(size, digest)
         return self.content_problem(rel, digest) if deep else None
 
     def content_problem(self, rel: str, digest: FileDigest) -> str | None:
         with self.open_read(rel) as handle:
             read_back = hash_stream(handle, digest.part_size)
         if read_back.sha256 != digest.sha256:
-            return f"content sha256 {read_back.sha256} != {digest.sha256}"
+            return f"checksum differs (content sha256 {read_back.sha256}, expected {digest.sha256})"
         return None
 
-    def download(self, rel: str, local: Path) -> None:
+    def download(self, rel: str, local: Path, received: Callable[[int], None] = uncounted) -> None:
+        """Copy `rel` to `local` atomically; received(n) as n more bytes have arrived."""
         with self.open_read(rel) as source, atomic_path(local) as tmp, open(tmp, "wb") as target:
-            shutil.copyfileobj(source, target, _COPY_BLOCK)
+            copy_counted(source, target, received)
 
 
 class LocalDirRemote(Remote):
@@ -92,9 +105,10 @@ class LocalDirRemote(Remote):
     def open_read(self, rel: str) -> BinaryIO:
         return open(self.base / rel, "rb")
 
-    def upload(self, rel: str, source: Path | bytes, digest: FileDigest) -> None:
+    def upload(self, rel: str, source: Path | bytes, digest: FileDigest,
+               sent: Callable[[int], None] = uncounted) -> None:
         with open_source(source) as reader, atomic_path(self.base / rel) as tmp, open(tmp, "wb") as writer:
-            shutil.copyfileobj(reader, writer, _COPY_BLOCK)
+            copy_counted(reader, writer, sent)
 
     def delete(self, rel: str) -> None:
         (self.base / rel).unlink(missing_ok=True)
@@ -137,11 +151,13 @@ class FsspecRemote(Remote):
     def open_read(self, rel: str) -> BinaryIO:
         return self.fs.open(self._full(rel), "rb")
 
-    def upload(self, rel: str, source: Path | bytes, digest: FileDigest) -> None:
+    def upload(self, rel: str, source: Path | bytes, digest: FileDigest,
+               sent: Callable[[int], None] = uncounted) -> None:
         if isinstance(source, bytes):
             self.fs.pipe_file(self._full(rel), source)
         else:
             self.fs.put_file(str(source), self._full(rel))
+        sent(digest.size)  # fsspec stores differ in how they report progress: count the object whole
 
     def delete(self, rel: str) -> None:
         if self.fs.exists(self._full(rel)):

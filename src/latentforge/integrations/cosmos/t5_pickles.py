@@ -21,6 +21,7 @@ PROMPTS_PER_CHUNK = 256  # prompts encoded and written per step: bounds memory, 
 
 @dataclass
 class T5PickleReport:
+    folder: Path  # where the pickles are: <dataset_dir>/t5_xxl
     written: list[str] = field(default_factory=list)  # stems whose pickle this run wrote
     skipped: list[str] = field(default_factory=list)  # stems whose pickle already existed
     metas_written: list[str] = field(default_factory=list)  # metas/<stem>.txt written from metadata.csv
@@ -71,16 +72,16 @@ def write_t5_pickles(
     encoder: TextEncoder,
     metadata_csv: str | Path | None = None,
     prompt_prefix: str = GROOT_PROMPT_PREFIX,
-    advance: Callable[[int], None] = lambda n: None,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
 ) -> T5PickleReport:
     """Write `t5_xxl/<stem>.pickle` for every prompt of the dataset, skipping pickles that exist.
 
     Without `metadata_csv` the prompts are `metas/<stem>.txt` (stripped). With it, `metas/<stem>.txt` is
     written from the CSV first (GR00T route; `prompt_prefix` prepended) and its prompts are encoded.
-    advance(n) after each chunk of n prompts is written (or skipped).
+    progress("encode", prompts to encode) returns the function advanced by n after each chunk of n pickles.
     """
     dataset_dir = Path(dataset_dir)
-    report = T5PickleReport()
+    report = T5PickleReport(dataset_dir / PICKLE_FOLDER)
     if metadata_csv is not None:
         prompts = read_groot_metadata(metadata_csv, prompt_prefix)
         for stem, prompt in prompts:
@@ -90,19 +91,18 @@ def write_t5_pickles(
                 report.metas_written.append(stem)
     else:
         prompts = _metas_prompts(dataset_dir)
-    out_dir = dataset_dir / PICKLE_FOLDER
     pending = []
     for stem, prompt in prompts:
-        if (out_dir / f"{stem}.pickle").exists():
+        if (report.folder / f"{stem}.pickle").exists():
             report.skipped.append(stem)
         else:
             pending.append((stem, prompt))
-    advance(len(report.skipped))
+    advance = progress("encode", len(pending)) if progress else (lambda n: None)
     for start in range(0, len(pending), PROMPTS_PER_CHUNK):
         chunk = pending[start : start + PROMPTS_PER_CHUNK]
         batch = encoder.encode([prompt for _, prompt in chunk])
         for i, (stem, _) in enumerate(chunk):
-            write_cosmos_pickle(out_dir / f"{stem}.pickle", batch.embeddings[i], int(batch.lengths[i]))
+            write_cosmos_pickle(report.folder / f"{stem}.pickle", batch.embeddings[i], int(batch.lengths[i]))
             report.written.append(stem)
         advance(len(chunk))
     return report
@@ -110,9 +110,11 @@ def write_t5_pickles(
 
 def cosmos_t5(dataset_dir: str | Path, t5_path: str | Path, metadata_csv: str | Path | None = None,
               prompt_prefix: str | None = None, precision: str = "fp32", max_length: int = 512, batch_size: int = 16,
-              device: str | None = None, advance: Callable[[int], None] = lambda n: None) -> T5PickleReport:
+              device: str | None = None,
+              progress: Callable[[str, int], Callable[[int], None]] | None = None) -> T5PickleReport:
     """`latentforge cosmos t5`: load the T5 folder (on CUDA when available, unless `device` says otherwise) and
-    write the dataset's pickles. `prompt_prefix` applies to metadata.csv prompts only (default: Cosmos')."""
+    write the dataset's pickles. `prompt_prefix` applies to metadata.csv prompts only (default: Cosmos');
+    `progress` as in write_t5_pickles."""
     if prompt_prefix is not None and metadata_csv is None:
         raise ConfigError("--prompt-prefix applies to --metadata-csv prompts only; metas/*.txt are used as written")
     import torch
@@ -121,4 +123,4 @@ def cosmos_t5(dataset_dir: str | Path, t5_path: str | Path, metadata_csv: str | 
     encoder = T5TextEncoder(str(t5_path), precision=precision, max_length=max_length, batch_size=batch_size,
                             device=device)
     prefix = GROOT_PROMPT_PREFIX if prompt_prefix is None else prompt_prefix
-    return write_t5_pickles(dataset_dir, encoder, metadata_csv, prefix, advance)
+    return write_t5_pickles(dataset_dir, encoder, metadata_csv, prefix, progress)

@@ -1,0 +1,53 @@
+"""`stats` and `preview` report progress per sample through their callback, and the verbs end by naming every
+file they wrote."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+from helpers.builds import run_cli
+from latentforge.report.preview import preview
+from latentforge.report.statistics import compute_stats
+
+
+def _recorder() -> tuple[dict[str, int], Counter, Callable[[str, int], Callable[[int], None]]]:
+    """progress(step, total) recording each step's total, and what its advance(n) calls add up to."""
+    totals: dict[str, int] = {}
+    done: Counter = Counter()
+
+    def progress(step: str, total: int):
+        totals[step] = total
+        return lambda n: done.update({step: n})
+
+    return totals, done, progress
+
+
+def test_stats_advance_once_per_sample_read(built_cache):
+    totals, done, progress = _recorder()
+    computed = compute_stats(built_cache, progress=progress)
+    assert totals == {"read": computed.num_samples} and done == Counter(totals)
+    totals, done, progress = _recorder()
+    compute_stats(built_cache, every=2, progress=progress)
+    assert totals == {"read": (computed.num_samples + 1) // 2} and done == Counter(totals)
+
+
+def test_preview_advances_once_per_sample_decoded(built_cache, tmp_path):
+    totals, done, progress = _recorder()
+    made = preview(built_cache, samples=2, out=tmp_path, progress=progress)
+    assert totals == {"decode": len(made.dataset_indices)} == {"decode": 2} and done == Counter(totals)
+
+
+def test_cli_stats_and_preview_name_the_files_they_wrote(built_cache, tmp_path):
+    done = run_cli("stats", str(built_cache), "--out", str(tmp_path / "stats"))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "samples/s" in done.stderr  # the progress bar
+    written = sorted((tmp_path / "stats").iterdir())
+    assert len(written) >= 5 and f"wrote {len(written)} files" in done.stdout
+    assert all(str(path) in done.stdout for path in written)
+
+    done = run_cli("preview", str(built_cache), "--samples", "1", "--out", str(tmp_path / "preview"))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "decode" in done.stderr
+    for name in ("preview.mp4", "preview.png"):
+        assert str(tmp_path / "preview" / name) in done.stdout
