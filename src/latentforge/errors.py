@@ -11,21 +11,24 @@ import os
 import re
 import signal
 
-# The closed list of reject reasons. Extend it here and in docs/rejects.md together.
-REJECT_REASONS = (
-    "unreadable",
-    "decode_error",
-    "too_short",
-    "missing_caption",
-    "empty_caption",
-    "missing_source",
-    "modality_mismatch",
-    "lossy_mask_source",
-    "mask_id_out_of_range",
-    "depth_not_finite",
-    "duplicate_id",
-    "bad_text_pickle",  # text.source pickles*: the sample's t5_xxl pickle is missing, malformed or unsafe
-)
+# The closed list of reject reasons, each with the fix a user applies to the input. Extend it here and in
+# docs/rejects.md together.
+REJECT_FIXES = {
+    "unreadable": "re-download, re-encode or drop the file (or mount the dataset where the table points)",
+    "decode_error": "re-encode the source",
+    "too_short": "lower frames.num_frames (or the target fps) or drop the short clips",
+    "missing_caption": "add the captions, or keep the samples with --on-missing-caption empty",
+    "empty_caption": "write the captions, or keep the samples with --on-missing-caption empty",
+    "missing_source": "fix the paths in the table, or mount the dataset where they point",
+    "modality_mismatch": "regenerate the mask/depth for the same frames and size as the video",
+    "lossy_mask_source": "store masks as PNG or FFV1",
+    "mask_id_out_of_range": "declare the ids in modalities.mask.ids or fix the masks",
+    "depth_not_finite": "fix the depth sources (NaN or Inf)",
+    "duplicate_id": "make the ids unique",
+    # text.source pickles*: the sample's t5_xxl pickle is missing, malformed or unsafe
+    "bad_text_pickle": "regenerate the pickles with `latentforge cosmos t5`",
+}
+REJECT_REASONS = tuple(REJECT_FIXES)
 
 
 class LatentforgeError(Exception):
@@ -59,6 +62,17 @@ class SampleRejected(LatentforgeError):
         self.sample_id = sample_id
         self.detail = detail
         super().__init__(f"sample {sample_id!r}: {reason}: {detail}")
+
+
+class UnitFailed(LatentforgeError):
+    """A unit of work raised something unexpected; the message names the unit, its samples and the error."""
+
+    def __init__(self, unit: int, sample_ids: list[str], error: BaseException):
+        shown = ", ".join(sample_ids[:3]) + (f" and {len(sample_ids) - 3} more" if len(sample_ids) > 3 else "")
+        lines = str(error).strip().splitlines()
+        what = type(error).__name__ + (f": {lines[0]}" if lines else "")
+        super().__init__(f"unit {unit} (samples {shown}) failed: {what}; `latentforge --debug ...` shows the "
+                         "traceback, rerunning the same command resumes")
 
 
 class StopRequested(BaseException):

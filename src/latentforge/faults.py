@@ -3,7 +3,8 @@
 `LATENTFORGE_FAULT=<phase>:<n>[:<action>]` acts at the n-th call of `fault_point(phase)` in each process.
 Actions: `kill` (default) SIGKILLs the build's main process and then the current one, as a power cut would;
 `sleep` says so on stderr and stalls the current process for STALL_SECONDS, so a test can signal a build
-whose ranks and decode workers are busy (tests/executor/test_signals.py). Phases: decode, encode, stage, commit,
+whose ranks and decode workers are busy (tests/executor/test_signals.py); `raise` raises InjectedFault there,
+an error no code path expects (a bug's stand-in). Phases: decode, encode, stage, commit,
 manifest, sha256sums, marker (docs/execution.md). Without the variable `fault_point` is a dictionary lookup
 and nothing else, so it stays in production code paths.
 """
@@ -18,10 +19,14 @@ import time
 FAULT_ENV = "LATENTFORGE_FAULT"
 MAIN_PID_ENV = "LATENTFORGE_FAULT_MAIN_PID"
 PHASES = ("decode", "encode", "stage", "commit", "manifest", "sha256sums", "marker")
-ACTIONS = ("kill", "sleep")
+ACTIONS = ("kill", "sleep", "raise")
 STALL_SECONDS = 600.0  # longer than any test waits; a forgotten stalled process still ends on its own
 
 _arrivals: dict[str, int] = {}
+
+
+class InjectedFault(RuntimeError):
+    """Raised by `fault_point` under the `raise` action."""
 
 
 def _target() -> tuple[str, int, str] | None:
@@ -50,6 +55,8 @@ def fault_point(phase: str) -> None:
     _arrivals[phase] = _arrivals.get(phase, 0) + 1
     if _arrivals[phase] != target[1]:
         return
+    if target[2] == "raise":
+        raise InjectedFault(f"{FAULT_ENV}: injected at arrival {target[1]} at {phase}")
     if target[2] == "sleep":
         print(f"{FAULT_ENV}: process {os.getpid()} stalls at {phase} for {STALL_SECONDS:g} s", file=sys.stderr,
               flush=True)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,15 @@ class SourceEntry:
     depth: str | None = None  # depth source (.npz/.npy, 16-bit PNG folder or video); None when absent
     t5_pickle: str | None = None  # table reader: the row's Cosmos T5 pickle (dataset.t5_pickle_column)
     extra: dict[str, Any] = field(default_factory=dict)  # pass-through columns copied into the manifest
+
+    @property
+    def root(self) -> str | None:
+        """The dataset folder the relative paths start from ("<root>/" + video_rel is the video), or None when
+        the listing gave the video by an absolute path."""
+        if os.path.isabs(self.video_rel) or not self.video.endswith(os.sep + self.video_rel):
+            return None
+        root = self.video[: -len(self.video_rel)]
+        return root if root.strip(os.sep) else None
 
 
 @dataclass(frozen=True)
@@ -93,8 +103,11 @@ class Reject:
 
     @classmethod
     def of(cls, sample: Sample, error: SampleRejected, stage: str) -> Reject:
-        """The reject of a planned sample whose `error` was raised at `stage`."""
-        return cls(sample.sample_id, sample.source_index, error.reason, error.detail, stage)
+        """The reject of a planned sample whose `error` was raised at `stage`. Paths under the dataset folder
+        are written relative to it, so the same data in another folder gives the same rejects.jsonl."""
+        root = sample.entry.root
+        detail = error.detail if root is None else error.detail.replace(root, "")
+        return cls(sample.sample_id, sample.source_index, error.reason, detail, stage)
 
     @property
     def well_formed(self) -> bool:

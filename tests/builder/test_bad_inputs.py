@@ -184,7 +184,7 @@ def corpus(tmp_path_factory) -> Corpus:
     # Bad rows before, between and after the good ones; the duplicate comes after the entry it repeats.
     mixed_rows = listing[:6] + good[:1] + handled[:3] + listing[6:12] + good[1:] + handled[3:] + listing[12:]
     mixed, clean = base / "mixed", base / "clean"
-    overrides = ("output.unit_size=4",)
+    overrides = ("output.unit_size=4", "run.max_reject_fraction=1")  # a world made mostly of bad inputs
     result = build_quietly(tiny_config(write_table(mixed_rows, world / "mixed.jsonl"), mixed, overrides=overrides))
     build_quietly(tiny_config(write_table(good + handled, world / "clean.jsonl"), clean, overrides=overrides))
     accepted = sorted(unicodedata.normalize("NFC", row["id"]) for row in good + handled)
@@ -271,7 +271,8 @@ def test_max_reject_fraction_aborts_a_mostly_broken_run_before_encoding(tmp_path
     done = run_cli(build_args(table, root, "--max-reject-fraction", "0.5", "--workers-per-gpu", "0"))
     message = " ".join(done.stderr.split())  # rich wraps lines
     assert done.returncode == 1, done.stderr
-    assert "3 of 4 samples rejected" in message and "unreadable 2, missing_source 1" in message
+    assert "3 of 4 samples were rejected by the plan and the probe, more than run.max_reject_fraction=0.5" in message
+    assert "unreadable x2: re-download" in message and "missing_source x1: fix the paths" in message
     assert "Traceback" not in done.stderr
     assert not list((root / "build").glob("staging/unit-*.h5")) and not (root / "shards").exists()
     [stats] = [json.loads(p.read_text()) for p in (root / "build").glob("stats-*.json")]

@@ -55,7 +55,7 @@ def test_bad_samples_are_rejected_with_their_reason_and_good_rows_are_unaffected
     mixed_root, clean_root = tmp_path / "mixed", tmp_path / "clean"
     # Bad rows first and last in the listing: good rows must not depend on where bad ones sit. One unit of
     # work here; a unit holding only rejects has its own test below.
-    one_unit = ("output.unit_size=16",)
+    one_unit = ("output.unit_size=16", "run.max_reject_fraction=1")
     mixed = build_quietly(tiny_config(write_table(bad[:2] + good + bad[2:], world / "mixed.jsonl"), mixed_root,
                                       overrides=one_unit))
     build_quietly(tiny_config(write_table(good, world / "clean.jsonl"), clean_root, overrides=one_unit))

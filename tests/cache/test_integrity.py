@@ -52,8 +52,9 @@ def test_fresh_cache_passes_every_check(pristine):
     report = verify_integrity(pristine)
     assert report.ok, report.failures
     assert {c.name for c in report.checks} == {
-        "markers", "cache_config", "shard_files", "sha256sums", "manifest", "shard_readable", "shard_datasets",
-        "source_index", "latents_finite", "text_finite", "text_padding", "empty_prompt", "rejects", "encoded_by"}
+        "markers", "root_layout", "cache_config", "shard_files", "sha256sums", "manifest", "shard_readable",
+        "shard_datasets", "source_index", "latents_finite", "text_finite", "text_padding", "empty_prompt", "rejects",
+        "encoded_by"}
     assert check_sha256sums(pristine) == [] and _coreutils_ok(pristine)
 
 
@@ -140,5 +141,5 @@ def test_markers_unlisted_files_and_rejects(cache):
     (cache / "notes.txt").write_text("added after the build")
     (cache / "rejects.jsonl").write_text((cache / "rejects.jsonl").read_text().replace("too_short", "too_blurry"))
     found = _failures(cache)
-    assert set(found) == {"sha256sums", "rejects"}
+    assert set(found) == {"sha256sums", "root_layout", "rejects"}
     assert "notes.txt: present but not listed in SHA256SUMS" in check_sha256sums(cache)

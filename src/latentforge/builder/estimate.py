@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import registry
 from ..config import BuildConfig
 from ..errors import ConfigError, LatentforgeError
+from ..hub import cached_snapshot, looks_like_hub_id
 
 STORAGE_ITEMSIZE = {"float16": 2, "float32": 4}
 TEXT_LENGTH_BYTES = 2  # uint16 per row
@@ -26,7 +27,10 @@ FIXED_BYTES = 1 << 20
 
 def _text_dim_hint(config: BuildConfig) -> int:
     """Embedding width from the text model's config.json, for the disk estimate (4096 when unknown)."""
-    path = Path(config.text.path or "") / "config.json"
+    folder = Path(config.text.path or "")
+    if config.text.path and looks_like_hub_id(config.text.path):
+        folder = cached_snapshot(config.text.path) or folder
+    path = folder / "config.json"
     if path.is_file():
         return int(json.loads(path.read_text(encoding="utf-8")).get("d_model", 4096))
     return 4096

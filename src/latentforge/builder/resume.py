@@ -4,7 +4,8 @@ ROOT/build/run.json records the package version, the output-defining config, the
 SHA-256 and the inputs' fingerprint. The config holds everything that changes a latent's bits: the tokenizer,
 its precision, its causal window and memory budget (both set the shapes cuDNN picks kernels for), how kernels
 are chosen, the batching and the storage dtype. Only where units run and how many decode workers feed them
-(procs, gpus, workers, executor) are left out. The config is checked before the plan is made, the inputs right
+(procs, gpus, workers, executor) are left out, and tokenizer.sha256: it only checks the checkpoint, whose
+actual SHA-256 the key holds. The config is checked before the plan is made, the inputs right
 after it: both before any model is loaded.
 """
 
@@ -35,6 +36,8 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     data["output"] = {k: v for k, v in data["output"].items() if k not in ("root", "min_free_bytes")}
     data["run"] = {"seed": data["run"]["seed"]}
     data["dataset"] = {k: v for k, v in data["dataset"].items() if k != "limit"}
+    # tokenizer.sha256 is a check on the checkpoint, whose actual SHA-256 the key holds below
+    data["tokenizer"] = {k: v for k, v in data["tokenizer"].items() if k != "sha256"}
     return {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
 
 

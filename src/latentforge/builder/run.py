@@ -33,10 +33,12 @@ from ..pipeline.probe import probe_all
 from ..pipeline.unit import Unit, cut_units
 from ..records import Reject
 from ..writers.commit import CommitResult, commit_cache
-from ..writers.staging import completed_units
+from ..writers.staging import completed_units, read_staged_rejects
 from .estimate import check_free_disk, estimate_output_bytes, output_shapes
 from .lock import BuildLock
+from .preflight import preflight
 from .progress import BuildProgress
+from .reject_limit import reject_problem
 from .resume import check_config, check_inputs, resume_key
 from .run_stats import RunStats
 
@@ -48,6 +50,7 @@ class BuildResult:
     rejects_by_reason: dict[str, int]
     seconds: float
     stats: dict[str, Any] = field(default_factory=dict)
+    stats_path: Path | None = None  # ROOT/build/stats-<utc>.json: timings, throughput, settings of this run
 
 
 def _clear_root(root: Path) -> None:
@@ -72,16 +75,6 @@ def _remove_tmp_leftovers(build_dir: Path) -> None:
                     item.unlink()
 
 
-def check_reject_fraction(samples: list, rejects: list[Reject], limit: float) -> None:
-    if samples and len(rejects) / len(samples) > limit:
-        reasons = Counter(r.reason for r in rejects)
-        raise LatentforgeError(
-            f"{len(rejects)} of {len(samples)} samples rejected by the probe, more than "
-            f"run.max_reject_fraction={limit}; reasons: "
-            + ", ".join(f"{reason} {count}" for reason, count in reasons.most_common())
-            + "; see the probe's reasons with `latentforge scan`, fix the inputs or raise the limit")
-
-
 def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> BuildResult:
     """Build (or resume) the cache at config.output.root. Raises StopRequested on SIGTERM/SIGINT."""
     root = Path(config.output.root)
@@ -91,6 +84,7 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> 
     build_dir = root / RUN_RECORDS_DIR
     arm_main_process()
     executor = executor_for(config, build_dir, quiet)
+    preflight(config, executor)
     stats = RunStats(settings=executor.settings())
     on_main_thread = threading.current_thread() is threading.main_thread()
     guard = stop_on_signals() if on_main_thread else contextlib.nullcontext()
@@ -107,6 +101,7 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> 
             finally:
                 with contextlib.suppress(OSError):
                     stats.write(build_dir)
+        result.stats_path = build_dir / stats.path_name
         return result
     except (OSError, RuntimeError) as error:
         typed = storage_error(error)
@@ -132,7 +127,8 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     stats.main_seconds["probe"] = time.perf_counter() - started
     stats.samples_planned = len(samples)
     probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
-    check_reject_fraction(samples, probe_rejects, config.run.max_reject_fraction)
+    candidates = len(samples) + len(plan_rejects)
+    _check_rejects(candidates, plan_rejects + probe_rejects, config, "by the plan and the probe")
     total_shape, text_shape = output_shapes(config)
     needed = estimate_output_bytes(len(samples) - len(probe_rejects), total_shape, text_shape,
                                    config.output.storage_dtype, rows_per_shard=config.output.rows_per_shard)
@@ -152,6 +148,8 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
 
             executor.run(todo, on_event)
 
+    staged_rejects = [r for path in completed_units(build_dir).values() for r in read_staged_rejects(path)]
+    _check_rejects(candidates, plan_rejects + staged_rejects, config, "in all")
     started = time.perf_counter()
     result = _commit(config, root, build_dir, total_shape, plan_rejects, executor.main_device())
     stats.main_seconds["commit"] = time.perf_counter() - started
@@ -160,6 +158,12 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     stats.outcome = "complete"
     return BuildResult(root, result.num_samples, dict(sorted(rejects.items())),
                        time.time() - stats.started_unix, stats.summary())
+
+
+def _check_rejects(candidates: int, rejects: list[Reject], config: BuildConfig, when: str) -> None:
+    problem = reject_problem(candidates, rejects, config.run.max_reject_fraction, when)
+    if problem is not None:
+        raise LatentforgeError(problem)
 
 
 def _commit(config: BuildConfig, root: Path, build_dir: Path, total_shape: tuple[int, ...],

@@ -27,7 +27,9 @@ from ..records import Reject
 from ..text.prompt_cache import PromptCache
 from .estimate import estimate_output_bytes, output_shapes
 from .lock import BuildLock
+from .preflight import preflight
 from .progress import BuildProgress
+from .reject_limit import reject_problem
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class ScanResult:
     encode_seconds_per_sample: float | None  # measured on run.device, None when calibrate=0 or nothing accepted
     encode_hours: float | None  # for all accepted samples over every slot
     rejects_path: Path
+    reject_problem: str | None  # why a build of this input would stop (run.max_reject_fraction), else None
 
 
 def _free_bytes(root: Path) -> int:
@@ -70,6 +73,7 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
     root = Path(config.output.root)
     build_dir = root / RUN_RECORDS_DIR
     executor = executor_for(config, build_dir, quiet)
+    preflight(config, executor)
     with BuildLock(build_dir):
         samples, plan_rejects = plan_samples(config)
         with BuildProgress(quiet).task("probe", len(samples)) as advance:
@@ -84,9 +88,11 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
         free = _free_bytes(root)
         per_sample = _calibrate(config, executor, samples, probes, calibrate) if calibrate > 0 else None
         hours = None if per_sample is None else per_sample * accepted / executor.parallel_ranks() / 3600
+        problem = reject_problem(len(samples) + len(plan_rejects), rejects, config.run.max_reject_fraction,
+                                 "by the plan and the probe")
         result = ScanResult(len(samples), accepted, dict(sorted(Counter(r.reason for r in rejects).items())),
                             needed, free, needed + config.output.min_free_bytes <= free, per_sample, hours,
-                            rejects_path)
+                            rejects_path, problem)
         record = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result).items()}
         write_text_atomic(build_dir / scan_record_name(utc_stamp()), json.dumps(record, indent=2) + "\n")
         return result

@@ -25,6 +25,7 @@ from .layout import (
     MANIFEST,
     PUBLISHED_MARKER,
     REJECTS,
+    ROOT_ENTRIES,
     SHARDS_DIR,
     SOURCE_INDEX_DATASET,
     DatasetSpecs,
@@ -41,6 +42,17 @@ def _check_markers(root: Path, rec: CheckRecorder, require_complete: bool) -> No
     if (root / PUBLISHED_MARKER).exists() and not (root / COMPLETE_MARKER).is_file():
         rec.fail("markers", f"{PUBLISHED_MARKER} is present without {COMPLETE_MARKER}: published but never completed")
     rec.close("markers", "markers consistent")
+
+
+def _check_root_entries(root: Path, rec: CheckRecorder) -> None:
+    if not root.is_dir():
+        rec.fail("root_layout", f"{root} is not a folder; give the cache root (the folder holding cache_config.json)")
+        return
+    for path in sorted(root.iterdir()):
+        if path.name not in ROOT_ENTRIES:
+            rec.fail("root_layout", f"{path.name} does not belong in a cache root (docs/cache-format.md); move it "
+                     "out of the cache and drop its line from SHA256SUMS")
+    rec.close("root_layout", "the root holds only the cache's own files")
 
 
 def _load_config(root: Path, rec: CheckRecorder) -> CacheConfig | None:
@@ -272,6 +284,7 @@ def verify_integrity(root: Path, require_complete: bool = True) -> VerifyReport:
     root = Path(root)
     rec = CheckRecorder()
     _check_markers(root, rec, require_complete)
+    _check_root_entries(root, rec)
     config = _load_config(root, rec)
     if config is None:
         _check_sums(root, [], rec)

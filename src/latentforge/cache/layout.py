@@ -29,6 +29,9 @@ SHARDS_DIR = "shards"
 RUN_RECORDS_DIR = "build"
 # Markers say something about the cache's state, not its content; build/ holds run records.
 NOT_CHECKSUMMED = frozenset({SUMS, COMPLETE_MARKER, PUBLISHED_MARKER})
+# Everything a cache root may hold; verify fails on anything else, listed in SHA256SUMS or not.
+ROOT_ENTRIES = frozenset({CACHE_CONFIG, MANIFEST, REJECTS, EMPTY_PROMPT, README, SUMS, COMPLETE_MARKER,
+                          PUBLISHED_MARKER, SHARDS_DIR, RUN_RECORDS_DIR})
 
 # ------------------------------------------------------------------ run records, under ROOT/build/
 LOCK = "lock"
@@ -44,6 +47,11 @@ VERIFY_REPORT = "verify_report.json"
 STATS_FOLDER = "stats"
 PREVIEW_FOLDER = "preview"
 SCAN_REJECTS = "scan-rejects.jsonl"
+
+
+def rank_traceback_name(rank: int) -> str:
+    """The full traceback of a rank whose unit failed; the error line names this file."""
+    return f"rank{rank}-traceback.txt"
 
 
 def run_stats_name(stamp: str) -> str:

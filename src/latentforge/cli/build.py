@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+from pathlib import Path
 
-from .common import add_input_arguments, config_from_args, say
+from ..cache.layout import REJECTS
+from .common import add_input_arguments, by_reason, config_from_args, say
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
 
     result = build(config_from_args(args), overwrite=args.overwrite, quiet=args.quiet)
     rejects = sum(result.rejects_by_reason.values())
-    say(f"built {result.root}: {result.num_samples} samples, {rejects} rejected "
-        f"{dict(result.rejects_by_reason) or ''} in {result.seconds:.1f} s; verified")
+    say(f"built {result.root}: {result.num_samples} samples, {rejects} rejected{by_reason(result.rejects_by_reason)} "
+        f"in {result.seconds:.1f} s; verified")
+    say(f"  rejects: {Path(result.root) / REJECTS}; run stats: {result.stats_path}; next: latentforge inspect "
+        f"{shlex.quote(str(result.root))}")
     return 0

@@ -22,7 +22,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer-sha256", help="refuse a checkpoint with another SHA-256")
     parser.add_argument("--precision", help="fp32 | bf16 | cosmos-bf16")
     parser.add_argument("--text", help="t5 | umt5 | none")
-    parser.add_argument("--text-path", help="local text-encoder folder")
+    parser.add_argument("--text-path", help="local text-encoder folder, or a hub id already in the local Hugging "
+                        "Face cache (never downloaded)")
     parser.add_argument("--text-source", help="encoder | pickles | pickles+encoder: rows from the encoder, from "
                         "Cosmos t5_xxl/<stem>.pickle files, or pickles where present (docs/text.md)")
     parser.add_argument("--no-empty-prompt", dest="empty_prompt", action="store_const", const=False,
@@ -48,6 +49,11 @@ def config_from_args(args: argparse.Namespace):
 def console(stderr: bool = False) -> Console:
     """Output as written: paths, ids and pip extras such as 'latentforge[ray]' are never read as markup."""
     return Console(stderr=stderr, markup=False, highlight=False, soft_wrap=True)
+
+
+def by_reason(rejects: dict[str, int]) -> str:
+    """' (too_short 2, unreadable 1)', or nothing without rejects."""
+    return f" ({', '.join(f'{reason} {count}' for reason, count in rejects.items())})" if rejects else ""
 
 
 def say(text: Any, stderr: bool = False) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import say
+from .common import by_reason, say
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     lines = [
         f"{summary.root}: {state}{', published' if summary.published else ''}",
         f"  samples   {config.num_samples} in {len(summary.shards)} shard(s), {summary.bytes / 2**20:.1f} MiB; "
-        f"rejected {sum(summary.rejects.values())} {summary.rejects or ''}",
+        f"rejected {sum(summary.rejects.values())}{by_reason(summary.rejects)}",
         f"  preset    {config.preset}",
         f"  latent    {config.latent.dataset} {config.storage_dtype} {list(config.latent.shape)}: "
         + ", ".join(f"{m.name} {m.channels[0]}..{m.channels[1] - 1}" for m in config.latent.modalities),

@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 
-from ..errors import ConfigError, HDF5WriteError, LatentforgeError, StopRequested
+from ..errors import ConfigError, HDF5WriteError, LatentforgeError, StopRequested, environment_message
 from ..version import __version__
 from .common import say
 
@@ -22,6 +22,7 @@ def make_parser() -> argparse.ArgumentParser:
         prog="latentforge", description="Turn raw video datasets into training-ready latent caches."
     )
     parser.add_argument("--version", action="version", version=f"latentforge {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     subparsers = parser.add_subparsers(dest="verb", required=True)
     for name in VERB_MODULES:
         importlib.import_module(f"latentforge.cli.{name}").add_parser(subparsers)
@@ -39,30 +40,57 @@ def _rerun_command() -> str:
     return shlex.join(["latentforge", *[a for a in sys.argv[1:] if a != "--overwrite"]])
 
 
+def _os_error_line(error: OSError) -> str:
+    """One line for an OSError nobody turned into a typed error: what failed, on which path."""
+    known = environment_message(error)
+    if known is not None:
+        return known
+    where = f"{error.filename}: " if error.filename else ""
+    return f"{where}{error.strerror or error}"
+
+
+def _leave_now(code: int) -> None:
+    """Exit without running exit hooks: after a failed write the HDF5 library holds a broken file and can
+    crash in its own exit hook, turning a clean message into a segfault."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     _quiet_model_loading()
     args = make_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)
-    except ConfigError as error:
-        say(f"config error: {error}", stderr=True)
-        return 2
-    except HDF5WriteError as error:
-        # The HDF5 library holds a broken file after a failed write and can crash in its exit hook; leave
-        # without running it, having said why.
-        say(f"error: {error}", stderr=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
-    except LatentforgeError as error:
-        say(f"error: {error}", stderr=True)
-        return 1
     except StopRequested as stop:
         say(f"{stop}; staged work is kept. Resume with:\n  {_rerun_command()}", stderr=True)
         return stop.exit_code
     except KeyboardInterrupt:
         say(f"interrupted; rerun the same command to resume:\n  {_rerun_command()}", stderr=True)
         return 130
+    except Exception as error:
+        if args.debug:
+            raise
+        return _report(error)
+
+
+def _report(error: Exception) -> int:
+    """The one error path of every verb: one line naming the value and the fix, and the exit code."""
+    if isinstance(error, ConfigError):
+        say(f"config error: {error}", stderr=True)
+        return 2
+    if isinstance(error, HDF5WriteError):
+        say(f"error: {error}", stderr=True)
+        _leave_now(1)
+    if isinstance(error, LatentforgeError):
+        say(f"error: {error}", stderr=True)
+        return 1
+    if isinstance(error, OSError):
+        say(f"error: {_os_error_line(error)}", stderr=True)
+        return 1
+    say(f"error: unexpected {type(error).__name__}: {error}; rerun with `latentforge --debug ...` for the "
+        "traceback and report it", stderr=True)
+    return 1
 
 
 if __name__ == "__main__":

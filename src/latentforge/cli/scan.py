@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_input_arguments, config_from_args, say
+from .common import add_input_arguments, by_reason, config_from_args, say
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,9 +21,11 @@ def run(args: argparse.Namespace) -> int:
 
     result = scan(config_from_args(args), calibrate=args.calibrate, quiet=args.quiet)
     say(f"planned {result.planned}, accepted {result.accepted}, rejected "
-        f"{sum(result.rejects_by_reason.values())} {result.rejects_by_reason or ''} -> {result.rejects_path}")
+        f"{sum(result.rejects_by_reason.values())}{by_reason(result.rejects_by_reason)} -> {result.rejects_path}")
     say(f"output estimate {result.output_bytes / 2**30:.3f} GiB, free {result.free_bytes / 2**30:.1f} GiB: "
         + ("fits" if result.disk_ok else "does not fit"))
     if result.encode_hours is not None:
         say(f"encode ~{result.encode_seconds_per_sample:.3f} s/sample -> ~{result.encode_hours:.2f} h over all ranks")
-    return 0 if result.disk_ok else 1
+    if result.reject_problem is not None:
+        say(f"error: a build would stop: {result.reject_problem}", stderr=True)
+    return 0 if result.disk_ok and result.reject_problem is None else 1

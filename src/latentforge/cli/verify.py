@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ..verification.quality import QualityThresholds
     from ..verification.reencode import Overrides
     from .common import console
+    from .progress import progress_bars
 
     out = console()
     if not args.deep:
@@ -67,9 +68,10 @@ def run(args: argparse.Namespace) -> int:
         overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, args.text_path, args.device)
         given = {k: getattr(args, k) for k in ("fail_psnr", "warn_psnr", "fail_ssim", "warn_ssim")}
         thresholds = QualityThresholds(**{k: v for k, v in given.items() if v is not None})
-        report = verify(args.root, deep=True, require_complete=not args.allow_incomplete, spot=args.spot,
-                        indices=args.index, overrides=overrides, thresholds=thresholds,
-                        report_path=Path(args.report) if args.report else None)
+        with progress_bars("samples") as bars:
+            report = verify(Path(args.root), deep=True, require_complete=not args.allow_incomplete, spot=args.spot,
+                            indices=args.index, overrides=overrides, thresholds=thresholds,
+                            report_path=Path(args.report) if args.report else None, progress=bars.start)
         integrity = report.integrity
         if integrity.ok:
             out.print(f"integrity: {len(integrity.checks)} checks passed")
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         if report.quality:
             out.print(_quality_table(report))
         out.print(f"latent comparison: {report.comparison}")
-        out.print(f"report: {report.path}")
     out.print(Text("cache verified", style="green") if report.ok else Text("cache FAILED verification", style="red"))
+    if args.deep:
+        out.print(f"wrote the report to {report.path}")
     return 0 if report.ok else 1

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from .. import registry
+from ..devices import check_device_name
 from ..errors import ConfigError
 from .schema import MODALITIES, BuildConfig, window_step
 
@@ -119,6 +120,7 @@ def validate(config: BuildConfig) -> None:
     for key in ("rows_per_shard", "unit_size", "batch_size"):
         if getattr(config.output, key) < 1:
             raise ConfigError(f"output.{key}={getattr(config.output, key)} must be >= 1")
+    check_device_name(config.run.device, "run.device")
     if config.run.procs < 1 or config.run.workers_per_gpu < 0:
         raise ConfigError(f"run.procs={config.run.procs} must be >= 1 and run.workers_per_gpu="
                           f"{config.run.workers_per_gpu} >= 0")
@@ -127,12 +129,10 @@ def validate(config: BuildConfig) -> None:
     if not 0.0 <= config.run.max_reject_fraction <= 1.0:
         raise ConfigError(f"run.max_reject_fraction={config.run.max_reject_fraction} must be within [0, 1]")
     if not config.dataset.path:
-        raise ConfigError("dataset.path is empty; give the dataset folder or table file(s)")
+        raise ConfigError("dataset.path is empty; give the dataset folder or table file(s) with --dataset")
     if not config.output.root:
-        raise ConfigError("output.root is empty; give the cache root folder")
+        raise ConfigError("output.root is empty; give the cache root folder with --out")
     tokenizer_cls = registry.resolve("tokenizer", config.tokenizer.name)
-    if config.tokenizer.precision not in tokenizer_cls.precisions:
-        raise ConfigError(f"tokenizer.precision={config.tokenizer.precision!r} is not allowed for "
-                          f"{tokenizer_cls.name}; allowed: {', '.join(tokenizer_cls.precisions)}")
+    tokenizer_cls.check_settings(config.tokenizer)
     tokenizer_cls.check_geometry(config.frames.num_frames, config.frames.height, config.frames.width)
     registry.resolve("executor", config.run.executor).check_config(config)

@@ -11,6 +11,7 @@ from ..errors import ConfigError
 from .checks import validate
 from .parse import deep_merge, from_dict, parse_override
 from .presets import preset_dict
+from .reader_choice import with_reader
 from .schema import BuildConfig
 
 
@@ -44,6 +45,6 @@ def load_config(
     data: dict[str, Any] = preset_dict(chosen) if chosen else {}
     for layer in layers:
         data = deep_merge(data, layer)
-    config = from_dict(BuildConfig, data, "")
+    config = with_reader(from_dict(BuildConfig, data, ""))
     validate(config)
     return config

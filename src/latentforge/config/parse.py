@@ -37,18 +37,33 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
             return value.lower() in ("true", "1", "yes")
         raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    if annotation in (int, float):
+    if annotation is int:
+        return _integer(value, where)
+    if annotation is float:
         try:
-            return annotation(value) if not isinstance(value, bool) else _fail(where, value, annotation)
+            if isinstance(value, bool):
+                raise TypeError
+            return float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{where}: expected {annotation.__name__}, got {value!r}") from None
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
     if annotation is str:
         return str(value)
     return value
 
 
-def _fail(where: str, value: Any, annotation: Any) -> Any:
-    raise ConfigError(f"{where}: expected {annotation.__name__}, got {value!r}")
+def _integer(value: Any, where: str) -> int:
+    """An int, or a float/string that is exactly one; never rounds (64.5 is an error, not 64)."""
+    number: Any = value
+    if isinstance(value, str):
+        try:
+            number = float(value) if any(c in value for c in ".eE") else int(value, 10)
+        except ValueError:
+            number = None
+    if isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+    return number
 
 
 def from_dict(cls: Any, data: dict[str, Any], where: str) -> Any:

@@ -14,7 +14,7 @@ MODALITIES = ("rgb", "mask", "depth")
 
 @dataclass
 class DatasetConfig:
-    reader: str = "cosmos_dir"  # cosmos_dir | table
+    reader: str = "auto"  # auto | cosmos_dir | table; auto: a folder -> cosmos_dir, .csv/.jsonl/.parquet -> table
     path: list[str] = field(default_factory=list)  # folder (cosmos_dir) or table files / globs (table)
     id_column: str | None = None
     video_column: str = "video"
@@ -105,7 +105,9 @@ class OutputConfig:
 class RunConfig:
     device: str = "cpu"  # cpu | cuda | cuda:N
     seed: int = 0
-    max_reject_fraction: float = 1.0  # abort once more than this fraction of probed samples is rejected
+    # stop (before encoding, and again before commit) when more than this fraction of the planned samples is
+    # rejected; a build that keeps no sample always stops
+    max_reject_fraction: float = 0.5
     # Execution only: never part of the output (docs/execution.md).
     procs: int = 1  # encoder processes on run.device when run.gpus is empty
     gpus: str = ""  # "all" or "0,1": one encoder process per GPU (indices within CUDA_VISIBLE_DEVICES)

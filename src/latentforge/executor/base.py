@@ -28,6 +28,10 @@ class Executor(ABC):
     def check_config(cls, config: BuildConfig) -> None:
         """Raise ConfigError for settings this executor cannot run; needs no model, data or cluster."""
 
+    def preflight(self) -> None:
+        """Raise ConfigError when this machine cannot run the build as configured (no such device, a missing
+        package); runs before anything is written under the output root."""
+
     @abstractmethod
     def settings(self) -> dict[str, Any]:
         """The execution settings, for the run's stats (raises ConfigError when they cannot be met here)."""

@@ -8,7 +8,10 @@ main thread, which is therefore the thread that spawned the workers (PR_SET_PDEA
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
 import time
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -17,7 +20,7 @@ from typing import Callable, Iterator
 
 from ..config import BuildConfig
 from ..pipeline.unit import Decoded, Unit, decode_sample
-from .process_setup import child_process_setup, dump_stacks_on_sigusr1, sigusr1_held, stacks_file
+from .process_setup import child_process_setup, child_signals_held, dump_stacks_on_sigusr1, stacks_file
 
 _worker_config: BuildConfig | None = None
 
@@ -86,7 +89,7 @@ class DecodeStream:
             unit, position = self._feeding, self._fed
             outcome = None
             if self._pool is not None:
-                with sigusr1_held():  # a submit may start a worker process
+                with child_signals_held():  # a submit may start a worker process
                     outcome = self._pool.submit(_decode_in_worker, unit, position)
             self._slots.append(_Slot(unit, position, outcome))
             self._fed += 1
@@ -122,3 +125,11 @@ class DecodeStream:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+    def abort(self) -> None:
+        """Stop now (a signal or an error): terminate the workers instead of waiting for their decodes."""
+        if self._pool is not None:
+            for pid in self.worker_pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        self.close()

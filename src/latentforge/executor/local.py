@@ -15,11 +15,12 @@ from typing import Any, Callable
 
 from ..cache.layout import STACKS_DIR
 from ..config import BuildConfig
+from ..devices import CPU_ADVICE, check_device_present, no_gpu_reason
 from ..errors import ConfigError, LatentforgeError
 from ..pipeline.unit import Unit
 from .base import Executor
 from .events import RankEvent, RankFinished
-from .process_setup import dump_stacks_on_sigusr1, remove_empty_stack_files, sigusr1_held
+from .process_setup import child_signals_held, dump_stacks_on_sigusr1, remove_empty_stack_files
 from .rank import RankSpec, rank_process_main, run_rank
 
 _POLL_SECONDS = 0.2
@@ -46,6 +47,9 @@ def resolve_slots(config: BuildConfig) -> Slots:
         import torch
 
         available = torch.cuda.device_count()
+        if available == 0:
+            raise ConfigError(f"run.gpus={run.gpus!r} starts one encoder process per GPU, but {no_gpu_reason()}; "
+                              f"{CPU_ADVICE}")
         if run.gpus == "all":
             indices = list(range(available))
         else:
@@ -63,6 +67,10 @@ def resolve_slots(config: BuildConfig) -> Slots:
 
 class LocalExecutor(Executor):
     name = "local"
+
+    def preflight(self) -> None:
+        for device in sorted(set(resolve_slots(self.config).devices)):
+            check_device_present(device, "run.device" if not self.config.run.gpus else "run.gpus")
 
     def settings(self) -> dict[str, Any]:
         return {"slots": list(resolve_slots(self.config).devices), "workers_per_gpu": self.config.run.workers_per_gpu}
@@ -111,7 +119,7 @@ def _run_spawned(specs: list[RankSpec], units: dict[int, Unit], on_event: Callab
                            note=note)
     running = set(processes)
     try:
-        with sigusr1_held():
+        with child_signals_held():
             for process in processes.values():
                 process.start()
         while running:

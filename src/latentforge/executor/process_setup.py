@@ -39,16 +39,21 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+HELD_FOR_CHILDREN = {signal.SIGUSR1, signal.SIGINT}
+
+
 @contextlib.contextmanager
-def sigusr1_held() -> Iterator[None]:
-    """Start children inside this: they inherit SIGUSR1 blocked (the mask survives exec) until
-    dump_stacks_on_sigusr1 has set their handler, so a SIGUSR1 forwarded during their start-up is held
-    instead of killing them by the default action."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+def child_signals_held() -> Iterator[None]:
+    """Start children inside this: they inherit SIGUSR1 and SIGINT blocked (the mask survives exec). SIGUSR1
+    stays held until dump_stacks_on_sigusr1 has set their handler, so one forwarded during their start-up does
+    not kill them by the default action; SIGINT until child_process_setup ignores it, so a terminal's Ctrl-C
+    that reaches the whole process group while a child still imports torch does not print its traceback.
+    This thread gets what arrived meanwhile as soon as the block ends."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, HELD_FOR_CHILDREN)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_FOR_CHILDREN)
 
 
 def stacks_file(build_dir: str | Path, role: str) -> TextIO | None:
@@ -98,7 +103,7 @@ def dump_stacks_on_sigusr1(children: Callable[[], list[int]], file: TextIO | Non
     faulthandler.unregister(signal.SIGUSR1)
     signal.signal(signal.SIGUSR1, forward)
     faulthandler.register(signal.SIGUSR1, file=file or sys.stderr, all_threads=True, chain=True)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # deliver what sigusr1_held kept pending
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # deliver what child_signals_held kept pending
 
 
 def child_process_setup() -> None:
@@ -106,6 +111,7 @@ def child_process_setup() -> None:
     whole process group, and the main process decides how its children stop."""
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held by child_signals_held; now ignored
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 

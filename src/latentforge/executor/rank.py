@@ -5,6 +5,7 @@ The same code runs inside the main process (one slot) or in a spawned child per 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import traceback
 from dataclasses import dataclass
@@ -13,8 +14,9 @@ from typing import Any, Callable
 
 import torch
 
+from ..cache.layout import rank_traceback_name
 from ..config import BuildConfig
-from ..errors import as_os_error, environment_message
+from ..errors import LatentforgeError, UnitFailed, as_os_error, environment_message
 from ..pipeline.models import load_models, record_models
 from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit
 from ..text.prompt_cache import PromptCache
@@ -68,9 +70,16 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
     ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, writer)
     try:
         for unit, decoded in stream.units():
-            run_unit(unit, ctx, decoded)
-    finally:
-        stream.close()
+            try:
+                run_unit(unit, ctx, decoded)
+            except Exception as error:
+                if isinstance(error, LatentforgeError) or as_os_error(error) is not None:
+                    raise  # already says what and where
+                raise UnitFailed(unit.index, [s.sample_id for s in unit.samples], error) from error
+    except BaseException:
+        stream.abort()
+        raise
+    stream.close()
     writer.close()
     for key in ("encode", "text"):
         stats.seconds[key] = ctx.seconds.get(key, 0.0)
@@ -80,12 +89,19 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
     return stats
 
 
-def describe_failure(error: BaseException) -> str:
+def describe_failure(error: BaseException, build_dir: str | Path, rank: int) -> str:
+    """One line for the main process; the full traceback goes to build/rank<N>-traceback.txt."""
     cause = as_os_error(error)
     message = environment_message(cause) if cause is not None else None
     if message is not None:
         return message
-    return "".join(traceback.format_exception(error)).rstrip()
+    path = Path(build_dir) / rank_traceback_name(rank)
+    with contextlib.suppress(OSError):
+        path.write_text("".join(traceback.format_exception(error)), encoding="utf-8")
+    lines = str(error).strip().splitlines()
+    line = lines[0] if isinstance(error, LatentforgeError) and lines else (
+        type(error).__name__ + (f": {lines[0]}" if lines else ""))
+    return f"{line} (traceback in {path})"
 
 
 def rank_process_main(spec: RankSpec, units: dict[int, Unit], tasks: Any, results: Any) -> None:
@@ -97,7 +113,7 @@ def rank_process_main(spec: RankSpec, units: dict[int, Unit], tasks: Any, result
     try:
         stats = run_rank(spec, units, tasks.get, results.put, streams.append)
     except BaseException as error:  # noqa: BLE001 - every failure goes to the main process as text
-        results.put(RankFinished(spec.rank, {}, describe_failure(error)))
+        results.put(RankFinished(spec.rank, {}, describe_failure(error, spec.build_dir, spec.rank)))
         results.close()
         results.join_thread()
         os._exit(1)

@@ -247,6 +247,9 @@ class RayExecutor(Executor):
             raise ConfigError(f"run.gpus={config.run.gpus!r} picks GPUs of this machine; with run.executor=ray "
                               "use --device cuda (or --gpus all): one worker per GPU of the cluster")
 
+    def preflight(self) -> None:
+        import_ray()  # the cluster itself is joined when the units start
+
     def settings(self) -> dict[str, Any]:
         run = self.config.run
         return {"executor": "ray", "ray_address": run.ray_address, "device": run.device,

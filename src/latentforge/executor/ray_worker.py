@@ -87,7 +87,8 @@ class RankWorker:
                 stats.samples += len(unit.samples)
                 self._report(unit, stats, stream, ctx, node)
         except Exception as error:  # noqa: BLE001 - the driver decides: reschedule, or report after N tries
-            return RankFinished(spec.rank, self._finish(stats, stream, None), describe_failure(error), node)
+            failure = describe_failure(error, spec.build_dir, spec.rank)
+            return RankFinished(spec.rank, self._finish(stats, stream, None), failure, node)
         finally:
             if stream is not None:
                 stream.close()

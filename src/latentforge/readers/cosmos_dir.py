@@ -28,6 +28,11 @@ class CosmosDirReader:
             )
         self.root = Path(config.path[0])
 
+    @classmethod
+    def claims(cls, paths: list[str]) -> bool:
+        """dataset.reader=auto: one folder."""
+        return len(paths) == 1 and Path(paths[0]).is_dir()
+
     def entries(self) -> list[SourceEntry]:
         videos_dir = self.root / "videos"
         if not videos_dir.is_dir():

@@ -119,6 +119,11 @@ class TableReader:
             raise ConfigError("dataset.path is empty; give the table file(s) or a glob")
         self.config = config
 
+    @classmethod
+    def claims(cls, paths: list[str]) -> bool:
+        """dataset.reader=auto: table files or globs of them, by suffix."""
+        return bool(paths) and all(Path(p).suffix.lower() in TABLE_FORMATS for p in paths)
+
     def _columns(self) -> dict[str, str | None]:
         c = self.config
         return {"id": c.id_column, "video": c.video_column, "caption": c.caption_column,

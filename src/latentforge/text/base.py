@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..config import TextConfig
+
 
 @dataclass
 class TextBatch:
@@ -27,6 +29,10 @@ class TextEncoder(ABC):
     # precision mode -> the relative L2 by which a re-encode on another device or software stack may differ;
     # the keys are the allowed values of text.precision.
     precisions: ClassVar[dict[str, float]] = {"fp32": 1e-5}
+
+    @classmethod
+    def preflight(cls, cfg: TextConfig) -> None:
+        """Check the model files `cfg` names before a build writes anything."""
 
     @property
     @abstractmethod

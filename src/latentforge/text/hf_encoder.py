@@ -18,6 +18,7 @@ import torch
 from ..config import TextConfig
 from ..errors import ConfigError
 from ..hashing import sha256_file
+from ..hub import cached_snapshot, hub_cache_folder, looks_like_hub_id
 from .base import TextBatch, TextEncoder
 
 # A model folder may say where its weights come from (the demo's tiny models are untrained); the cache
@@ -78,6 +79,58 @@ def _tokenizer_class(folder: Path) -> Any:
     return declared_class or transformers.AutoTokenizer
 
 
+def model_folder(path: str, name: str) -> Path:
+    """The local folder `path` names (a folder, or a hub id already in the local hub cache), checked to hold
+    config.json and weights. Never downloads: a text model is tens of GB, fetched once on purpose."""
+    folder = Path(path).expanduser()
+    if looks_like_hub_id(path):
+        snapshot = cached_snapshot(path)
+        if snapshot is None:
+            raise ConfigError(
+                f"{name}: text.path {path!r} is a Hugging Face hub id that is not in the local cache "
+                f"({hub_cache_folder()}); latentforge never downloads text models: fetch it once with "
+                f"`hf download {path}` (or set HF_HOME to the cache that holds it), or give the local folder"
+            )
+        folder = snapshot
+    if not (folder / "config.json").is_file():
+        raise ConfigError(
+            f"{name}: text.path {path!r} is not a model folder (no config.json); give the local folder holding "
+            "config.json, the weights and the tokenizer files (--text-path), or a hub id in the local cache"
+        )
+    if not weight_files(folder):
+        raise ConfigError(f"{name}: no *.safetensors or pytorch_model*.bin weights in {path!r}")
+    return folder
+
+
+def check_weight_file(path: Path) -> None:
+    """A safetensors file whose header reads (a truncated download fails here); .bin files load in the ranks."""
+    if path.suffix != ".safetensors":
+        return
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            handle.keys()
+    except Exception as error:  # safetensors raises its own SafetensorError and OSError for bad files
+        raise ConfigError(f"cannot read the weights {path} ({error}); the file is truncated or not safetensors: "
+                          "download it again") from None
+
+
+def load_tokenizer(folder: Path, name: str) -> Any:
+    """The folder's tokenizer, padding and truncating on the right: zeroing by position (>= length) and
+    truncation both assume the T5 default, text first and pads after."""
+    _check_tokenizer_dependencies(folder, name)
+    try:
+        tokenizer = _tokenizer_class(folder).from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigError(f"{name}: cannot load the tokenizer of {folder} ({first_line}); the folder needs "
+                          "tokenizer.json or spiece.model with tokenizer_config.json") from None
+    tokenizer.padding_side = "right"
+    tokenizer.truncation_side = "right"
+    return tokenizer
+
+
 class HFTextEncoder(TextEncoder):
     """A transformers encoder-only model plus the tokenizer of the same local folder."""
 
@@ -99,14 +152,7 @@ class HFTextEncoder(TextEncoder):
             )
         if max_length < 1 or batch_size < 1:
             raise ConfigError(f"{self.name}: max_length={max_length} and batch_size={batch_size} must be >= 1")
-        self.folder = Path(path)
-        if not (self.folder / "config.json").is_file():
-            raise ConfigError(
-                f"{self.name}: {path!r} is not a model folder (no config.json); give the local folder holding "
-                "config.json, the weights and the tokenizer files"
-            )
-        if not weight_files(self.folder):
-            raise ConfigError(f"{self.name}: no *.safetensors or pytorch_model*.bin weights in {path!r}")
+        self.folder = model_folder(path, self.name)
         note = self.folder / PROVENANCE_NOTE_FILE
         self.provenance_note = note.read_text(encoding="utf-8").strip() if note.is_file() else None
         self.precision = precision
@@ -115,17 +161,26 @@ class HFTextEncoder(TextEncoder):
         self.device = torch.device(device)
         self._fingerprint: dict[str, Any] | None = None
 
-        _check_tokenizer_dependencies(self.folder, self.name)
         import transformers
 
-        self.tokenizer = _tokenizer_class(self.folder).from_pretrained(self.folder, local_files_only=True)
-        # Zeroing by position (>= length) and truncation both assume the T5 default: text first, pads after.
-        self.tokenizer.padding_side = "right"
-        self.tokenizer.truncation_side = "right"
+        self.tokenizer = load_tokenizer(self.folder, self.name)
         model_class = getattr(transformers, self.model_class_name)
         dtype = torch.float32 if precision == "fp32" else torch.bfloat16
         self.model = model_class.from_pretrained(self.folder, dtype=dtype, local_files_only=True)
         self.model.to(self.device).eval()
+
+    @classmethod
+    def preflight(cls, cfg: TextConfig) -> None:
+        """The folder (or cached hub id), its config, tokenizer and weight headers, before a build writes
+        anything; the weights themselves load in the ranks."""
+        if cfg.source == "pickles" and not cfg.empty_prompt:
+            return
+        if not cfg.path:
+            raise ConfigError(f"text.path is empty; give the local {cls.name} model folder with --text-path")
+        folder = model_folder(cfg.path, cls.name)
+        load_tokenizer(folder, cls.name)
+        for path in weight_files(folder):
+            check_weight_file(path)
 
     @classmethod
     def from_config(cls, cfg: TextConfig, device: torch.device | str = "cpu") -> HFTextEncoder | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
@@ -9,8 +10,11 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from ..config import TokenizerConfig
 from ..errors import ConfigError
 from ..hashing import sha256_file
+
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
 class Tokenizer(ABC):
@@ -47,6 +51,21 @@ class Tokenizer(ABC):
                     f"{cls.name!r}; use {value // cls.spatial_factor * cls.spatial_factor} or "
                     f"{(value // cls.spatial_factor + 1) * cls.spatial_factor}"
                 )
+
+    @classmethod
+    def check_settings(cls, cfg: TokenizerConfig) -> None:
+        """ConfigError for tokenizer settings this backend cannot take; reads no file (config time)."""
+        if cfg.precision not in cls.precisions:
+            raise ConfigError(f"tokenizer.precision={cfg.precision!r} is not allowed for {cls.name}; allowed: "
+                              f"{', '.join(cls.precisions)}")
+        if cfg.sha256 is not None and not SHA256_HEX.match(cfg.sha256.strip().lower()):
+            raise ConfigError(f"tokenizer.sha256={cfg.sha256!r} is not a SHA-256 (64 hex digits, as `sha256sum "
+                              "CHECKPOINT` prints)")
+
+    @classmethod
+    def preflight(cls, cfg: TokenizerConfig) -> None:
+        """Read and check the weights `cfg` names (existence, SHA-256, format) before a build writes anything;
+        raises the error the build would otherwise hit in its first rank. Nothing to do without weights."""
 
     @classmethod
     def latent_shape(cls, num_frames: int, height: int, width: int) -> tuple[int, int, int, int]:

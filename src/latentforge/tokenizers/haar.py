@@ -75,11 +75,16 @@ class HaarTokenizer(Tokenizer):
         self._analysis = {g: (p / (g * BLOCK * BLOCK)) for g, p in self._synthesis.items()}
 
     @classmethod
+    def check_settings(cls, cfg: TokenizerConfig) -> None:
+        super().check_settings(cfg)
+        for key, value in (("checkpoint", cfg.checkpoint), ("sha256", cfg.sha256)):
+            if value is not None:
+                raise ConfigError(f"tokenizer.{key}={value!r}: {cls.name} is analytic and has no weights; unset it "
+                                  "(or choose --tokenizer wan2.1)")
+
+    @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> HaarTokenizer:
-        if cfg.checkpoint is not None:
-            raise ConfigError(
-                f"tokenizer.checkpoint={cfg.checkpoint!r}: {cls.name} is analytic and has no weights; unset it"
-            )
+        cls.check_settings(cfg)
         return cls(device)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:

@@ -152,12 +152,24 @@ class Wan21Tokenizer(Tokenizer):
             torch.backends.cudnn.deterministic = True
 
     @classmethod
-    def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan21Tokenizer:
+    def check_settings(cls, cfg: TokenizerConfig) -> None:
+        super().check_settings(cfg)
         if not cfg.checkpoint:
             raise ConfigError(
                 "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
-                "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers"
+                "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers "
+                "with --tokenizer-checkpoint"
             )
+
+    @classmethod
+    def preflight(cls, cfg: TokenizerConfig) -> None:
+        source = resolve_checkpoint(cfg.checkpoint)
+        check_sha256(source, checkpoint_sha256(source), cfg.sha256)
+        load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
+
+    @classmethod
+    def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan21Tokenizer:
+        cls.check_settings(cfg)
         return cls(
             cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device, cfg.max_gpu_mem_gib,
             cfg.cudnn_benchmark,

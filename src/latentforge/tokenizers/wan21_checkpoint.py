@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from diffusers import AutoencoderKLWan
 
 from ..errors import LatentforgeError
 from ..hashing import sha256_file
+from ..hub import HUB_ID
 
 # The Wan2.1 architecture (formats.md §7); a diffusers folder with another architecture is refused.
 WAN21_ARCHITECTURE = {
@@ -34,7 +35,6 @@ WAN21_ARCHITECTURE = {
     "in_channels": 3,
     "out_channels": 3,
 }
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _FILE_SUFFIXES = (".pth", ".pt", ".ckpt", ".safetensors", ".bin")
 LOCAL_FILE_ADVICE = (
     "pass a local file instead: Wan2.1_VAE.pth (in the hub repo Wan-AI/Wan2.1-T2V-14B), Cosmos-Predict2's "
@@ -66,7 +66,7 @@ def resolve_checkpoint(checkpoint: str) -> CheckpointSource:
         return CheckpointSource("wan-state-dict", path, (path,))
     if path.is_dir():
         return _diffusers_folder(path)
-    if _HUB_ID.match(checkpoint) and not checkpoint.endswith(_FILE_SUFFIXES):
+    if HUB_ID.match(checkpoint) and not checkpoint.endswith(_FILE_SUFFIXES):
         return _diffusers_folder(_download_hub(checkpoint))
     raise CheckpointError(f"tokenizer checkpoint {checkpoint!r} does not exist; {LOCAL_FILE_ADVICE}")
 
@@ -221,8 +221,15 @@ def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan
 def _read_torch(path: Path) -> dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # torch's own text advises weights_only=False, which would run the file's code
+        raise CheckpointError(f"{path} is not a plain state dict of tensors: loading it would run code it "
+                              "holds, which latentforge refuses; pass the official Wan2.1_VAE.pth or a diffusers "
+                              "folder") from None
     except Exception as error:  # torch raises many types for foreign or corrupt files; all mean "unreadable"
-        raise CheckpointError(f"cannot read {path} as a PyTorch state dict: {type(error).__name__}: {error}") from None
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint ({first_line}); the file is truncated "
+                              "or not a checkpoint: download it again and compare `sha256sum` with the published "
+                              "SHA-256") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path} does not hold a state dict of tensors (got {type(state).__name__})")
     return state

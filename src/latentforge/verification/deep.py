@@ -13,7 +13,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import h5py
 import numpy as np
@@ -26,6 +26,7 @@ from ..cache.integrity import verify_integrity
 from ..cache.layout import RUN_RECORDS_DIR, VERIFY_REPORT
 from ..cache.rows import ManifestRow, manifest_rows
 from ..config import BuildConfig
+from ..devices import check_device_present
 from ..errors import ConfigError, LatentforgeError, SampleRejected
 from ..io import atomic_path
 from ..pipeline.environment import environment_record
@@ -39,6 +40,10 @@ from .tolerances import Comparison, choose_comparison, tolerance_for
 DEFAULT_SPOT = 4
 # Tokenizer settings that change memory use, speed or the code path, not the maths (docs/execution.md)
 EXECUTION_KEYS = frozenset({"temporal_window", "max_gpu_mem_gib", "encoder_path", "cudnn_benchmark"})
+
+
+def _no_progress(step: str, total: int) -> Callable[[int], None]:
+    return lambda n: None
 
 
 @dataclass
@@ -97,8 +102,9 @@ def _never_staged(payload: Any) -> None:
 
 
 class _DeepRun:
-    def __init__(self, root: Path, config: BuildConfig, cache_config: CacheConfig, rec: CheckRecorder):
-        self.root, self.config, self.cache_config, self.rec = root, config, cache_config, rec
+    def __init__(self, root: Path, config: BuildConfig, cache_config: CacheConfig, rec: CheckRecorder,
+                 progress: Callable[[str, int], Callable[[int], None]]):
+        self.root, self.config, self.cache_config, self.rec, self.progress = root, config, cache_config, rec, progress
         self.storage = config.output.storage_dtype
         self.channels = {m.name: m.channels for m in cache_config.latent.modalities}
         self.latent_dataset = cache_config.latent.dataset
@@ -131,15 +137,17 @@ class _DeepRun:
 
     def load_pixels(self, rows: list[ManifestRow], finder: SampleFinder) -> dict[int, SamplePixels]:
         pixels = {}
+        advance = self.progress("sources", len(rows))
         for row in rows:
             index = row.dataset_index
             try:
                 pixels[index], differences = recorded_pixels(row, finder.sample(row), self.config)
             except SampleRejected as error:
                 self.rec.fail("sources", f"dataset_index {index}: {error.reason}: {error.detail}", index)
-                continue
-            for difference in differences:
-                self.rec.fail("provenance", f"dataset_index {index}: {difference}", index)
+            else:
+                for difference in differences:
+                    self.rec.fail("provenance", f"dataset_index {index}: {difference}", index)
+            advance(1)
         self.rec.close("sources", f"{len(rows)} samples' sources re-read at their recorded frame indices")
         self.rec.close("provenance", "recorded window, crop, size, rotation, prompt and modality parameters "
                        "equal what the sources give")
@@ -152,8 +160,10 @@ class _DeepRun:
         for row in rows:
             batches.setdefault(row.batch_key, []).append(row)
         identical = 0
+        advance = self.progress("reencode", len(rows))
         for members in batches.values():
             if any(row.dataset_index not in pixels for row in members):
+                advance(len(members))
                 continue  # a member's sources failed (reported): the batch cannot be reproduced
             fresh = encode_batch([pixels[row.dataset_index] for row in members], ctx)
             for row, latent in zip(members, fresh):
@@ -163,6 +173,7 @@ class _DeepRun:
                 if problem:
                     self.rec.fail("reencode", f"dataset_index {row.dataset_index} (unit {row.unit}, batch "
                                   f"{row.batch}): {problem}", row.dataset_index)
+            advance(len(members))
         self.rec.close("reencode", f"{len(rows)} samples in {len(batches)} recorded batches re-encoded ({identical} "
                        "bit for bit) and compared as the report's `comparison` says")
 
@@ -171,6 +182,7 @@ class _DeepRun:
         # re-encode is exact.
         tolerance = tolerance_for(type(tokenizer).precisions, self.precision, self.storage)
         comparison = Comparison(False, tolerance, "pixel frame 0 encoded alone")
+        advance = self.progress("frame 0", len(rows))
         for row in rows:
             stored = stored_row(self.root, row, self.latent_dataset)
             for name, frames in pixels[row.dataset_index].modalities.items():
@@ -182,11 +194,13 @@ class _DeepRun:
                 if problem:
                     self.rec.fail("latent_frame0", f"dataset_index {row.dataset_index} {name}: latent frame 0 "
                                   f"is not encode(pixel frame 0): {problem}", row.dataset_index)
+            advance(1)
         self.rec.close("latent_frame0", f"latent frame 0 equals encode(pixel frame 0) (rel-L2 <= "
                        f"{comparison.tolerance:.3g})")
 
     def quality(self, tokenizer: Tokenizer, rows: list[ManifestRow], pixels: dict[int, SamplePixels],
                 thresholds: QualityThresholds, report: DeepReport) -> None:
+        advance = self.progress("quality", len(rows))
         for row in rows:
             index = row.dataset_index
             stored = stored_row(self.root, row, self.latent_dataset).astype(np.float32)
@@ -204,6 +218,7 @@ class _DeepRun:
                 elif verdict == "warn":
                     report.warnings.append(Check("quality", True, f"{detail} below PSNR {thresholds.warn_psnr} dB or "
                                                  f"SSIM {thresholds.warn_ssim}", index))
+            advance(1)
         self.rec.close("quality", f"decoded PSNR/SSIM of {len(rows)} samples above the fail thresholds")
 
     def text(self, rows: list[ManifestRow], report: DeepReport) -> None:
@@ -224,6 +239,7 @@ class _DeepRun:
         self.rec.close("text_encoder", "text encoder weights and tokenizer SHA-256 equal cache_config.json")
         tolerance = tolerance_for(type(encoder).precisions, self.config.text.precision, self.storage)
         comparison = Comparison(False, tolerance, "prompts are batched differently than in the build")
+        advance = self.progress("prompts", len(rows))
         encoded = encoder.encode([row.prompt for row in rows])
         for row, fresh, length in zip(rows, encoded.embeddings, encoded.lengths):
             index = row.dataset_index
@@ -238,33 +254,38 @@ class _DeepRun:
                               "are not zero", index)
             elif problem := comparison.problem(stored, fresh.astype(self.storage)):
                 self.rec.fail("text_reencode", f"dataset_index {index}: {problem}", index)
+            advance(1)
         self.rec.close("text_reencode", f"{len(rows)} prompts re-encoded: lengths equal, rows past the length zero, "
                        f"rel-L2 <= {comparison.tolerance:.3g}")
 
 
 def verify_deep(root: Path, spot: int = DEFAULT_SPOT, overrides: Overrides = Overrides(),
                 thresholds: QualityThresholds = QualityThresholds(), indices: list[int] | None = None,
-                require_complete: bool = True, report_path: Path | None = None) -> DeepReport:
+                require_complete: bool = True, report_path: Path | None = None,
+                progress: Callable[[str, int], Callable[[int], None]] | None = None) -> DeepReport:
     """Integrity checks, then the deep checks on the spot samples; writes the report as JSON (default
-    ROOT/build/verify_report.json). `indices` picks the spot samples instead of spreading `spot` evenly."""
+    ROOT/build/verify_report.json). `indices` picks the spot samples instead of spreading `spot` evenly.
+    progress(step, samples) is called as each step starts ("sources", "reencode", "frame 0", "quality",
+    "prompts") and returns the function advanced by the samples done (a recorded batch at a time for reencode)."""
     root = Path(root)
+    check_device_present(overrides.device, "--device")  # before the integrity pass, which can take minutes
     report = DeepReport(integrity=verify_integrity(root, require_complete),
                         environment=environment_record(overrides.device), thresholds=thresholds)
     if report.integrity.ok:
-        _run_deep(root, spot, overrides, thresholds, indices, report)
+        _run_deep(root, spot, overrides, thresholds, indices, report, progress or _no_progress)
     report.path = Path(report_path) if report_path else root / RUN_RECORDS_DIR / VERIFY_REPORT
     with atomic_path(report.path) as tmp:
         tmp.write_text(json.dumps(report.to_json(), indent=2, allow_nan=True), encoding="utf-8")
     return report
 
 
-def _run_deep(root: Path, spot: int, overrides: Overrides, thresholds: QualityThresholds,
-              indices: list[int] | None, report: DeepReport) -> None:
+def _run_deep(root: Path, spot: int, overrides: Overrides, thresholds: QualityThresholds, indices: list[int] | None,
+              report: DeepReport, progress: Callable[[str, int], Callable[[int], None]]) -> None:
     cache_config = CacheConfig.load(root)
     config = recorded_config(root, overrides)
     rec = CheckRecorder()
     report.checks = rec.report.checks  # one list: what the recorder adds is the report's
-    run = _DeepRun(root, config, cache_config, rec)
+    run = _DeepRun(root, config, cache_config, rec, progress)
     num_samples = cache_config.num_samples
     wanted = set(indices) if indices is not None else set(spot_indices(num_samples, spot)) if num_samples else set()
     outside = sorted(i for i in wanted if not 0 <= i < num_samples)

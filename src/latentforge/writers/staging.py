@@ -185,3 +185,9 @@ def read_staged_unit(path: Path) -> StagedUnit:
             rejects=staged.rejects,
             encoded_by=staged.encoded_by,
         )
+
+
+def read_staged_rejects(path: Path) -> list[Reject]:
+    """Only the rejects of a staged unit (what the reject limit counts before commit)."""
+    with open_staged_unit(path) as staged:
+        return staged.rejects

@@ -1,0 +1,37 @@
+"""Pre-flight: every check that needs this machine but no sample, run before anything is written under the
+output root. The output root, the devices and packages the executor needs, and every model file (read and
+hashed) are checked here, so a wrong path, hash or device fails in seconds instead of after the probe, and
+leaves no records that would make the corrected command look like a different build."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import registry
+from ..config import BuildConfig
+from ..errors import ConfigError
+from ..executor.base import Executor
+
+
+def check_output_root(root: Path) -> None:
+    """The root is a folder, or can be created as one where its nearest existing ancestor is a writable folder."""
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"output.root={str(root)!r} is a file, not a folder; give a folder with --out")
+    ancestor = root.absolute()
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"output.root={str(root)!r} cannot be created: {ancestor} is a file; give a folder "
+                          "with --out")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"output.root={str(root)!r}: {ancestor} is not writable by this user; choose another "
+                          "--out or give this user write access")
+
+
+def preflight(config: BuildConfig, executor: Executor) -> None:
+    check_output_root(Path(config.output.root))
+    executor.preflight()
+    registry.resolve("tokenizer", config.tokenizer.name).preflight(config.tokenizer)
+    if config.text.name != "none":
+        registry.resolve("text", config.text.name).preflight(config.text)

@@ -1,0 +1,41 @@
+"""Deep verify reports progress per step and per sample through its callback; `verify --deep` shows the bars
+on stderr and ends by naming the report it wrote."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+from helpers.builds import run_cli
+from latentforge.cache.rows import manifest_rows
+from latentforge.verification.deep import verify_deep
+
+
+def _recorder() -> tuple[dict[str, int], Counter, Callable[[str, int], Callable[[int], None]]]:
+    """progress(step, total) recording each step's total, and what its advance(n) calls add up to."""
+    totals: dict[str, int] = {}
+    done: Counter = Counter()
+
+    def progress(step: str, total: int):
+        totals[step] = total
+        return lambda n: done.update({step: n})
+
+    return totals, done, progress
+
+
+def test_every_step_advances_to_its_total(cache):
+    totals, done, progress = _recorder()
+    report = verify_deep(cache, indices=[2], progress=progress)
+    assert report.ok, report.failures
+    spot = manifest_rows(cache, lambda row: row.dataset_index == 2)
+    batch = manifest_rows(cache, lambda row: row.batch_key == spot[0].batch_key)  # re-encoded with its batch
+    assert totals == {"sources": len(batch), "reencode": len(batch), "frame 0": 1, "quality": 1, "prompts": 1}
+    assert done == Counter(totals)
+
+
+def test_cli_deep_verify_shows_progress_and_names_the_report(cache, tmp_path):
+    written = tmp_path / "deep.json"
+    done = run_cli("verify", str(cache), "--deep", "--spot", "1", "--report", str(written))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "reencode" in done.stderr and "samples/s" in done.stderr
+    assert written.is_file() and done.stdout.rstrip().endswith(f"wrote the report to {written}")
