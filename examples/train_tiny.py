@@ -1,7 +1,11 @@
 """Train a tiny latent flow-matching model on a cache, on CPU, through LatentCacheDataset.
 
-    python examples/train_tiny.py                      # builds a synthetic demo cache in a temp folder
+    python examples/train_tiny.py                      # builds a synthetic cache in a temp folder
+    python examples/train_tiny.py --cache demo-cache/cache        # the cache `latentforge demo` built
     python examples/train_tiny.py --cache /path/to/ROOT --steps 300
+
+Held-out rows default to a quarter of the cache (at most 16) and the batch size to 8, or to every training row
+when there are fewer; values that cannot fit end the run with one line naming the value and the fix (exit 2).
 
 The model predicts the rectified-flow velocity v = x1 - x0 of the cached latent x1 from x_t = (1 - t) x0 + t x1,
 conditioned on the RGB latent frame 0 and the pooled text embedding. It reports, on held-out cache rows with
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +34,10 @@ from latentforge.dataset import (
     drop_captions,
     write_synthetic_cache,
 )
+from latentforge.errors import ConfigError, LatentforgeError
+
+DEFAULT_BATCH_SIZE = 8
+MAX_DEFAULT_HELD_OUT = 16
 
 
 class TinyVelocityNet(nn.Module):
@@ -65,6 +74,36 @@ def flow_matching_loss(model, batch: dict, noise: torch.Tensor, t: torch.Tensor,
     return ((velocity - (x1 - noise)) ** 2).mean()
 
 
+@dataclass(frozen=True)
+class Split:
+    """Rows 0..train-1 train in batches of batch_size (every epoch has at least one); the last held_out rows
+    are the held-out set."""
+
+    train: int
+    held_out: int
+    batch_size: int
+
+
+def split_cache(num_samples: int, held_out: int | None = None, batch_size: int | None = None) -> Split:
+    """The held-out count and batch size for a cache of num_samples rows: the defaults shrink to fit small
+    caches, explicit values that do not fit raise a ConfigError naming the value and the fix."""
+    if num_samples < 2:
+        raise ConfigError(f"the cache has {num_samples} sample(s); training needs at least 2 (one to train on, "
+                          f"one held out)")
+    if held_out is None:
+        held_out = max(1, min(MAX_DEFAULT_HELD_OUT, num_samples // 4))
+    elif not 1 <= held_out < num_samples:
+        raise ConfigError(f"--held-out {held_out} does not fit a cache of {num_samples} samples; "
+                          f"use --held-out 1..{num_samples - 1}")
+    train = num_samples - held_out
+    if batch_size is None:
+        batch_size = min(DEFAULT_BATCH_SIZE, train)
+    elif not 1 <= batch_size <= train:
+        raise ConfigError(f"--batch-size {batch_size} does not fit the {train} training rows ({num_samples} "
+                          f"samples, {held_out} held out); use --batch-size 1..{train} or a smaller --held-out")
+    return Split(train, held_out, batch_size)
+
+
 @dataclass
 class Result:
     step0_loss: float
@@ -74,8 +113,10 @@ class Result:
     held_out: list[int]
 
 
-def train(root: str | Path, steps: int = 300, batch_size: int = 8, lr: float = 2e-3, held_out: int = 16,
-          seed: int = 0, num_workers: int = 0, caption_dropout: float = 0.1, log_every: int = 50) -> Result:
+def train(root: str | Path, steps: int = 100, batch_size: int | None = None, lr: float = 2e-3,
+          held_out: int | None = None, seed: int = 0, num_workers: int = 0, caption_dropout: float = 0.1,
+          log_every: int = 50) -> Result:
+    """batch_size and held_out: None picks what fits the cache (split_cache)."""
     # Convolutions this small gain nothing from intra-op threads and lose a lot when cores are shared.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -86,14 +127,20 @@ def train(root: str | Path, steps: int = 300, batch_size: int = 8, lr: float = 2
 
 
 def _train(root, steps, batch_size, lr, held_out, seed, num_workers, caption_dropout, log_every) -> Result:
+    if steps < 1:
+        raise ConfigError(f"--steps {steps}: train for at least 1 step")
     torch.manual_seed(seed)
     dataset = LatentCacheDataset(root)
     # What this trainer was built for; a resumed run would pass it as expect= to refuse any other cache.
     expectation: CacheExpectation = dataset.expectation
-    train_indices = list(range(len(dataset) - held_out))
+    split = split_cache(len(dataset), held_out, batch_size)
+    print(f"{root}: {len(dataset)} samples, {split.train} to train on in batches of {split.batch_size}, "
+          f"{split.held_out} held out; {steps} steps on the CPU")
+    train_indices = list(range(split.train))
     train_set = Subset(dataset, train_indices)
     sampler = ResumableSampler(len(train_set), seed=seed)
-    loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler, collate_fn=collate_latent_batch,
+    # batch_size <= len(train_set), so drop_last still leaves at least one batch per epoch.
+    loader = DataLoader(train_set, batch_size=split.batch_size, sampler=sampler, collate_fn=collate_latent_batch,
                         num_workers=num_workers, drop_last=True)
     eval_batch = collate_latent_batch([dataset[i] for i in range(len(train_indices), len(dataset))])
     mean_x1 = torch.stack([dataset[i]["latent"].float() for i in train_indices]).mean(0)
@@ -135,24 +182,33 @@ def _train(root, steps, batch_size, lr, held_out, seed, num_workers, caption_dro
                   list(range(len(train_indices), len(dataset))))
 
 
-def main(argv: list[str] | None = None) -> Result:
+def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 trained, 1 the cache cannot be read, 2 a value that does not fit (one line, no traceback)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", help="cache root (default: a synthetic demo cache in a temp folder)")
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--cache", help="cache root (default: a synthetic cache in a temp folder)")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, help=f"default {DEFAULT_BATCH_SIZE}, fewer on a small cache")
     parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--held-out", type=int, default=16)
+    parser.add_argument("--held-out", type=int, help="rows kept out of training (default a quarter of the "
+                        f"cache, at most {MAX_DEFAULT_HELD_OUT})")
     parser.add_argument("--num-workers", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as scratch:
-        root = args.cache or write_synthetic_cache(Path(scratch) / "demo",
-                                                  SyntheticCacheSpec(num_samples=96, rows_per_shard=32))
-        result = train(root, args.steps, args.batch_size, args.lr, args.held_out, args.seed, args.num_workers)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            root = args.cache or write_synthetic_cache(Path(scratch) / "synthetic",
+                                                      SyntheticCacheSpec(num_samples=96, rows_per_shard=32))
+            result = train(root, args.steps, args.batch_size, args.lr, args.held_out, args.seed, args.num_workers)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except LatentforgeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(f"held-out loss: step 0 {result.step0_loss:.4f}  final {result.final_loss:.4f}  "
           f"mean-velocity baseline {result.mean_velocity_loss:.4f}")
-    return result
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

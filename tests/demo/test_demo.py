@@ -1,5 +1,4 @@
-"""`latentforge demo --out DIR` exits 0 and leaves a verified cache that `verify` and `inspect` accept
-(issue 2, "Demo")."""
+"""`latentforge demo --out DIR` exits 0 and leaves a verified cache that `verify` and `inspect` accept."""
 
 from __future__ import annotations
 
@@ -9,19 +8,16 @@ import subprocess
 import h5py
 import pytest
 
-from helpers.builds import read_manifest, run_cli
+from helpers.builds import read_manifest
 from latentforge.cli.main import main
 
 pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
 
-def test_demo_cli_leaves_a_verified_cache(tmp_path, capsys, monkeypatch):
-    out = tmp_path / "demo"
-    done = run_cli("demo", "--out", str(out))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "passed" in done.stdout and "PSNR depth" in done.stdout
+def test_demo_cli_leaves_a_verified_cache(demo_run, capsys, monkeypatch):
+    assert "passed" in demo_run.stdout and "PSNR depth" in demo_run.stdout
 
-    root = out / "cache"
+    root = demo_run.root
     assert (root / "_CACHE_COMPLETE").is_file() and not (root / "_SUCCESS").exists()
     sums = subprocess.run(["sha256sum", "-c", "--strict", "SHA256SUMS"], cwd=root, capture_output=True, text=True)
     assert sums.returncode == 0, sums.stdout + sums.stderr

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from helpers import REPO
 from helpers.fake_rows import build_cache
-from latentforge.demo.run import run_demo
 
 GOLDEN = REPO / "tests" / "golden"
 
@@ -25,10 +24,8 @@ def assert_golden(root: Path, name: str) -> None:
     assert got == want, f"{root}: SHA256SUMS differs from tests/golden/{name}.SHA256SUMS:\n{got}"
 
 
-def test_demo_cache_is_the_golden_bytes(tmp_path):
-    report = run_demo(tmp_path / "demo", quiet=True)
-    assert report.verified
-    assert_golden(report.root, "demo")
+def test_demo_cache_is_the_golden_bytes(demo_run):
+    assert_golden(demo_run.root, "demo")
 
 
 def test_committed_fake_rows_are_the_golden_bytes(tmp_path):

@@ -16,8 +16,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from ..demo.next_steps import activation_hint, next_commands
     from ..demo.run import run_demo
-    from .common import console
+    from .common import console, say
 
     report = run_demo(args.out, device=args.device)
     table = Table("what", "value", title="latentforge demo")
@@ -31,4 +32,12 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(f"PSNR {name}", f"{value:.2f} dB (haar-4x8x8 decode vs encoded frames)")
     table.add_row("verify", Text("passed", style="green") if report.verified else Text("FAILED", style="red"))
     console().print(table)
-    return 0 if report.verified else 1
+    if not report.verified:
+        return 1
+    commands = next_commands(report.root)
+    width = max(len(command) for command, _ in commands)
+    hint = activation_hint()
+    say("\nnext, try these on the cache" + (f" (after `{hint}`):" if hint else ":"))
+    for command, what in commands:
+        say(f"  {command.ljust(width)}  # {what}")
+    return 0
