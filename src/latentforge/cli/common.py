@@ -15,7 +15,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="YAML config file")
     parser.add_argument("--preset", help=" | ".join(sorted(PRESETS)))
     parser.add_argument("--dataset", nargs="+", help="dataset folder, or table file(s)/globs")
-    parser.add_argument("--reader", help="cosmos_dir | table")
+    parser.add_argument("--reader", help="auto (default: a folder -> cosmos_dir, table files -> table) | "
+                        "cosmos_dir | table")
     parser.add_argument("--out", help="cache root")
     parser.add_argument("--tokenizer", help="haar-4x8x8 | wan2.1")
     parser.add_argument("--tokenizer-checkpoint", help="Wan2.1_VAE.pth, Cosmos tokenizer.pth or a diffusers folder")
@@ -31,7 +32,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu | cuda | cuda:N")
     parser.add_argument("--limit", type=int, help="keep the first N samples of the plan")
     parser.add_argument("--on-missing-caption", help="reject | empty")
-    parser.add_argument("--max-reject-fraction", type=float, help="abort when the probe rejects more than this")
+    parser.add_argument("--max-reject-fraction", type=float, help="stop when more than this fraction of the samples "
+                        "is rejected (default 0.5)")
     parser.add_argument("--procs", type=int, help="encoder processes on --device (default 1)")
     parser.add_argument("--gpus", help="all | 0,1,...: one encoder process per GPU")
     parser.add_argument("--workers-per-gpu", type=int, help="CPU decode workers per encoder process (0: inline)")
