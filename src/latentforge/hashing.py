@@ -13,12 +13,15 @@ from typing import Callable, Iterable
 _CHUNK = 1 << 20
 
 
-def sha256_file(path: str | Path) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB pieces so memory stays flat for 40 GB shards."""
+def sha256_file(path: str | Path, read: Callable[[int], None] | None = None) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB pieces so memory stays flat for 40 GB shards; read(n) after each
+    piece of n bytes (for progress)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while piece := handle.read(_CHUNK):
             digest.update(piece)
+            if read is not None:
+                read(len(piece))
     return digest.hexdigest()
 
 

@@ -11,12 +11,12 @@ from latentforge.cache.rows import manifest_rows
 from latentforge.verification.deep import verify_deep
 
 
-def _recorder() -> tuple[dict[str, int], Counter, Callable[[str, int], Callable[[int], None]]]:
-    """progress(step, total) recording each step's total, and what its advance(n) calls add up to."""
+def _recorder() -> tuple[dict[str, int], Counter, Callable[..., Callable[[int], None]]]:
+    """progress(step, total[, unit]) recording each step's total, and what its advance(n) calls add up to."""
     totals: dict[str, int] = {}
     done: Counter = Counter()
 
-    def progress(step: str, total: int):
+    def progress(step: str, total: int, unit: str = "samples"):
         totals[step] = total
         return lambda n: done.update({step: n})
 
@@ -29,7 +29,10 @@ def test_every_step_advances_to_its_total(cache):
     assert report.ok, report.failures
     spot = manifest_rows(cache, lambda row: row.dataset_index == 2)
     batch = manifest_rows(cache, lambda row: row.batch_key == spot[0].batch_key)  # re-encoded with its batch
-    assert totals == {"sources": len(batch), "reencode": len(batch), "frame 0": 1, "quality": 1, "prompts": 1}
+    hashed = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file() and p.parts[len(cache.parts)] != "build"
+                 and p.name not in ("SHA256SUMS", "_CACHE_COMPLETE"))
+    assert totals == {"sha256": hashed, "rows": len(manifest_rows(cache, lambda row: True)), "sources": len(batch),
+                      "reencode": len(batch), "frame 0": 1, "quality": 1, "prompts": 1}
     assert done == Counter(totals)
 
 

@@ -21,6 +21,17 @@ from rich.progress import (
 BYTES = "bytes"  # the unit whose amounts and rates print as sizes (12.3/45.6 MB, 7.8 MB/s)
 
 
+class _Amount(ProgressColumn):
+    """done/total in the row's own unit: sizes for bytes, counts otherwise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sizes, self._counts = DownloadColumn(), MofNCompleteColumn()
+
+    def render(self, task):  # noqa: ANN001 - rich's Task
+        return (self._sizes if task.fields.get("unit") == BYTES else self._counts).render(task)
+
+
 class ProgressBars:
     """A rich Progress for the life of a `with` block; start() adds a row and returns its advance(n), which
     any thread may call. Rates and ETAs count only the work advanced here, so a resumed step does not look
@@ -28,8 +39,7 @@ class ProgressBars:
 
     def __init__(self, unit: str = "samples", console: Console | None = None):
         self.unit = unit
-        amount: ProgressColumn = DownloadColumn() if unit == BYTES else MofNCompleteColumn()
-        self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), amount,
+        self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), _Amount(),
                                   TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=console)
 
     def __enter__(self) -> ProgressBars:
@@ -39,10 +49,13 @@ class ProgressBars:
     def __exit__(self, *exc_info: object) -> None:
         self._progress.stop()
 
-    def start(self, label: str, total: int, completed: int = 0) -> Callable[[int], None]:
+    def start(self, label: str, total: int, completed: int = 0, unit: str | None = None) -> Callable[[int], None]:
+        """A row for one step; `unit` (default: the bars' unit) says what `total` counts."""
         progress = self._progress
+        unit = unit or self.unit
         # A step with nothing to do gets no row.
-        task = progress.add_task(f"{label:<7}", total=total, completed=completed, rate="", visible=total > 0)
+        task = progress.add_task(f"{label:<7}", total=total, completed=completed, rate="", unit=unit,
+                                 visible=total > 0)
         began = progress.get_time()
         done_here = 0
         lock = threading.Lock()
@@ -52,7 +65,7 @@ class ProgressBars:
             with lock:
                 done_here += n
                 rate = done_here / max(progress.get_time() - began, 1e-9)
-            shown = f"{decimal(int(rate))}/s" if self.unit == BYTES else f"{rate:.2f} {self.unit}/s"
+            shown = f"{decimal(int(rate))}/s" if unit == BYTES else f"{rate:.2f} {unit}/s"
             progress.update(task, advance=n, rate=shown)
 
         return advance

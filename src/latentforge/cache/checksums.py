@@ -9,6 +9,7 @@ from pathlib import Path
 from ..errors import CacheIntegrityError
 from ..hashing import SumProblem, compare_sums, format_sums, parse_sums, sha256_file
 from ..io import write_text_atomic
+from ..reporting import Progress, start_step
 from .layout import NOT_CHECKSUMMED, RUN_RECORDS_DIR, SUMS
 
 
@@ -42,11 +43,15 @@ def read_sha256sums(root: Path) -> tuple[dict[str, str], list[str]]:
     return parse_sums((Path(root) / SUMS).read_text(encoding="utf-8"), SUMS)
 
 
-def find_sum_problems(root: Path) -> list[SumProblem]:
-    """Unparsable lines, wrong hashes, files listed but missing, files present but not listed."""
+def find_sum_problems(root: Path, progress: Progress | None = None) -> list[SumProblem]:
+    """Unparsable lines, wrong hashes, files listed but missing, files present but not listed. `progress` gets
+    a "sha256" step counted in bytes."""
     root = Path(root)
     if not (root / SUMS).is_file():
         return [SumProblem(None, f"{SUMS} is missing; the cache was not committed")]
     listed, unparsable = read_sha256sums(root)
+    present = set(checksummed_files(root))
+    read = start_step(progress, "sha256", sum((root / rel).stat().st_size for rel in present & set(listed)),
+                      unit="bytes")
     problems = [SumProblem(None, line) for line in unparsable]
-    return problems + compare_sums(listed, set(checksummed_files(root)), SUMS, lambda rel: sha256_file(root / rel))
+    return problems + compare_sums(listed, present, SUMS, lambda rel: sha256_file(root / rel, read))

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import REJECT_REASONS, CacheIntegrityError
 from ..records import REJECT_KEYS, REJECT_STAGES, Reject
+from ..reporting import Advance, Progress, start_step
 from .check_report import CheckRecorder, VerifyReport
 from .checksums import find_sum_problems
 from .config_file import CacheConfig
@@ -77,9 +78,9 @@ def _check_shard_files(root: Path, config: CacheConfig, shards: Shards, rec: Che
     rec.close("shard_files", f"{len(shards)} shards named as expected")
 
 
-def _check_sums(root: Path, shards: Shards, rec: CheckRecorder) -> None:
+def _check_sums(root: Path, shards: Shards, rec: CheckRecorder, progress: Progress | None = None) -> None:
     where = {rel: (start, end) for rel, start, end in shards}
-    for problem in find_sum_problems(root):
+    for problem in find_sum_problems(root, progress):
         if problem.path in where:
             start, end = where[problem.path]
             rec.fail("sha256sums", f"{problem} (dataset_index {start}..{end - 1})", start)
@@ -177,10 +178,11 @@ def _dataset_problems(handle: h5py.File, specs: DatasetSpecs) -> list[str]:
 
 
 def _check_rows(handle: h5py.File, schema: ShardSchema, start: int, source_of: dict[int, int],
-                rec: CheckRecorder) -> None:
+                rec: CheckRecorder, advance: Advance) -> None:
     sources = handle[SOURCE_INDEX_DATASET][()]
     latents = handle[schema.latent_dataset]
     for row in range(latents.shape[0]):
+        advance(1)
         index = start + row
         if index in source_of and int(sources[row]) != source_of[index]:
             rec.fail("source_index", f"dataset_index {index}: shard source_index {int(sources[row])}, "
@@ -205,7 +207,8 @@ def _check_text_row(handle: h5py.File, schema: ShardSchema, row: int, index: int
 
 
 def _check_shards(root: Path, schema: ShardSchema, shards: Shards, source_of: dict[int, int],
-                  rec: CheckRecorder) -> None:
+                  rec: CheckRecorder, progress: Progress | None) -> None:
+    advance = start_step(progress, "rows", shards[-1][2] if shards else 0, unit="samples")
     for rel, start, end in shards:
         if not (root / rel).is_file():
             continue  # reported by shard_files
@@ -216,7 +219,7 @@ def _check_shards(root: Path, schema: ShardSchema, shards: Shards, source_of: di
                     rec.fail("shard_datasets", f"{rel} (dataset_index {start}..{end - 1}): {'; '.join(problems)}",
                              start)
                     continue
-                _check_rows(handle, schema, start, source_of, rec)
+                _check_rows(handle, schema, start, source_of, rec, advance)
         except (OSError, KeyError, ValueError) as exc:
             rec.fail("shard_readable", f"{rel} (dataset_index {start}..{end - 1}) cannot be read: {exc}", start)
     rec.close("shard_readable", f"{len(shards)} shards open and read")
@@ -279,8 +282,9 @@ def _check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) -
     rec.close("rejects", f"{len(lines)} rejects with allowed reasons")
 
 
-def verify_integrity(root: Path, require_complete: bool = True) -> VerifyReport:
-    """Every integrity check of docs/verify.md; the report is ok only if all of them pass."""
+def verify_integrity(root: Path, require_complete: bool = True, progress: Progress | None = None) -> VerifyReport:
+    """Every integrity check of docs/verify.md; the report is ok only if all of them pass. `progress` gets the
+    two long steps: "sha256" (bytes hashed) and "rows" (samples read)."""
     root = Path(root)
     rec = CheckRecorder()
     _check_markers(root, rec, require_complete)
@@ -293,10 +297,10 @@ def verify_integrity(root: Path, require_complete: bool = True) -> VerifyReport:
     schema = config.shard_schema()
     shards = config.shard_paths()
     _check_shard_files(root, config, shards, rec)
-    _check_sums(root, shards, rec)
+    _check_sums(root, shards, rec, progress)
     source_of, units = _check_manifest(root, config.num_samples, shards, rec)
     _check_encoded_by(config, units, rec)
-    _check_shards(root, schema, shards, source_of, rec)
+    _check_shards(root, schema, shards, source_of, rec, progress)
     _check_empty_prompt(root, config, schema, rec)
     _check_rejects(root, set(source_of.values()), rec)
     return rec.report

@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = console()
     if not args.deep:
-        report = verify(args.root, require_complete=not args.allow_incomplete)
+        with progress_bars("samples") as bars:
+            report = verify(args.root, require_complete=not args.allow_incomplete, progress=bars.start)
         out.print(_table(report.checks, "integrity"))
         if report.warnings:
             out.print(_table(report.warnings, "warnings", Text("warn", style="yellow")))

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable
 
 import av
 import numpy as np
@@ -22,6 +21,7 @@ from ..cache.layout import PREVIEW_FOLDER, RUN_RECORDS_DIR
 from ..cache.rows import manifest_rows
 from ..errors import ConfigError, SampleRejected
 from ..io import atomic_path
+from ..reporting import Progress
 from ..tokenizers.base import pixels_to_input
 from ..verification.deep import spot_indices, stored_row
 from ..verification.reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
@@ -77,7 +77,7 @@ def write_mp4(path: Path, frames: np.ndarray, fps: float) -> Path:
 
 def preview(root: Path, samples: int = 4, out: Path | None = None, overrides: Overrides = Overrides(),
             indices: list[int] | None = None,
-            progress: Callable[[str, int], Callable[[int], None]] | None = None) -> Preview:
+            progress: Progress | None = None) -> Preview:
     """Decode `samples` samples spread over the cache (or `indices`) next to their source frames; write
     preview.mp4 and preview.png into `out` (default ROOT/build/preview). progress("decode", samples) returns
     the function advanced by 1 per sample decoded."""

@@ -13,7 +13,7 @@ import posixpath
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import h5py
 import numpy as np
@@ -23,6 +23,7 @@ from ..cache.layout import MANIFEST, REJECTS
 from ..cache.rows import read_manifest, read_rejects
 from ..errors import ConfigError
 from ..io import atomic_path
+from ..reporting import Progress, start_step
 
 HISTOGRAM_EDGES = np.linspace(-8.0, 8.0, 65)  # beyond these, values count as under/overflow
 DEFAULT_EXTREME = 6.0
@@ -145,7 +146,7 @@ class _ModalityAccumulator:
 
 
 def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
-                  progress: Callable[[str, int], Callable[[int], None]] | None = None) -> CacheStats:
+                  progress: Progress | None = None) -> CacheStats:
     """Statistics of every `every`-th sample of the cache at `root` (all of them by default).
     progress("read", samples to read) returns the function advanced by 1 per sample read."""
     root = Path(root)
@@ -160,7 +161,7 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
     total = sum(len(wanted) for _, wanted in shards)
     if total == 0:
         raise ConfigError(f"{root} holds no samples to take statistics of")
-    advance = progress("read", total) if progress else (lambda n: None)
+    advance = start_step(progress, "read", total)
     for rel, wanted in shards:
         with h5py.File(root / rel, "r") as shard:
             dataset = shard[latent.dataset]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
 from ..io import write_text_atomic
+from ..reporting import Progress
 from .plots import plot_channels, plot_counts, plot_frames, plot_histograms, render_html
 from .statistics import DEFAULT_EXTREME, CacheStats, compute_stats, export_cosmos_mean_std
 
@@ -49,7 +49,7 @@ def write_stats_report(stats: CacheStats, folder: Path, title: str = "latentforg
 
 def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFAULT_EXTREME, every: int = 1,
           cosmos_mean_std: str | Path | None = None, modality: str = "rgb",
-          progress: Callable[[str, int], Callable[[int], None]] | None = None) -> StatsReport:
+          progress: Progress | None = None) -> StatsReport:
     """Statistics of every `every`-th sample, written under `out` (default ROOT/build/stats); with
     `cosmos_mean_std`, also Cosmos-Predict2's mean/std files of `modality` into that folder. `progress` as in
     compute_stats."""

@@ -18,6 +18,7 @@ from ..cache.checksums import checksummed_files, read_sha256sums
 from ..cache.layout import COMPLETE_MARKER, NOT_CHECKSUMMED, PUBLISHED_MARKER, SUMS
 from ..errors import CacheIntegrityError
 from ..hashing import SumProblem
+from ..reporting import Progress, start_step, uncounted
 from .pool import run_parallel
 
 _READ = 1 << 22
@@ -42,16 +43,6 @@ class FileDigest:
             return base64.b64encode(bytes.fromhex(self.sha256)).decode("ascii")
         composite = hashlib.sha256(b"".join(self.part_digests)).digest()
         return base64.b64encode(composite).decode("ascii")
-
-
-def uncounted(n: int) -> None:
-    """The default byte counter: counts nothing."""
-
-
-def start_count(progress: Callable[[str, int], Callable[[int], None]] | None, step: str,
-                total: int) -> Callable[[int], None]:
-    """progress(step, total bytes): the function to advance by bytes done, or `uncounted` without progress."""
-    return progress(step, total) if progress else uncounted
 
 
 def hash_stream(handle: BinaryIO, part_size: int, read: Callable[[int], None] = uncounted) -> FileDigest:
@@ -84,16 +75,6 @@ def hash_file(path: Path, part_size: int, read: Callable[[int], None] = uncounte
         return hash_stream(handle, part_size, read)
 
 
-def file_sha256(path: Path, read: Callable[[int], None] = uncounted) -> str:
-    """Hex SHA-256 of a file (no part hashes); read(n) after each piece of n bytes."""
-    whole = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while piece := handle.read(_READ):
-            whole.update(piece)
-            read(len(piece))
-    return whole.hexdigest()
-
-
 def hash_bytes(data: bytes, part_size: int) -> FileDigest:
     return hash_stream(io.BytesIO(data), part_size)
 
@@ -111,7 +92,7 @@ class VerifiedCache:
 
 
 def sum_problems(root: Path, part_size: int, workers: int,
-                 progress: Callable[[str, int], Callable[[int], None]] | None = None
+                 progress: Progress | None = None
                  ) -> tuple[dict[str, FileDigest], list[SumProblem]]:
     """Hash every checksummed file in parallel; report what disagrees with SHA256SUMS (as `sha256sum -c` would,
     plus files present but not listed). progress("hash", bytes) returns the function advanced by bytes read."""
@@ -124,7 +105,7 @@ def sum_problems(root: Path, part_size: int, workers: int,
     problems += [SumProblem(rel, f"listed in {SUMS} but missing") for rel in sorted(set(listed) - present)]
     problems += [SumProblem(rel, f"present but not listed in {SUMS}") for rel in sorted(present - set(listed))]
     to_hash = sorted(set(listed) & present)
-    read = start_count(progress, "hash", sum((root / rel).stat().st_size for rel in to_hash))
+    read = start_step(progress, "hash", sum((root / rel).stat().st_size for rel in to_hash))
     hashed = run_parallel(lambda rel: hash_file(root / rel, part_size, read), to_hash, workers)
     digests = dict(zip(to_hash, hashed))
     problems += [
@@ -136,7 +117,7 @@ def sum_problems(root: Path, part_size: int, workers: int,
 
 
 def load_verified_cache(root: Path, part_size: int, workers: int,
-                        progress: Callable[[str, int], Callable[[int], None]] | None = None) -> VerifiedCache:
+                        progress: Progress | None = None) -> VerifiedCache:
     """Refuse a cache that is not built (`_CACHE_COMPLETE`) or fails its SHA256SUMS check; else hash it for upload
     (`progress` as in sum_problems)."""
     root = Path(root)

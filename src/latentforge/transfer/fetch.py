@@ -16,8 +16,8 @@ from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..errors import CacheIntegrityError, LatentforgeError
 from ..hashing import sha256_file
 from ..io import inside
+from ..reporting import Progress, start_step
 from .destinations import Destination, TransferEvent, open_remote
-from .digests import file_sha256, start_count
 from .pool import run_parallel
 from .publish import PublishOptions
 from .stores import Remote
@@ -33,7 +33,7 @@ class FetchOptions:
     on_event: Callable[[TransferEvent], None] | None = None
     # progress(step, total bytes) as each step starts ("check": hashing local files already there, "download");
     # returns the function advanced by bytes done, from worker threads
-    progress: Callable[[str, int], Callable[[int], None]] | None = None
+    progress: Progress | None = None
 
 
 @dataclass
@@ -74,7 +74,7 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     sizes = dict(zip(wanted, run_parallel(remote.size, wanted, options.workers)))
     problems += [f"{rel}: listed in {SUMS} but missing at {remote.url}" for rel in wanted if sizes[rel] is None]
     report.downloaded = [rel for rel in wanted if sizes[rel] is not None]
-    received = start_count(options.progress, "download", sum(sizes[rel] for rel in report.downloaded))
+    received = start_step(options.progress, "download", sum(sizes[rel] for rel in report.downloaded))
 
     def download(rel: str) -> str | None:
         return _download(remote, rel, paths[rel], listed[rel], reasons[rel], received, options)
@@ -109,8 +109,8 @@ def _local_paths(root: Path, listed: dict[str, str]) -> tuple[dict[str, Path], l
 def _why_download(paths: dict[str, Path], listed: dict[str, str], options: FetchOptions) -> dict[str, str | None]:
     """Why each file must be downloaded, or None for a local copy that already matches SHA256SUMS."""
     present = [rel for rel, local in paths.items() if local.is_file()]
-    read = start_count(options.progress, "check", sum(paths[rel].stat().st_size for rel in present))
-    matches = run_parallel(lambda rel: file_sha256(paths[rel], read) == listed[rel], present, options.workers)
+    read = start_step(options.progress, "check", sum(paths[rel].stat().st_size for rel in present))
+    matches = run_parallel(lambda rel: sha256_file(paths[rel], read) == listed[rel], present, options.workers)
     reasons: dict[str, str | None] = dict.fromkeys(paths, MISSING_LOCALLY)
     reasons.update((rel, None if match else DIFFERS_LOCALLY) for rel, match in zip(present, matches))
     return reasons

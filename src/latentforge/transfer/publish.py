@@ -13,8 +13,9 @@ from typing import Callable, Sequence
 from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..errors import CacheIntegrityError, ConfigError
 from ..io import canonical_json, write_bytes_atomic
+from ..reporting import Progress, start_step
 from .destinations import Destination, TransferEvent, open_remote
-from .digests import VerifiedCache, hash_bytes, load_verified_cache, start_count
+from .digests import VerifiedCache, hash_bytes, load_verified_cache
 from .pool import run_parallel
 from .stores import LocalDirRemote, Remote
 
@@ -34,7 +35,7 @@ class PublishOptions:
     on_event: Callable[[TransferEvent], None] | None = None
     # progress(step, total bytes) as each step starts ("hash", "check", "upload", "confirm"); returns the
     # function advanced by bytes done, from worker threads
-    progress: Callable[[str, int], Callable[[int], None]] | None = None
+    progress: Progress | None = None
 
 
 @dataclass
@@ -71,7 +72,7 @@ def publish(
 
     reports = {remote.url: DestinationReport(remote.url) for remote in remotes}
     todo = _find_uploads(remotes, cache, options, reports)
-    sent = start_count(options.progress, "upload", sum(cache.digests[rel].size for _, rel in todo))
+    sent = start_step(options.progress, "upload", sum(cache.digests[rel].size for _, rel in todo))
     for phase in ([job for job in todo if job[1] not in _LAST], [job for job in todo if job[1] in _LAST]):
         run_parallel(lambda job: _upload(job, cache, options, reports[job[0].url].uploaded[job[1]], sent), phase,
                      options.workers)
@@ -129,7 +130,7 @@ def _find_uploads(
     remotes: list[Remote], cache: VerifiedCache, options: PublishOptions, reports: dict[str, DestinationReport]
 ) -> list[tuple[Remote, str]]:
     jobs = [(remote, rel) for remote in remotes for rel in cache.digests]
-    checked = start_count(options.progress, "check", len(remotes) * cache.total_bytes)
+    checked = start_step(options.progress, "check", len(remotes) * cache.total_bytes)
 
     def check(job: tuple[Remote, str]) -> str | None:
         remote, rel = job
@@ -160,7 +161,7 @@ def _confirm_all(
 ) -> None:
     """Check every object again; read back only what this run uploaded (the rest was just checked that deep)."""
     jobs = [(remote, rel) for remote in remotes for rel in cache.digests]
-    confirmed = start_count(options.progress, "confirm", len(remotes) * cache.total_bytes)
+    confirmed = start_step(options.progress, "confirm", len(remotes) * cache.total_bytes)
 
     def confirm(job: tuple[Remote, str]) -> str | None:
         remote, rel = job

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 from ..errors import CacheIntegrityError, ConfigError
-from .digests import FileDigest, uncounted
+from ..reporting import uncounted
+from .digests import FileDigest
 from .stores import MISSING, Remote, open_source, size_differs
 
 METADATA_KEY = "sha256"

@@ -13,7 +13,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import h5py
 import numpy as np
@@ -32,6 +32,7 @@ from ..io import atomic_path
 from ..pipeline.environment import environment_record
 from ..pipeline.unit import UnitContext, encode_batch
 from ..records import SamplePixels
+from ..reporting import Progress, start_step
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from .quality import Quality, QualityThresholds, measure
 from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
@@ -40,10 +41,6 @@ from .tolerances import Comparison, choose_comparison, tolerance_for
 DEFAULT_SPOT = 4
 # Tokenizer settings that change memory use, speed or the code path, not the maths (docs/execution.md)
 EXECUTION_KEYS = frozenset({"temporal_window", "max_gpu_mem_gib", "encoder_path", "cudnn_benchmark"})
-
-
-def _no_progress(step: str, total: int) -> Callable[[int], None]:
-    return lambda n: None
 
 
 @dataclass
@@ -103,7 +100,7 @@ def _never_staged(payload: Any) -> None:
 
 class _DeepRun:
     def __init__(self, root: Path, config: BuildConfig, cache_config: CacheConfig, rec: CheckRecorder,
-                 progress: Callable[[str, int], Callable[[int], None]]):
+                 progress: Progress | None):
         self.root, self.config, self.cache_config, self.rec, self.progress = root, config, cache_config, rec, progress
         self.storage = config.output.storage_dtype
         self.channels = {m.name: m.channels for m in cache_config.latent.modalities}
@@ -137,7 +134,7 @@ class _DeepRun:
 
     def load_pixels(self, rows: list[ManifestRow], finder: SampleFinder) -> dict[int, SamplePixels]:
         pixels = {}
-        advance = self.progress("sources", len(rows))
+        advance = start_step(self.progress, "sources", len(rows))
         for row in rows:
             index = row.dataset_index
             try:
@@ -160,7 +157,7 @@ class _DeepRun:
         for row in rows:
             batches.setdefault(row.batch_key, []).append(row)
         identical = 0
-        advance = self.progress("reencode", len(rows))
+        advance = start_step(self.progress, "reencode", len(rows))
         for members in batches.values():
             if any(row.dataset_index not in pixels for row in members):
                 advance(len(members))
@@ -182,7 +179,7 @@ class _DeepRun:
         # re-encode is exact.
         tolerance = tolerance_for(type(tokenizer).precisions, self.precision, self.storage)
         comparison = Comparison(False, tolerance, "pixel frame 0 encoded alone")
-        advance = self.progress("frame 0", len(rows))
+        advance = start_step(self.progress, "frame 0", len(rows))
         for row in rows:
             stored = stored_row(self.root, row, self.latent_dataset)
             for name, frames in pixels[row.dataset_index].modalities.items():
@@ -200,7 +197,7 @@ class _DeepRun:
 
     def quality(self, tokenizer: Tokenizer, rows: list[ManifestRow], pixels: dict[int, SamplePixels],
                 thresholds: QualityThresholds, report: DeepReport) -> None:
-        advance = self.progress("quality", len(rows))
+        advance = start_step(self.progress, "quality", len(rows))
         for row in rows:
             index = row.dataset_index
             stored = stored_row(self.root, row, self.latent_dataset).astype(np.float32)
@@ -239,7 +236,7 @@ class _DeepRun:
         self.rec.close("text_encoder", "text encoder weights and tokenizer SHA-256 equal cache_config.json")
         tolerance = tolerance_for(type(encoder).precisions, self.config.text.precision, self.storage)
         comparison = Comparison(False, tolerance, "prompts are batched differently than in the build")
-        advance = self.progress("prompts", len(rows))
+        advance = start_step(self.progress, "prompts", len(rows))
         encoded = encoder.encode([row.prompt for row in rows])
         for row, fresh, length in zip(rows, encoded.embeddings, encoded.lengths):
             index = row.dataset_index
@@ -262,17 +259,17 @@ class _DeepRun:
 def verify_deep(root: Path, spot: int = DEFAULT_SPOT, overrides: Overrides = Overrides(),
                 thresholds: QualityThresholds = QualityThresholds(), indices: list[int] | None = None,
                 require_complete: bool = True, report_path: Path | None = None,
-                progress: Callable[[str, int], Callable[[int], None]] | None = None) -> DeepReport:
+                progress: Progress | None = None) -> DeepReport:
     """Integrity checks, then the deep checks on the spot samples; writes the report as JSON (default
     ROOT/build/verify_report.json). `indices` picks the spot samples instead of spreading `spot` evenly.
     progress(step, samples) is called as each step starts ("sources", "reencode", "frame 0", "quality",
     "prompts") and returns the function advanced by the samples done (a recorded batch at a time for reencode)."""
     root = Path(root)
     check_device_present(overrides.device, "--device")  # before the integrity pass, which can take minutes
-    report = DeepReport(integrity=verify_integrity(root, require_complete),
+    report = DeepReport(integrity=verify_integrity(root, require_complete, progress),
                         environment=environment_record(overrides.device), thresholds=thresholds)
     if report.integrity.ok:
-        _run_deep(root, spot, overrides, thresholds, indices, report, progress or _no_progress)
+        _run_deep(root, spot, overrides, thresholds, indices, report, progress)
     report.path = Path(report_path) if report_path else root / RUN_RECORDS_DIR / VERIFY_REPORT
     with atomic_path(report.path) as tmp:
         tmp.write_text(json.dumps(report.to_json(), indent=2, allow_nan=True), encoding="utf-8")
@@ -280,7 +277,7 @@ def verify_deep(root: Path, spot: int = DEFAULT_SPOT, overrides: Overrides = Ove
 
 
 def _run_deep(root: Path, spot: int, overrides: Overrides, thresholds: QualityThresholds, indices: list[int] | None,
-              report: DeepReport, progress: Callable[[str, int], Callable[[int], None]]) -> None:
+              report: DeepReport, progress: Progress | None) -> None:
     cache_config = CacheConfig.load(root)
     config = recorded_config(root, overrides)
     rec = CheckRecorder()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
 from ..cache.check_report import VerifyReport
 from ..cache.integrity import verify_integrity
+from ..reporting import Progress
 from .deep import DEFAULT_SPOT, DeepReport, verify_deep
 from .quality import QualityThresholds
 from .reencode import Overrides
@@ -15,10 +15,10 @@ from .reencode import Overrides
 def verify(root: str | Path, *, deep: bool = False, require_complete: bool = True, spot: int = DEFAULT_SPOT,
            indices: list[int] | None = None, overrides: Overrides = Overrides(),
            thresholds: QualityThresholds = QualityThresholds(), report_path: Path | None = None,
-           progress: Callable[[str, int], Callable[[int], None]] | None = None) -> VerifyReport | DeepReport:
+           progress: Progress | None = None) -> VerifyReport | DeepReport:
     """Is the cache at `root` intact (its own records, SHA256SUMS, shapes, NaN, padding), and with `deep`, does
-    it hold what its sources, tokenizer and text encoder give? The report's `ok` is the verdict; `progress` is
-    verify_deep's (deep only)."""
+    it hold what its sources, tokenizer and text encoder give? The report's `ok` is the verdict; `progress`
+    (latentforge.reporting) sees the integrity steps "sha256" and "rows", then the deep ones."""
     if not deep:
-        return verify_integrity(Path(root), require_complete)
+        return verify_integrity(Path(root), require_complete, progress)
     return verify_deep(Path(root), spot, overrides, thresholds, indices, require_complete, report_path, progress)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ...errors import ConfigError
 from ...io import write_text_atomic
+from ...reporting import Progress
 from ...text.base import TextEncoder
 from ...text.pickles import PICKLE_FOLDER, write_cosmos_pickle
 from ...text.t5 import T5TextEncoder
@@ -72,7 +72,7 @@ def write_t5_pickles(
     encoder: TextEncoder,
     metadata_csv: str | Path | None = None,
     prompt_prefix: str = GROOT_PROMPT_PREFIX,
-    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    progress: Progress | None = None,
 ) -> T5PickleReport:
     """Write `t5_xxl/<stem>.pickle` for every prompt of the dataset, skipping pickles that exist.
 
@@ -111,7 +111,7 @@ def write_t5_pickles(
 def cosmos_t5(dataset_dir: str | Path, t5_path: str | Path, metadata_csv: str | Path | None = None,
               prompt_prefix: str | None = None, precision: str = "fp32", max_length: int = 512, batch_size: int = 16,
               device: str | None = None,
-              progress: Callable[[str, int], Callable[[int], None]] | None = None) -> T5PickleReport:
+              progress: Progress | None = None) -> T5PickleReport:
     """`latentforge cosmos t5`: load the T5 folder (on CUDA when available, unless `device` says otherwise) and
     write the dataset's pickles. `prompt_prefix` applies to metadata.csv prompts only (default: Cosmos');
     `progress` as in write_t5_pickles."""
