@@ -123,14 +123,30 @@ def test_text_hub_id_missing_from_the_local_cache(table, tmp_path):
 
 
 def test_ray_executor_without_ray_keeps_the_pip_extra(table, tmp_path):
-    fake = tmp_path / "no-ray"
-    (fake / "ray").mkdir(parents=True)
-    (fake / "ray" / "__init__.py").write_text("raise ImportError('No module named ray')\n")
     root = tmp_path / "cache"
-    src = Path(__file__).resolve().parents[2] / "src"
-    done = run_cli(build_args(table, root, "--executor", "ray"), PYTHONPATH=f"{fake}:{src}")
+    done = run_cli(build_args(table, root, "--executor", "ray"), PYTHONPATH=_without("ray", tmp_path))
     message_of(done, 2, "pip install 'latentforge[ray]'")
     assert not root.exists()
+
+
+def _without(package: str, tmp_path: Path) -> str:
+    """A PYTHONPATH on which `import package` fails as it does where the package is not installed."""
+    fake = tmp_path / f"no-{package}"
+    (fake / package).mkdir(parents=True)
+    (fake / package / "__init__.py").write_text(f"raise ImportError('No module named {package}')\n")
+    return f"{fake}:{Path(__file__).resolve().parents[2] / 'src'}"
+
+
+def test_publish_to_s3_without_s3fs_keeps_the_pip_extra(built_cache, tmp_path):
+    done = run_cli(["publish", str(built_cache), "s3://bucket/prefix"], PYTHONPATH=_without("s3fs", tmp_path))
+    message_of(done, 2, "s3:// needs s3fs; pip install 'latentforge[publish]'")
+
+
+def test_scan_without_an_output_root_names_the_flag(table):
+    args = build_args(table, Path("unused"))
+    out = args.index("--out")
+    del args[out: out + 2]
+    message_of(run_cli(["scan", *args[1:]]), 2, "output.root is empty; give the cache root folder with --out")
 
 
 def test_stats_and_preview_of_a_folder_that_is_not_a_cache(tmp_path):

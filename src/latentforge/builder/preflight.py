@@ -5,12 +5,13 @@ leaves no records that would make the corrected command look like a different bu
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 from .. import registry
 from ..config import BuildConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, StorageError, environment_message
 from ..executor.base import Executor
 
 
@@ -24,9 +25,8 @@ def check_output_root(root: Path) -> None:
     if not ancestor.is_dir():
         raise ConfigError(f"output.root={str(root)!r} cannot be created: {ancestor} is a file; give a folder "
                           "with --out")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ConfigError(f"output.root={str(root)!r}: {ancestor} is not writable by this user; choose another "
-                          "--out or give this user write access")
+    if not os.access(ancestor, os.W_OK | os.X_OK):  # a fault of the machine, like a full disk: exit 1
+        raise StorageError(environment_message(OSError(errno.EACCES, os.strerror(errno.EACCES), str(ancestor))))
 
 
 def preflight(config: BuildConfig, executor: Executor) -> None:
