@@ -31,6 +31,8 @@ import torch
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 sys.path.insert(0, str(SRC))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _random_wan import random_wan_vae  # noqa: E402
 
 
 def make_dataset(folder: Path, clips: int, frames: int, width: int, height: int) -> Path:
@@ -57,19 +59,8 @@ def make_dataset(folder: Path, clips: int, frames: int, width: int, height: int)
 
 
 def make_checkpoint(folder: Path) -> Path:
-    """A diffusers folder of the Wan2.1 VAE architecture with random weights (spread gammas and biases)."""
-    from diffusers import AutoencoderKLWan
-
-    torch.manual_seed(0)
-    vae = AutoencoderKLWan(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
-                           temperal_downsample=[False, True, True]).eval()
-    with torch.no_grad():
-        for name, param in vae.named_parameters():
-            if name.endswith("gamma"):
-                param.uniform_(0.5, 1.5)
-            elif name.endswith("bias"):
-                param.uniform_(-0.1, 0.1)
-    vae.save_pretrained(folder)
+    """A diffusers folder of the Wan2.1 VAE architecture with random weights."""
+    random_wan_vae().save_pretrained(folder)
     return folder
 
 

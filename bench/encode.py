@@ -30,22 +30,7 @@ from latentforge.transforms.window import select_window  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _encode_probes import matmul_tflops, per_layer_roofline, profile_kernels, timed  # noqa: E402
-
-
-def make_vae(seed: int = 0):
-    """The Wan2.1 VAE architecture with random weights whose norm gammas and biases are spread out."""
-    from diffusers import AutoencoderKLWan
-
-    torch.manual_seed(seed)
-    vae = AutoencoderKLWan(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
-                           temperal_downsample=[False, True, True]).eval()
-    with torch.no_grad():
-        for name, param in vae.named_parameters():
-            if name.endswith("gamma"):
-                param.uniform_(0.5, 1.5)
-            elif name.endswith("bias"):
-                param.uniform_(-0.1, 0.1)
-    return vae
+from _random_wan import random_wan_vae  # noqa: E402
 
 
 def load_clips(clips_dir: Path | None, count: int, frames: int, height: int, width: int) -> list[np.ndarray]:
@@ -126,7 +111,7 @@ def run(args: argparse.Namespace) -> dict:
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    vae = make_vae()
+    vae = random_wan_vae()
     checkpoint = Path(args.workdir) / "wan21-random"
     vae.save_pretrained(checkpoint)  # a diffusers folder: the tokenizer loads it through its real loading code
     vae = vae.to(device)
@@ -228,7 +213,7 @@ def encode_one(args: argparse.Namespace) -> None:
 
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as folder:
-        make_vae().save_pretrained(folder)
+        random_wan_vae().save_pretrained(folder)
         tokenizer = Wan21Tokenizer(folder, precision="bf16", device=device)
         clip = load_clips(args.clips_dir, 1, args.frames, args.height, args.width)[0]
         torch.save(tokenizer.encode(pixels_to_input(clip, device)[None]).cpu(), args.encode_one)

@@ -4,11 +4,11 @@ and the count it wrote."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
 
 import pytest
 
 from helpers.builds import run_cli
+from helpers.progress import ProgressRecorder
 from latentforge.demo.tiny_text_model import make_tiny_t5
 from latentforge.integrations.cosmos.t5_pickles import write_t5_pickles
 from latentforge.text.t5 import T5TextEncoder
@@ -29,23 +29,12 @@ def dataset(tmp_path):
     return tmp_path
 
 
-def _recorder() -> tuple[dict[str, int], Counter, Callable[[str, int], Callable[[int], None]]]:
-    """progress(step, total) recording each step's total, and what its advance(n) calls add up to."""
-    totals: dict[str, int] = {}
-    done: Counter = Counter()
-
-    def progress(step: str, total: int):
-        totals[step] = total
-        return lambda n: done.update({step: n})
-
-    return totals, done, progress
-
-
 def test_progress_counts_the_pickles_to_write(dataset, t5_folder):
     encoder = T5TextEncoder(str(t5_folder))
     (dataset / "t5_xxl").mkdir()
     (dataset / "t5_xxl" / "clip_a.pickle").write_bytes(b"kept")
-    totals, done, progress = _recorder()
+    recorder = ProgressRecorder()
+    totals, done, progress = recorder.totals, recorder.done, recorder
     report = write_t5_pickles(dataset, encoder, progress=progress)
     assert report.folder == dataset / "t5_xxl" and report.skipped == ["clip_a"]
     assert totals == {"encode": 2} and done == Counter(totals)

@@ -4,36 +4,27 @@ file they wrote."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
 
 from helpers.builds import run_cli
+from helpers.progress import ProgressRecorder
 from latentforge.report.preview import preview
 from latentforge.report.statistics import compute_stats
 
 
-def _recorder() -> tuple[dict[str, int], Counter, Callable[[str, int], Callable[[int], None]]]:
-    """progress(step, total) recording each step's total, and what its advance(n) calls add up to."""
-    totals: dict[str, int] = {}
-    done: Counter = Counter()
-
-    def progress(step: str, total: int):
-        totals[step] = total
-        return lambda n: done.update({step: n})
-
-    return totals, done, progress
-
-
 def test_stats_advance_once_per_sample_read(built_cache):
-    totals, done, progress = _recorder()
+    recorder = ProgressRecorder()
+    totals, done, progress = recorder.totals, recorder.done, recorder
     computed = compute_stats(built_cache, progress=progress)
     assert totals == {"read": computed.num_samples} and done == Counter(totals)
-    totals, done, progress = _recorder()
+    recorder = ProgressRecorder()
+    totals, done, progress = recorder.totals, recorder.done, recorder
     compute_stats(built_cache, every=2, progress=progress)
     assert totals == {"read": (computed.num_samples + 1) // 2} and done == Counter(totals)
 
 
 def test_preview_advances_once_per_sample_decoded(built_cache, tmp_path):
-    totals, done, progress = _recorder()
+    recorder = ProgressRecorder()
+    totals, done, progress = recorder.totals, recorder.done, recorder
     made = preview(built_cache, samples=2, out=tmp_path, progress=progress)
     assert totals == {"decode": len(made.dataset_indices)} == {"decode": 2} and done == Counter(totals)
 

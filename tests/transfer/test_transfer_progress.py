@@ -3,34 +3,14 @@ end by naming the destination and the byte totals."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
-from typing import Callable
 
 from rich.filesize import decimal
 
 from helpers.builds import run_cli
+from helpers.progress import ProgressRecorder
 from latentforge.transfer import Destination, FetchOptions, PublishOptions, TransferEvent, fetch, publish
-
-
-def _recorder() -> tuple[dict[str, int], Counter, Callable[[str, int], Callable[[int], None]]]:
-    """progress(step, total) recording each step's total, and what its advance(n) calls (from any thread) add
-    up to."""
-    totals: dict[str, int] = {}
-    done: Counter = Counter()
-    lock = threading.Lock()
-
-    def progress(step: str, total: int):
-        totals[step] = total
-
-        def advance(n: int) -> None:
-            with lock:
-                done[step] += n
-
-        return advance
-
-    return totals, done, progress
 
 
 def _sizes(root: Path) -> dict[str, int]:
@@ -50,7 +30,8 @@ def test_publish_counts_bytes_and_each_upload_says_why(cache, tmp_path):
     listed = sum(size for rel, size in sizes.items() if rel not in ("SHA256SUMS", "_CACHE_COMPLETE"))
     dest = tmp_path / "dest"
     events: list[TransferEvent] = []
-    totals, done, progress = _recorder()
+    recorder = ProgressRecorder()
+    totals, done, progress = recorder.totals, recorder.done, recorder
     report = publish(cache, [Destination(f"file://{dest}")],
                      PublishOptions(workers=3, on_event=events.append, progress=progress))
     everything = sum(sizes.values())
@@ -63,7 +44,8 @@ def test_publish_counts_bytes_and_each_upload_says_why(cache, tmp_path):
 
     _flip_a_byte(dest / "manifest.jsonl")
     events.clear()
-    totals, done, progress = _recorder()
+    recorder = ProgressRecorder()
+    totals, done, progress = recorder.totals, recorder.done, recorder
     publish(cache, [Destination(f"file://{dest}")], PublishOptions(on_event=events.append, progress=progress))
     assert totals["upload"] == sizes["manifest.jsonl"] and done == Counter(totals)
     (again,) = [e for e in events if e.action == "uploaded"]
@@ -77,7 +59,8 @@ def test_fetch_counts_bytes_and_each_download_says_why(cache, tmp_path):
     listed = {rel: size for rel, size in sizes.items() if rel not in ("SHA256SUMS", "_CACHE_COMPLETE")}
     out = tmp_path / "out"
     events: list[TransferEvent] = []
-    totals, done, progress = _recorder()
+    recorder = ProgressRecorder()
+    totals, done, progress = recorder.totals, recorder.done, recorder
     report = fetch(Destination(f"file://{dest}"), out, FetchOptions(workers=2, on_event=events.append,
                                                                       progress=progress))
     assert totals == {"check": 0, "download": sum(listed.values())} and done == Counter(totals)
@@ -86,7 +69,8 @@ def test_fetch_counts_bytes_and_each_download_says_why(cache, tmp_path):
 
     _flip_a_byte(out / "manifest.jsonl")
     events.clear()
-    totals, done, progress = _recorder()
+    recorder = ProgressRecorder()
+    totals, done, progress = recorder.totals, recorder.done, recorder
     fetch(Destination(f"file://{dest}"), out, FetchOptions(on_event=events.append, progress=progress))
     assert totals == {"check": sum(listed.values()), "download": listed["manifest.jsonl"]}
     assert done == Counter(totals)

@@ -4,27 +4,16 @@ on stderr and ends by naming the report it wrote."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
 
 from helpers.builds import run_cli
+from helpers.progress import ProgressRecorder
 from latentforge.cache.rows import manifest_rows
 from latentforge.verification.deep import verify_deep
 
 
-def _recorder() -> tuple[dict[str, int], Counter, Callable[..., Callable[[int], None]]]:
-    """progress(step, total[, unit]) recording each step's total, and what its advance(n) calls add up to."""
-    totals: dict[str, int] = {}
-    done: Counter = Counter()
-
-    def progress(step: str, total: int, unit: str = "samples"):
-        totals[step] = total
-        return lambda n: done.update({step: n})
-
-    return totals, done, progress
-
-
 def test_every_step_advances_to_its_total(cache):
-    totals, done, progress = _recorder()
+    recorder = ProgressRecorder()
+    totals, done, progress = recorder.totals, recorder.done, recorder
     report = verify_deep(cache, indices=[2], progress=progress)
     assert report.ok, report.failures
     spot = manifest_rows(cache, lambda row: row.dataset_index == 2)
