@@ -6,25 +6,17 @@ own evaluation cannot pass it.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from helpers import REPO
+from helpers.examples import load_train_tiny
 from helpers.fake_cache import h5py_row, manifest_rows, write_fake_cache
-
-EXAMPLE = REPO / "examples" / "train_tiny.py"
 
 
 def _load_example():
-    spec = importlib.util.spec_from_file_location("train_tiny", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_train_tiny()
 
 
 def _h5py_batch(root: Path, indices: list[int]) -> dict[str, torch.Tensor]:

@@ -3,25 +3,16 @@ batch still trains, and values that cannot fit end with one line and exit 2."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
-from helpers import REPO
+from helpers.examples import load_train_tiny
 from helpers.fake_cache import write_fake_cache
 from latentforge.errors import ConfigError
-
-EXAMPLE = REPO / "examples" / "train_tiny.py"
 
 
 @pytest.fixture(scope="module")
 def example():
-    spec = importlib.util.spec_from_file_location("train_tiny", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_train_tiny()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,19 @@
+"""The example scripts of examples/, imported as modules so tests can call their functions."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+
+from helpers import REPO
+
+TRAIN_TINY = REPO / "examples" / "train_tiny.py"
+
+
+def load_train_tiny() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("train_tiny", TRAIN_TINY)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
