@@ -27,6 +27,9 @@ REJECT_FIXES = {
     "duplicate_id": "make the ids unique",
     # text.source pickles*: the sample's t5_xxl pickle is missing, malformed or unsafe
     "bad_text_pickle": "regenerate the pickles with `latentforge cosmos t5`",
+    # frames.buckets: the source is smaller (or shorter) than every bucket
+    "no_bucket": "add a bucket the source can fill (detail names its size and frames), or set "
+                 "frames.bucket_upscale=true",
 }
 REJECT_REASONS = tuple(REJECT_FIXES)
 

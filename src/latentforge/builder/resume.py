@@ -18,6 +18,7 @@ from typing import Any
 from .. import registry
 from ..cache.layout import RUN_RECORD
 from ..config import BuildConfig
+from ..config.schema import single_shape_frames
 from ..errors import LatentforgeError
 from ..io import canonical_json, write_text_atomic
 from ..pipeline.plan import diff_fingerprints
@@ -36,6 +37,8 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     data["output"] = {k: v for k, v in data["output"].items() if k not in ("root", "min_free_bytes")}
     data["run"] = {"seed": data["run"]["seed"]}
     data["dataset"] = {k: v for k, v in data["dataset"].items() if k != "limit"}
+    if not config.frames.buckets:  # a single-shape build keeps the key it always had
+        data["frames"] = single_shape_frames(config.frames)
     # tokenizer.sha256 is a check on the checkpoint, whose actual SHA-256 the key holds below
     data["tokenizer"] = {k: v for k, v in data["tokenizer"].items() if k != "sha256"}
     return {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}

@@ -16,29 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cache.config_file import CacheConfig
-from ..cache.layout import CACHE_CONFIG, LOCK, RUN_RECORDS_DIR, STAGING_DIR, TMP_LEFTOVER
-from ..cache.model_record import ModelRecord, read_model_record
+from ..cache.layout import CACHE_CONFIG, LOCK, RUN_RECORDS_DIR
 from ..cache.rows import read_rejects
 from ..config import BuildConfig
 from ..errors import LatentforgeError, StopRequested, storage_error
 from ..executor.base import Executor, executor_for
-from ..executor.events import RankEvent, UnitStaged
 from ..executor.process_setup import stop_on_signals
-from ..executor.rank_stats import RankStats
 from ..faults import arm_main_process
-from ..pipeline.models import load_models, model_record
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.probe import probe_all
-from ..pipeline.unit import Unit, cut_units
-from ..records import Reject
-from ..writers.commit import CommitResult, commit_cache
-from ..writers.staging import completed_units, read_staged_rejects
-from .estimate import check_free_disk, estimate_output_bytes, output_shapes
+from .bucket_run import build_buckets
+from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .lock import BuildLock
 from .preflight import preflight
 from .progress import BuildProgress
-from .reject_limit import reject_problem
 from .resume import check_config, check_inputs, resume_key
 from .run_stats import RunStats
 
@@ -64,15 +55,6 @@ def _clear_root(root: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
-
-
-def _remove_tmp_leftovers(build_dir: Path) -> None:
-    """tmp siblings of writes a killed run never finished; only safe while holding the lock."""
-    for folder in (build_dir, build_dir / STAGING_DIR):
-        if folder.is_dir():
-            for item in folder.iterdir():
-                if TMP_LEFTOVER.match(item.name) and item.is_file():
-                    item.unlink()
 
 
 def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> BuildResult:
@@ -115,7 +97,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     build_dir = executor.build_dir
     if overwrite:
         _clear_root(root)
-    _remove_tmp_leftovers(build_dir)
+    remove_tmp_leftovers(build_dir)
     key = resume_key(config)
     check_config(build_dir, key)
     started = time.perf_counter()
@@ -126,61 +108,12 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
         probes = probe_all(samples, config, advance)
     stats.main_seconds["probe"] = time.perf_counter() - started
     stats.samples_planned = len(samples)
-    probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
-    candidates = len(samples) + len(plan_rejects)
-    _check_rejects(candidates, plan_rejects + probe_rejects, config, "by the plan and the probe")
-    total_shape, text_shape = output_shapes(config)
-    needed = estimate_output_bytes(len(samples) - len(probe_rejects), total_shape, text_shape,
-                                   config.output.storage_dtype, rows_per_shard=config.output.rows_per_shard)
-    check_free_disk(root, needed, config.output.min_free_bytes)
-
-    units = cut_units(samples, probes, config.output.unit_size)
-    done = completed_units(build_dir)
-    todo: list[Unit] = [u for u in units if u.index not in done]
-    stats.samples_todo = sum(len(u.samples) for u in todo)
-    if todo:
-        with progress.task("encode", len(samples), completed=len(samples) - stats.samples_todo) as advance:
-            def on_event(event: RankEvent) -> None:
-                if event.stats:
-                    stats.ranks[event.rank] = RankStats(**event.stats)
-                if isinstance(event, UnitStaged):
-                    advance(event.samples)
-
-            executor.run(todo, on_event)
-
-    staged_rejects = [r for path in completed_units(build_dir).values() for r in read_staged_rejects(path)]
-    _check_rejects(candidates, plan_rejects + staged_rejects, config, "in all")
-    started = time.perf_counter()
-    result = _commit(config, root, build_dir, total_shape, plan_rejects, executor.main_device())
-    stats.main_seconds["commit"] = time.perf_counter() - started
-    rejects = Counter(r.reason for r in read_rejects(root))
+    if config.frames.buckets:
+        bucketed = build_buckets(config, root, samples, plan_rejects, probes, progress, stats)
+        num_samples, rejects = bucketed.num_samples, bucketed.rejects_by_reason
+    else:
+        num_samples = encode_and_commit(config, executor, samples, plan_rejects, probes, progress, stats).num_samples
+        rejects = dict(sorted(Counter(r.reason for r in read_rejects(root)).items()))
     stats.rejects_by_reason = dict(rejects)
     stats.outcome = "complete"
-    return BuildResult(root, result.num_samples, dict(sorted(rejects.items())),
-                       time.time() - stats.started_unix, stats.summary())
-
-
-def _check_rejects(candidates: int, rejects: list[Reject], config: BuildConfig, when: str) -> None:
-    problem = reject_problem(candidates, rejects, config.run.max_reject_fraction, when)
-    if problem is not None:
-        raise LatentforgeError(problem)
-
-
-def _commit(config: BuildConfig, root: Path, build_dir: Path, total_shape: tuple[int, ...],
-            plan_rejects: list[Reject], device: str) -> CommitResult:
-    """Every unit is staged: shards, manifest, SHA256SUMS, verify, marker. Fingerprints and the empty prompt
-    come from the record the first rank wrote (cache/model_record.py); only without one do the models load
-    here, on the executor's main device, so the result is the same for any split."""
-    record: ModelRecord | None = read_model_record(build_dir)
-    if record is None:  # staged by a build that left no record: load the models for their fingerprints
-        tokenizer, text_encoder = load_models(config, device)
-        record = model_record(config, tokenizer, text_encoder, device)
-    text = record.text
-    empty_prompt = None
-    if text is not None and text.empty_prompt is not None:
-        empty_prompt = (text.empty_prompt.embeddings.astype(config.output.storage_dtype), text.empty_prompt.lengths)
-    cache_config = CacheConfig.for_build(config, total_shape, record.tokenizer_fingerprint, text,
-                                         record.latent_channels)
-    unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]
-    readme_context = {"text_note": text.provenance_note if text is not None else None}
-    return commit_cache(root, unit_paths, plan_rejects, cache_config, empty_prompt, readme_context)
+    return BuildResult(root, num_samples, rejects, time.time() - stats.started_unix, stats.summary())

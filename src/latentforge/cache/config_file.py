@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import BuildConfig
+from ..config.schema import single_shape_frames
 from ..errors import CacheIntegrityError, ConfigError
 from ..io import write_text_atomic
 from ..text.pickles import pickle_lookup_rule, uses_pickles
@@ -141,7 +142,7 @@ class CacheConfig:
                                  "tokenizer"),
             tokenizer=dict(tokenizer_fingerprint),
             text=None if text is None else _text_section(config, text),
-            frames={**vars(config.frames), "pixel_range": PIXEL_RANGE},
+            frames={**single_shape_frames(config.frames), "pixel_range": PIXEL_RANGE},
             modalities={"names": names,
                         "mask": dict(vars(config.modalities.mask)) if "mask" in names else None,
                         "depth": dict(vars(config.modalities.depth)) if "depth" in names else None},

@@ -37,7 +37,7 @@ from .rows import MANIFEST_KEYS, ManifestRow
 Shards = list[tuple[str, int, int]]
 
 
-def _check_markers(root: Path, rec: CheckRecorder, require_complete: bool) -> None:
+def check_markers(root: Path, rec: CheckRecorder, require_complete: bool) -> None:
     if require_complete and not (root / COMPLETE_MARKER).is_file():
         rec.fail("markers", f"{COMPLETE_MARKER} is missing: the build did not finish its commit")
     if (root / PUBLISHED_MARKER).exists() and not (root / COMPLETE_MARKER).is_file():
@@ -252,7 +252,7 @@ def _check_empty_prompt(root: Path, config: CacheConfig, schema: ShardSchema, re
     rec.close("empty_prompt", "empty prompt as promised")
 
 
-def _check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) -> None:
+def check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) -> None:
     try:
         lines = (root / REJECTS).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -287,7 +287,7 @@ def verify_integrity(root: Path, require_complete: bool = True, progress: Progre
     two long steps: "sha256" (bytes hashed) and "rows" (samples read)."""
     root = Path(root)
     rec = CheckRecorder()
-    _check_markers(root, rec, require_complete)
+    check_markers(root, rec, require_complete)
     _check_root_entries(root, rec)
     config = _load_config(root, rec)
     if config is None:
@@ -302,5 +302,5 @@ def verify_integrity(root: Path, require_complete: bool = True, progress: Progre
     _check_encoded_by(config, units, rec)
     _check_shards(root, schema, shards, source_of, rec, progress)
     _check_empty_prompt(root, config, schema, rec)
-    _check_rejects(root, set(source_of.values()), rec)
+    check_rejects(root, set(source_of.values()), rec)
     return rec.report

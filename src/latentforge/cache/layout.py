@@ -33,6 +33,19 @@ NOT_CHECKSUMMED = frozenset({SUMS, COMPLETE_MARKER, PUBLISHED_MARKER})
 ROOT_ENTRIES = frozenset({CACHE_CONFIG, MANIFEST, REJECTS, EMPTY_PROMPT, README, SUMS, COMPLETE_MARKER,
                           PUBLISHED_MARKER, SHARDS_DIR, RUN_RECORDS_DIR})
 
+# ------------------------------------------------------------- a bucketed root (frames.buckets)
+# ROOT/buckets.json rejects.jsonl SHA256SUMS _CACHE_COMPLETE [_SUCCESS]; ROOT/buckets/<F>x<H>x<W>/ one cache each
+BUCKET_INDEX = "buckets.json"
+BUCKETS_DIR = "buckets"
+BUCKETED_ROOT_ENTRIES = frozenset({BUCKET_INDEX, REJECTS, SUMS, COMPLETE_MARKER, PUBLISHED_MARKER, BUCKETS_DIR,
+                                   RUN_RECORDS_DIR})
+
+
+def bucket_path(name: str) -> str:
+    """A bucket's cache root, relative to the bucketed root."""
+    return f"{BUCKETS_DIR}/{name}"
+
+
 # ------------------------------------------------------------------ run records, under ROOT/build/
 LOCK = "lock"
 RUN_RECORD = "run.json"  # the resume key and the inputs' fingerprint

@@ -11,6 +11,7 @@ from typing import Any
 from .. import registry
 from ..devices import check_device_name
 from ..errors import ConfigError
+from .buckets import parse_buckets
 from .schema import MODALITIES, BuildConfig, window_step
 
 _CHOICES = {
@@ -67,6 +68,18 @@ def _validate_text(config: BuildConfig) -> None:
     if pickles and dataset.reader == "table" and not column:
         raise ConfigError(f"text.source={text.source!r} with dataset.reader=table needs dataset.t5_pickle_column: "
                           "the table column holding each row's pickle path")
+
+
+def _validate_buckets(config: BuildConfig, tokenizer_cls: Any) -> None:
+    buckets = parse_buckets(config.frames)
+    if buckets and window_step(config.frames) is not None:
+        raise ConfigError(f"frames.windows={config.frames.windows!r} cuts windows of one length, but "
+                          "frames.buckets gives several; use frames.windows=one with buckets")
+    for i, bucket in enumerate(buckets):
+        try:
+            tokenizer_cls.check_geometry(bucket.num_frames, bucket.height, bucket.width)
+        except ConfigError as error:
+            raise ConfigError(f"frames.buckets[{i}] {bucket.name}: {error}") from None
 
 
 def validate(config: BuildConfig) -> None:
@@ -135,4 +148,5 @@ def validate(config: BuildConfig) -> None:
     tokenizer_cls = registry.resolve("tokenizer", config.tokenizer.name)
     tokenizer_cls.check_settings(config.tokenizer)
     tokenizer_cls.check_geometry(config.frames.num_frames, config.frames.height, config.frames.width)
+    _validate_buckets(config, tokenizer_cls)
     registry.resolve("executor", config.run.executor).check_config(config)

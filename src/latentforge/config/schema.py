@@ -39,6 +39,10 @@ class FramesConfig:
     resize_backend: str = "swscale"  # swscale (in the decoder, from the source pixels) | torch (from uint8 RGB)
     resize_filter: str = "bicubic"  # swscale: bilinear | bicubic | area | lanczos; torch: bilinear | bicubic | area
     decoder: str = "cpu"  # cpu | nvdec (GPU video engine via FFmpeg's CUDA hwaccel; per-video CPU fallback)
+    # Mixed shapes: [num_frames, height, width] per bucket; each sample goes to one bucket (docs/frames.md) and
+    # the build writes one cache per bucket. Empty: one cache of num_frames x height x width.
+    buckets: list[list[int]] = field(default_factory=list)
+    bucket_upscale: bool = False  # let a sample go to a bucket larger than its source (upscaled)
 
 
 @dataclass
@@ -130,6 +134,14 @@ class BuildConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+BUCKET_KEYS = ("buckets", "bucket_upscale")  # how samples are spread over caches, not how one cache is made
+
+
+def single_shape_frames(frames: FramesConfig) -> dict[str, Any]:
+    """The frames settings one cache is made with: every key but the bucket ones."""
+    return {k: v for k, v in vars(frames).items() if k not in BUCKET_KEYS}
 
 
 def target_fps(frames: FramesConfig) -> float | None:

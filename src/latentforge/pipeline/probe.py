@@ -13,6 +13,7 @@ from ..decode.sources import ModalitySource, check_matches_video, probe_modality
 from ..errors import SampleRejected
 from ..records import Reject, Sample, VideoInfo
 from ..transforms.window import FrameWindow, select_window
+from .bucket_choice import choose_bucket
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class ProbeResult:
     plan: ResizePlan
     caption: str
     modality_info: dict[str, Any] = field(default_factory=dict)  # modality -> ModalitySource
+    bucket: dict[str, Any] | None = None  # with frames.buckets: the bucket's name and why it was chosen
 
 
 def resolve_caption(sample: Sample, config: BuildConfig) -> str:
@@ -48,12 +50,18 @@ def resolve_caption(sample: Sample, config: BuildConfig) -> str:
 
 
 def probe_sample(sample: Sample, config: BuildConfig) -> ProbeResult:
-    """Order of checks: video exists and is readable, caption, window length, then each extra modality."""
+    """Order of checks: video exists and is readable, caption, window length (with frames.buckets: the
+    bucket, pipeline/bucket_choice.py), then each extra modality."""
     info = probe_video(sample.entry.video, sample.sample_id)
     caption = resolve_caption(sample, config)
-    window = select_window(info, config.frames, sample.sample_id, sample.start_frame)
+    frames, bucket = config.frames, None
+    if frames.buckets:
+        choice = choose_bucket(info, frames, sample)
+        frames, window, bucket = choice.frames, choice.window, choice.record
+    else:
+        window = select_window(info, frames, sample.sample_id, sample.start_frame)
     width, height = info.display_size
-    plan = plan_resize(width, height, config.frames.width, config.frames.height, config.frames.resize)
+    plan = plan_resize(width, height, frames.width, frames.height, frames.resize)
     modality_info: dict[str, ModalitySource] = {}
     for name in config.modalities.names:
         if name == "rgb":
@@ -62,7 +70,8 @@ def probe_sample(sample: Sample, config: BuildConfig) -> ProbeResult:
         source = probe_modality_source(name, path, sample.sample_id)
         check_matches_video(source, info, sample.sample_id)
         modality_info[name] = source
-    return ProbeResult(info=info, window=window, plan=plan, caption=caption, modality_info=modality_info)
+    return ProbeResult(info=info, window=window, plan=plan, caption=caption, modality_info=modality_info,
+                       bucket=bucket)
 
 
 def probe_all(samples: list[Sample], config: BuildConfig, advance: Callable[[int], None] = lambda n: None

@@ -18,7 +18,7 @@ from .probe import ProbeResult
 def provenance_of(probe: ProbeResult) -> dict[str, Any]:
     """The manifest's window/provenance fields (docs/cache-format.md); JSON-serialisable."""
     width, height = probe.info.display_size
-    return {
+    provenance = {
         "frame_indices": list(probe.window.indices),
         "timestamps": list(probe.window.timestamps),
         "source_fps": probe.info.fps,
@@ -26,6 +26,9 @@ def provenance_of(probe: ProbeResult) -> dict[str, Any]:
         "rotation": probe.info.rotation,
         "crop_box": [round(v, 6) for v in probe.plan.source_crop],
     }
+    if probe.bucket is not None:
+        provenance["bucket"] = probe.bucket
+    return provenance
 
 
 def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig) -> SamplePixels:

@@ -1,0 +1,95 @@
+"""A build with frames.buckets: after the shared plan and probe (which chose each sample's bucket), one
+single-shape cache per bucket under ROOT/buckets/<F>x<H>x<W>/, each with its own run records, resume and
+markers, in config order; then the root's rejects, index, SHA256SUMS and, last, its _CACHE_COMPLETE.
+
+A rerun skips every bucket that is complete and resumes the others where they stopped, so a kill between or
+inside buckets ends in the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from pathlib import Path
+
+from ..cache.bucket_index import BucketEntry, BucketIndex
+from ..cache.config_file import CacheConfig
+from ..cache.layout import COMPLETE_MARKER, RUN_RECORDS_DIR, bucket_path
+from ..cache.rows import read_rejects
+from ..config import BuildConfig
+from ..config.buckets import Bucket, parse_buckets
+from ..errors import LatentforgeError
+from ..executor.base import executor_for
+from ..pipeline.plan import plan_fingerprint, write_plan
+from ..pipeline.probe import ProbeResult
+from ..records import Reject, Sample
+from ..writers.bucket_commit import commit_bucketed_root
+from .encode_commit import encode_and_commit, remove_tmp_leftovers
+from .lock import BuildLock
+from .progress import BuildProgress
+from .reject_limit import reject_problem
+from .resume import check_config, check_inputs, resume_key
+from .run_stats import RunStats
+
+
+@dataclasses.dataclass
+class BucketedBuild:
+    num_samples: int
+    rejects_by_reason: dict[str, int]
+
+
+def bucket_config(config: BuildConfig, root: Path, bucket: Bucket) -> BuildConfig:
+    """The single-shape build of one bucket's cache."""
+    output = dataclasses.replace(config.output, root=str(root / bucket_path(bucket.name)))
+    return dataclasses.replace(config, frames=bucket.frames_config(config.frames), output=output)
+
+
+def _bucket_of(probe: ProbeResult | Reject) -> str | None:
+    return probe.bucket["name"] if isinstance(probe, ProbeResult) and probe.bucket else None
+
+
+def _build_bucket(config: BuildConfig, members: list[Sample], probes: dict[int, ProbeResult | Reject],
+                  progress: BuildProgress, stats: RunStats, earlier: tuple[list[Reject], int]) -> None:
+    """One bucket's cache, resumed like any single-shape build (its own run.json, plan and staging)."""
+    build_dir = Path(config.output.root) / RUN_RECORDS_DIR
+    executor = executor_for(config, build_dir, progress.quiet)
+    with BuildLock(build_dir):
+        remove_tmp_leftovers(build_dir)
+        key = resume_key(config)
+        check_config(build_dir, key)
+        check_inputs(build_dir, key, plan_fingerprint(members))
+        write_plan(build_dir, members, [])
+        encode_and_commit(config, executor, members, [], {s.source_index: probes[s.source_index] for s in members},
+                          progress, stats, earlier)
+
+
+def build_buckets(config: BuildConfig, root: Path, samples: list[Sample], plan_rejects: list[Reject],
+                  probes: dict[int, ProbeResult | Reject], progress: BuildProgress,
+                  stats: RunStats) -> BucketedBuild:
+    probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
+    root_rejects = sorted(plan_rejects, key=lambda r: r.sample_id) + probe_rejects
+    candidates = len(samples) + len(plan_rejects)
+    problem = reject_problem(candidates, root_rejects, config.run.max_reject_fraction, "by the plan and the probe")
+    if problem is not None:
+        raise LatentforgeError(problem)
+    entries: list[BucketEntry] = []
+    reasons = Counter(r.reason for r in root_rejects)
+    for bucket in parse_buckets(config.frames):
+        members = [s for s in samples if _bucket_of(probes[s.source_index]) == bucket.name]
+        if not members:
+            entries.append(BucketEntry(bucket.name, *dataclasses.astuple(bucket), 0, None, None))
+            continue
+        sub = bucket_config(config, root, bucket)
+        bucket_root = Path(sub.output.root)
+        if not (bucket_root / COMPLETE_MARKER).is_file():
+            _build_bucket(sub, members, probes, progress, stats, (root_rejects, candidates - len(members)))
+        cache = CacheConfig.load(bucket_root)
+        reasons.update(r.reason for r in read_rejects(bucket_root))
+        entries.append(BucketEntry(bucket.name, *dataclasses.astuple(bucket), cache.num_samples,
+                                   bucket_path(bucket.name), tuple(cache.latent.shape)))
+    started = time.perf_counter()
+    index = BucketIndex(tuple(entries), config.frames.bucket_upscale, len(root_rejects))
+    commit_bucketed_root(root, index, root_rejects)
+    stats.main_seconds["commit"] = stats.main_seconds.get("commit", 0.0) + time.perf_counter() - started
+    return BucketedBuild(index.num_samples, dict(sorted(reasons.items())))

@@ -1,0 +1,100 @@
+"""Encode a planned and probed cache and commit it: the part of a build after the probe, shared by a
+single-shape build and each bucket of a bucketed one."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..cache.config_file import CacheConfig
+from ..cache.layout import STAGING_DIR, TMP_LEFTOVER
+from ..cache.model_record import ModelRecord, read_model_record
+from ..config import BuildConfig
+from ..errors import LatentforgeError
+from ..executor.base import Executor
+from ..executor.events import RankEvent, UnitStaged
+from ..executor.rank_stats import RankStats
+from ..pipeline.models import load_models, model_record
+from ..pipeline.probe import ProbeResult
+from ..pipeline.unit import Unit, cut_units
+from ..records import Reject, Sample
+from ..writers.commit import CommitResult, commit_cache
+from ..writers.staging import completed_units, read_staged_rejects
+from .estimate import check_free_disk, estimate_output_bytes, output_shapes
+from .progress import BuildProgress
+from .reject_limit import reject_problem
+from .run_stats import RunStats
+
+
+def remove_tmp_leftovers(build_dir: Path) -> None:
+    """tmp siblings of writes a killed run never finished; only safe while holding the lock."""
+    for folder in (build_dir, build_dir / STAGING_DIR):
+        if folder.is_dir():
+            for item in folder.iterdir():
+                if TMP_LEFTOVER.match(item.name) and item.is_file():
+                    item.unlink()
+
+
+def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sample], plan_rejects: list[Reject],
+                      probes: dict[int, ProbeResult | Reject], progress: BuildProgress, stats: RunStats,
+                      earlier_rejects: tuple[list[Reject], int] = ([], 0)) -> CommitResult:
+    """Encode the probed samples that are not staged yet and commit the cache at config.output.root.
+    `earlier_rejects`: rejects (and their candidates) found before this cache's plan, counted against
+    run.max_reject_fraction with this cache's own."""
+    root, build_dir = Path(config.output.root), executor.build_dir
+    earlier, earlier_candidates = earlier_rejects
+    probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
+    candidates = len(samples) + len(plan_rejects) + earlier_candidates
+    _check_rejects(candidates, earlier + plan_rejects + probe_rejects, config, "by the plan and the probe")
+    total_shape, text_shape = output_shapes(config)
+    needed = estimate_output_bytes(len(samples) - len(probe_rejects), total_shape, text_shape,
+                                   config.output.storage_dtype, rows_per_shard=config.output.rows_per_shard)
+    check_free_disk(root, needed, config.output.min_free_bytes)
+
+    units = cut_units(samples, probes, config.output.unit_size)
+    done = completed_units(build_dir)
+    todo: list[Unit] = [u for u in units if u.index not in done]
+    todo_samples = sum(len(u.samples) for u in todo)
+    stats.samples_todo += todo_samples
+    if todo:
+        with progress.task("encode", len(samples), completed=len(samples) - todo_samples) as advance:
+            def on_event(event: RankEvent) -> None:
+                if event.stats:
+                    stats.ranks[event.rank] = RankStats(**event.stats)
+                if isinstance(event, UnitStaged):
+                    advance(event.samples)
+
+            executor.run(todo, on_event)
+
+    staged_rejects = [r for path in completed_units(build_dir).values() for r in read_staged_rejects(path)]
+    _check_rejects(candidates, earlier + plan_rejects + staged_rejects, config, "in all")
+    started = time.perf_counter()
+    result = _commit(config, root, build_dir, total_shape, plan_rejects, executor.main_device())
+    stats.main_seconds["commit"] = stats.main_seconds.get("commit", 0.0) + time.perf_counter() - started
+    return result
+
+
+def _check_rejects(candidates: int, rejects: list[Reject], config: BuildConfig, when: str) -> None:
+    problem = reject_problem(candidates, rejects, config.run.max_reject_fraction, when)
+    if problem is not None:
+        raise LatentforgeError(problem)
+
+
+def _commit(config: BuildConfig, root: Path, build_dir: Path, total_shape: tuple[int, ...],
+            plan_rejects: list[Reject], device: str) -> CommitResult:
+    """Every unit is staged: shards, manifest, SHA256SUMS, verify, marker. Fingerprints and the empty prompt
+    come from the record the first rank wrote (cache/model_record.py); only without one do the models load
+    here, on the executor's main device, so the result is the same for any split."""
+    record: ModelRecord | None = read_model_record(build_dir)
+    if record is None:  # staged by a build that left no record: load the models for their fingerprints
+        tokenizer, text_encoder = load_models(config, device)
+        record = model_record(config, tokenizer, text_encoder, device)
+    text = record.text
+    empty_prompt = None
+    if text is not None and text.empty_prompt is not None:
+        empty_prompt = (text.empty_prompt.embeddings.astype(config.output.storage_dtype), text.empty_prompt.lengths)
+    cache_config = CacheConfig.for_build(config, total_shape, record.tokenizer_fingerprint, text,
+                                         record.latent_channels)
+    unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]
+    readme_context = {"text_note": text.provenance_note if text is not None else None}
+    return commit_cache(root, unit_paths, plan_rejects, cache_config, empty_prompt, readme_context)
