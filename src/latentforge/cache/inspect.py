@@ -1,4 +1,5 @@
-"""`latentforge inspect ROOT`: what a cache holds, read from its records and HDF5 metadata (no sample data)."""
+"""`latentforge inspect ROOT`: what a cache (or each bucket of a bucketed root) holds, read from its records and
+HDF5 metadata (no sample data)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import h5py
 
+from .bucket_index import BucketIndex
 from .config_file import CacheConfig
 from .layout import COMPLETE_MARKER, EMPTY_PROMPT, MANIFEST, PUBLISHED_MARKER, REJECTS, SHARDS_DIR, shard_rows
 from .rows import read_rejects
@@ -96,3 +98,29 @@ def inspect_cache(root: Path) -> CacheSummary:
         datasets=_datasets(root / shards[0].path) if shards else {},
         empty_prompt=_datasets(root / EMPTY_PROMPT) if (root / EMPTY_PROMPT).is_file() else None,
     )
+
+
+@dataclass(frozen=True)
+class BucketedSummary:
+    """A bucketed root: its index, markers and root rejects, and each bucket's CacheSummary."""
+
+    root: Path
+    index: BucketIndex
+    complete: bool
+    published: bool
+    rejects: dict[str, int]  # rejected before a bucket was chosen
+    buckets: dict[str, CacheSummary]  # of the buckets that hold samples, in index order
+
+    def to_json(self) -> dict[str, Any]:
+        return {"root": str(self.root), "complete": self.complete, "published": self.published,
+                "num_samples": self.index.num_samples, "rejects": self.rejects, "index": self.index.to_json(),
+                "buckets": {name: summary.to_json() for name, summary in self.buckets.items()}}
+
+
+def inspect_bucketed(root: Path) -> BucketedSummary:
+    root = Path(root)
+    index = BucketIndex.load(root)
+    rejects = Counter(r.reason for r in read_rejects(root)) if (root / REJECTS).is_file() else Counter()
+    return BucketedSummary(root, index, (root / COMPLETE_MARKER).is_file(), (root / PUBLISHED_MARKER).is_file(),
+                           dict(sorted(rejects.items())),
+                           {entry.name: inspect_cache(root / str(entry.path)) for entry in index.filled})

@@ -46,6 +46,13 @@ def bucket_path(name: str) -> str:
     return f"{BUCKETS_DIR}/{name}"
 
 
+def bucket_markers(checksummed: list[str]) -> list[str]:
+    """The _CACHE_COMPLETE of every bucket whose SHA256SUMS is among a bucketed root's checksummed files:
+    not checksummed (they hold a time), but moved with the cache so each bucket stays complete alone."""
+    return sorted(rel[: -len(SUMS)] + COMPLETE_MARKER for rel in checksummed
+                  if rel.startswith(BUCKETS_DIR + "/") and rel.count("/") == 2 and rel.endswith("/" + SUMS))
+
+
 # ------------------------------------------------------------------ run records, under ROOT/build/
 LOCK = "lock"
 RUN_RECORD = "run.json"  # the resume key and the inputs' fingerprint

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from .common import by_reason, say
+
+if TYPE_CHECKING:
+    from ..cache.inspect import BucketedSummary, CacheSummary
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -18,12 +22,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..cache.inspect import inspect_cache
+    from ..cache.bucket_index import is_bucketed
+    from ..cache.inspect import BucketedSummary, inspect_bucketed, inspect_cache
 
-    summary = inspect_cache(Path(args.root))
+    summary = inspect_bucketed(Path(args.root)) if is_bucketed(Path(args.root)) else inspect_cache(Path(args.root))
     if args.json:
         print(json.dumps(summary.to_json(), indent=2, ensure_ascii=False))
         return 0
+    say(_bucketed_lines(summary) if isinstance(summary, BucketedSummary) else _cache_lines(summary))
+    return 0
+
+
+def _bucketed_lines(summary: BucketedSummary) -> str:
+    state = "complete" if summary.complete else "not complete (no _CACHE_COMPLETE)"
+    lines = [f"{summary.root}: {state}{', published' if summary.published else ''}; "
+             f"{summary.index.num_samples} samples in {len(summary.buckets)} bucket(s); rejected before a bucket "
+             f"was chosen {sum(summary.rejects.values())}{by_reason(summary.rejects)}"]
+    for entry in summary.index.buckets:
+        shape = "-" if entry.latent_shape is None else str(list(entry.latent_shape))
+        lines.append(f"  {entry.name:<16} {entry.num_samples:>8} samples  latent {shape}  {entry.path or '(empty)'}")
+    return "\n".join(lines)
+
+
+def _cache_lines(summary: CacheSummary) -> str:
     config = summary.config
     state = "complete" if summary.complete else "not complete (no _CACHE_COMPLETE)"
     lines = [
@@ -41,5 +62,4 @@ def run(args: argparse.Namespace) -> int:
         f"  frames    {config.frames.get('num_frames')} at {config.frames.get('height')}x{config.frames.get('width')}, "
         f"fps {config.frames.get('fps')}",
     ]
-    say("\n".join(lines))
-    return 0
+    return "\n".join(lines)

@@ -20,26 +20,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from ..report.stats_report import stats
+    from ..report.stats_report import StatsReport, stats
     from .common import console
     from .progress import progress_bars
 
     with progress_bars("samples") as bars:
         report = stats(args.root, args.out, args.extreme, args.every, args.export_cosmos_mean_std, args.modality,
                        bars.start)
-    computed = report.stats
-    table = Table("modality", "channels", "mean (min..max over channels)", "std (min..max)", "extreme fraction",
-                  title=f"{computed.num_samples} samples, {computed.latent_dataset} {computed.latent_shape}")
-    for m in computed.modalities:
-        table.add_row(m.name, f"{m.channels[0]}..{m.channels[1] - 1}", f"{min(m.mean):.4g}..{max(m.mean):.4g}",
-                      f"{min(m.std):.4g}..{max(m.std):.4g}", f"{max(m.extreme_fraction):.3g}")
+    single = isinstance(report, StatsReport)
+    reports = {"": report} if single else {f"{name}: ": one for name, one in report.buckets.items()}
     out = console()
-    out.print(table)
-    if report.cosmos_mean_std is not None:
-        video = report.cosmos_mean_std[0]
-        out.print(f"Cosmos mean/std: set mean_std_path to {video.parent / 'mean_std.pt'}")
+    for label, one in reports.items():
+        computed = one.stats
+        table = Table("modality", "channels", "mean (min..max over channels)", "std (min..max)", "extreme fraction",
+                      title=f"{label}{computed.num_samples} samples, {computed.latent_dataset} {computed.latent_shape}")
+        for m in computed.modalities:
+            table.add_row(m.name, f"{m.channels[0]}..{m.channels[1] - 1}", f"{min(m.mean):.4g}..{max(m.mean):.4g}",
+                          f"{min(m.std):.4g}..{max(m.std):.4g}", f"{max(m.extreme_fraction):.3g}")
+        out.print(table)
+        if one.cosmos_mean_std is not None:
+            video = one.cosmos_mean_std[0]
+            out.print(f"Cosmos mean/std: set mean_std_path to {video.parent / 'mean_std.pt'}")
     out.print(f"wrote {len(report.written)} files:")
     for path in report.written:
         out.print(f"  {path}")
-    out.print(f"open {report.html} in a browser for the plots")
+    for one in reports.values():
+        out.print(f"open {one.html} in a browser for the plots")
     return 0

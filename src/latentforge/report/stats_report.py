@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache.bucket_index import BucketIndex, is_bucketed
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
 from ..io import write_text_atomic
 from ..reporting import Progress
@@ -47,13 +48,33 @@ def write_stats_report(stats: CacheStats, folder: Path, title: str = "latentforg
     return StatsReport(stats, folder, stats_json, plots, page)
 
 
+@dataclass
+class BucketStatsReport:
+    """A bucketed root's statistics: one StatsReport per bucket that holds samples, in index order."""
+
+    buckets: dict[str, StatsReport]
+
+    @property
+    def written(self) -> list[Path]:
+        return [path for report in self.buckets.values() for path in report.written]
+
+
 def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFAULT_EXTREME, every: int = 1,
           cosmos_mean_std: str | Path | None = None, modality: str = "rgb",
-          progress: Progress | None = None) -> StatsReport:
+          progress: Progress | None = None) -> StatsReport | BucketStatsReport:
     """Statistics of every `every`-th sample, written under `out` (default ROOT/build/stats); with
     `cosmos_mean_std`, also Cosmos-Predict2's mean/std files of `modality` into that folder. `progress` as in
-    compute_stats."""
+    compute_stats. A bucketed root gets a report per bucket, in `<out>/<bucket>` (and `<cosmos_mean_std>/<bucket>`)."""
     root = Path(root)
+    if is_bucketed(root):
+        folder = Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER
+        reports = {}
+        for entry in BucketIndex.load(root).filled:
+            cosmos = None if cosmos_mean_std is None else Path(cosmos_mean_std) / entry.name
+            report = stats(root / str(entry.path), folder / entry.name, extreme, every, cosmos, modality, progress)
+            assert isinstance(report, StatsReport)  # a bucket's root is a single cache
+            reports[entry.name] = report
+        return BucketStatsReport(reports)
     computed = compute_stats(root, extreme=extreme, every=every, progress=progress)
     report = write_stats_report(computed, Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER)
     if cosmos_mean_std is not None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from ..cache.checksums import checksummed_files, read_sha256sums
-from ..cache.layout import COMPLETE_MARKER, NOT_CHECKSUMMED, PUBLISHED_MARKER, SUMS
+from ..cache.layout import COMPLETE_MARKER, NOT_CHECKSUMMED, PUBLISHED_MARKER, SUMS, bucket_markers
 from ..errors import CacheIntegrityError
 from ..hashing import SumProblem
 from ..reporting import Progress, start_step, uncounted
@@ -129,6 +129,6 @@ def load_verified_cache(root: Path, part_size: int, workers: int,
     if problems:
         listing = "\n  ".join(str(problem) for problem in problems)
         raise CacheIntegrityError(f"{root}: SHA256SUMS check failed; rebuild or repair before publishing:\n  {listing}")
-    for marker in sorted(NOT_CHECKSUMMED - {PUBLISHED_MARKER}):
+    for marker in sorted(NOT_CHECKSUMMED - {PUBLISHED_MARKER}) + bucket_markers(list(digests)):
         digests[marker] = hash_file(root / marker, part_size)
     return VerifiedCache(root=root, digests=dict(sorted(digests.items())))

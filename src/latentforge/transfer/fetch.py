@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..cache.checksums import checksummed_files, read_sha256sums
-from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
+from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS, bucket_markers
 from ..errors import CacheIntegrityError, LatentforgeError
 from ..hashing import sha256_file
 from ..io import inside
@@ -88,7 +88,8 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
             + "\n  ".join(problems)
         )
     report.bytes_downloaded = sum(paths[rel].stat().st_size for rel in report.downloaded)
-    remote.download(COMPLETE_MARKER, root / COMPLETE_MARKER)
+    for marker in [*bucket_markers(list(listed)), COMPLETE_MARKER]:  # the root's last
+        remote.download(marker, root / marker)
     if published:
         remote.download(PUBLISHED_MARKER, root / PUBLISHED_MARKER)
     return report

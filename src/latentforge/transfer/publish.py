@@ -73,7 +73,7 @@ def publish(
     reports = {remote.url: DestinationReport(remote.url) for remote in remotes}
     todo = _find_uploads(remotes, cache, options, reports)
     sent = start_step(options.progress, "upload", sum(cache.digests[rel].size for _, rel in todo))
-    for phase in ([job for job in todo if job[1] not in _LAST], [job for job in todo if job[1] in _LAST]):
+    for phase in [[job for job in todo if _upload_phase(job[1]) == n] for n in range(3)]:
         run_parallel(lambda job: _upload(job, cache, options, reports[job[0].url].uploaded[job[1]], sent), phase,
                      options.workers)
     for report in reports.values():
@@ -89,6 +89,13 @@ def publish(
             raise CacheIntegrityError(f"{remote.url}/{PUBLISHED_MARKER}: {reason}; rerun publish")
     write_bytes_atomic(root / PUBLISHED_MARKER, marker)
     return PublishReport(root, len(cache.digests) + 1, cache.total_bytes, [reports[remote.url] for remote in remotes])
+
+
+def _upload_phase(rel: str) -> int:
+    """0: content; 1: a bucket's SHA256SUMS and marker; 2: the root's, so no marker precedes what it vouches for."""
+    if rel.rsplit("/", 1)[-1] not in _LAST:
+        return 0
+    return 1 if "/" in rel else 2
 
 
 def _check_options(options: PublishOptions, destinations: Sequence[Destination]) -> None:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cache.bucket_index import is_bucketed
+from ..cache.bucket_integrity import verify_bucketed
 from ..cache.check_report import VerifyReport
 from ..cache.integrity import verify_integrity
+from ..cache.layout import BUCKETS_DIR
+from ..errors import ConfigError
 from ..reporting import Progress
 from .deep import DEFAULT_SPOT, DeepReport, verify_deep
 from .quality import QualityThresholds
@@ -17,8 +21,14 @@ def verify(root: str | Path, *, deep: bool = False, require_complete: bool = Tru
            thresholds: QualityThresholds = QualityThresholds(), report_path: Path | None = None,
            progress: Progress | None = None) -> VerifyReport | DeepReport:
     """Is the cache at `root` intact (its own records, SHA256SUMS, shapes, NaN, padding), and with `deep`, does
-    it hold what its sources, tokenizer and text encoder give? The report's `ok` is the verdict; `progress`
+    it hold what its sources, tokenizer and text encoder give? A bucketed root is checked as a whole and bucket by
+bucket (integrity only; the deep verify runs on one bucket's cache). The report's `ok` is the verdict; `progress`
     (latentforge.reporting) sees the integrity steps "sha256" and "rows", then the deep ones."""
+    if is_bucketed(Path(root)):
+        if deep:
+            raise ConfigError(f"{root} holds one cache per bucket; run the deep verify on each: latentforge verify "
+                              f"--deep {Path(root) / BUCKETS_DIR}/<bucket>")
+        return verify_bucketed(Path(root), require_complete, progress)
     if not deep:
         return verify_integrity(Path(root), require_complete, progress)
     return verify_deep(Path(root), spot, overrides, thresholds, indices, require_complete, report_path, progress)
