@@ -1,5 +1,7 @@
 """Feeding training from a latent cache: dataset, sampler, collate, expectations, Cosmos-Predict2 adapter."""
 
+from .bucket_sampler import BucketBatchSampler
+from .bucketed_dataset import BucketedLatentDataset
 from .collate import collate_latent_batch, drop_captions
 from .cosmos_adapter import LATENT_KEY, CosmosVideo2WorldDataset
 from .expect import CacheExpectation, CacheMismatch
@@ -12,6 +14,8 @@ __all__ = [
     "LATENT_KEY",
     "ROOT_ENV",
     "ROOT_ENV_ALIAS",
+    "BucketBatchSampler",
+    "BucketedLatentDataset",
     "CacheExpectation",
     "CacheMismatch",
     "CosmosVideo2WorldDataset",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..cache.bucket_index import is_bucketed
 from ..cache.config_file import CacheConfig
 from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER
 from ..errors import CacheIntegrityError, ConfigError
@@ -26,6 +27,9 @@ def resolve_cache_root(root: str | os.PathLike[str] | None) -> Path:
             f"no cache root given; pass root=... or set {ROOT_ENV} (or its alias {ROOT_ENV_ALIAS})"
         )
     path = Path(root)
+    if is_bucketed(path):
+        raise ConfigError(f"{path} holds one cache per bucket: read it with BucketedLatentDataset({str(path)!r}) "
+                          "and BucketBatchSampler, or one bucket with LatentCacheDataset(ROOT/buckets/<bucket>)")
     if not (path / CACHE_CONFIG).is_file():
         raise ConfigError(f"{path} is not a latentforge cache: it has no {CACHE_CONFIG}")
     return path

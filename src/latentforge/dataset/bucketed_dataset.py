@@ -1,0 +1,82 @@
+"""BucketedLatentDataset: every bucket of a bucketed root as one map-style dataset, for BucketBatchSampler.
+
+Index i runs over the buckets in index order: bucket k holds [offsets[k], offsets[k + 1]). A batch must come
+from one bucket (its tensors have one shape); BucketBatchSampler makes such batches.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from torch.utils.data import Dataset
+
+from ..cache.bucket_index import BucketIndex
+from ..cache.layout import COMPLETE_MARKER
+from ..errors import CacheIntegrityError, ConfigError
+from .expect import CacheExpectation
+from .latent_dataset import LatentCacheDataset
+
+
+class BucketedLatentDataset(Dataset):
+    """Items are LatentCacheDataset items plus `bucket` (its name); `dataset_index` stays the bucket's own."""
+
+    def __init__(self, root: str | os.PathLike[str], modalities: Sequence[str] | None = None,
+                 expect: CacheExpectation | dict[str, Any] | None = None, *, text: bool = True,
+                 require_complete: bool = True):
+        self.root = Path(root)
+        if require_complete and not (self.root / COMPLETE_MARKER).is_file():
+            raise CacheIntegrityError(f"{self.root} has no {COMPLETE_MARKER}: the bucketed build has not finished; "
+                                      "rerun it, or pass require_complete=False to read the finished buckets")
+        self.index = BucketIndex.load(self.root)
+        entries = [e for e in self.index.filled if (self.root / str(e.path) / COMPLETE_MARKER).is_file()
+                   or require_complete]
+        if not entries:
+            raise ConfigError(f"{self.root}: no bucket holds samples")
+        self.buckets: dict[str, LatentCacheDataset] = {
+            e.name: LatentCacheDataset(self.root / str(e.path), modalities, expect, text=text,
+                                       require_complete=require_complete) for e in entries}
+        self.names = list(self.buckets)
+        self.offsets = [0]
+        for dataset in self.buckets.values():
+            self.offsets.append(self.offsets[-1] + len(dataset))
+
+    def __len__(self) -> int:
+        return self.offsets[-1]
+
+    @property
+    def bucket_sizes(self) -> dict[str, int]:
+        return {name: len(dataset) for name, dataset in self.buckets.items()}
+
+    @property
+    def tokens_per_sample(self) -> dict[str, int]:
+        """Latent positions T' x H' x W' of one sample of each bucket (what a token budget counts)."""
+        return {name: math.prod(dataset.latent_shape[1:]) for name, dataset in self.buckets.items()}
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """(bucket name, index within the bucket) of a global index."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} samples")
+        slot = bisect.bisect_right(self.offsets, index) - 1
+        return self.names[slot], index - self.offsets[slot]
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        located = [self.locate(int(index)) for index in indices]
+        names = sorted({name for name, _ in located})
+        if len(names) > 1:
+            raise ConfigError(f"a batch mixes buckets {names}; their latents have different shapes, so draw "
+                              "batches with BucketBatchSampler")
+        items = self.buckets[names[0]].__getitems__([local for _, local in located]) if located else []
+        for item in items:
+            item["bucket"] = names[0]
+        return items
+
+    def empty_prompt(self) -> dict[str, Any]:
+        """The empty prompt's text (the same encoder wrote every bucket)."""
+        return self.buckets[self.names[0]].empty_prompt()
