@@ -16,15 +16,17 @@ from pathlib import Path
 
 from ..cache.layout import RUN_RECORDS_DIR, SCAN_REJECTS, scan_record_name
 from ..config import BuildConfig
+from ..config.buckets import parse_buckets
 from ..executor.base import Executor, executor_for
 from ..executor.rank_stats import utc_stamp
 from ..io import write_jsonl_atomic, write_text_atomic
 from ..pipeline.models import load_models
 from ..pipeline.plan import plan_samples
-from ..pipeline.probe import probe_all
+from ..pipeline.probe import ProbeResult, probe_all
 from ..pipeline.unit import Unit, UnitContext, decode_sample, run_unit
 from ..records import Reject
 from ..text.prompt_cache import PromptCache
+from .bucket_run import bucket_config
 from .estimate import estimate_output_bytes, output_shapes
 from .lock import BuildLock
 from .preflight import preflight
@@ -44,6 +46,7 @@ class ScanResult:
     encode_hours: float | None  # for all accepted samples over every slot
     rejects_path: Path
     reject_problem: str | None  # why a build of this input would stop (run.max_reject_fraction), else None
+    buckets: dict[str, int] | None = None  # frames.buckets: accepted samples per bucket, in config order
 
 
 def _free_bytes(root: Path) -> int:
@@ -69,6 +72,23 @@ def _calibrate(config: BuildConfig, executor: Executor, samples, probes, count: 
     return sum(seconds[1:]) / len(seconds[1:])
 
 
+def bucket_histogram(config: BuildConfig, probes: dict[int, ProbeResult | Reject]) -> dict[str, int] | None:
+    """Accepted samples per bucket, every configured bucket listed; None without frames.buckets."""
+    if not config.frames.buckets:
+        return None
+    counts = Counter(p.bucket["name"] for p in probes.values() if isinstance(p, ProbeResult) and p.bucket)
+    return {bucket.name: counts[bucket.name] for bucket in parse_buckets(config.frames)}
+
+
+def _caches(config: BuildConfig, accepted: int, histogram: dict[str, int] | None
+            ) -> list[tuple[int, BuildConfig]]:
+    """(samples, the config that shapes them) of each cache the build would write."""
+    if histogram is None:
+        return [(accepted, config)]
+    root = Path(config.output.root)
+    return [(histogram[b.name], bucket_config(config, root, b)) for b in parse_buckets(config.frames)]
+
+
 def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanResult:
     root = Path(config.output.root)
     build_dir = root / RUN_RECORDS_DIR
@@ -82,9 +102,12 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
         rejects_path = build_dir / SCAN_REJECTS
         write_jsonl_atomic(rejects_path, [r.to_json() for r in rejects])
         accepted = len(samples) - (len(rejects) - len(plan_rejects))
-        latent, text = output_shapes(config)
-        needed = estimate_output_bytes(accepted, latent, text, config.output.storage_dtype,
-                                       rows_per_shard=config.output.rows_per_shard)
+        histogram = bucket_histogram(config, probes)
+        needed = 0
+        for count, shaped in _caches(config, accepted, histogram):
+            latent, text = output_shapes(shaped)
+            needed += estimate_output_bytes(count, latent, text, config.output.storage_dtype,
+                                            rows_per_shard=config.output.rows_per_shard)
         free = _free_bytes(root)
         per_sample = _calibrate(config, executor, samples, probes, calibrate) if calibrate > 0 else None
         hours = None if per_sample is None else per_sample * accepted / executor.parallel_ranks() / 3600
@@ -92,7 +115,7 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
                                  "by the plan and the probe")
         result = ScanResult(len(samples), accepted, dict(sorted(Counter(r.reason for r in rejects).items())),
                             needed, free, needed + config.output.min_free_bytes <= free, per_sample, hours,
-                            rejects_path, problem)
+                            rejects_path, problem, histogram)
         record = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result).items()}
         write_text_atomic(build_dir / scan_record_name(utc_stamp()), json.dumps(record, indent=2) + "\n")
         return result

@@ -22,6 +22,8 @@ def run(args: argparse.Namespace) -> int:
     result = scan(config_from_args(args), calibrate=args.calibrate, quiet=args.quiet)
     say(f"planned {result.planned}, accepted {result.accepted}, rejected "
         f"{sum(result.rejects_by_reason.values())}{by_reason(result.rejects_by_reason)} -> {result.rejects_path}")
+    if result.buckets is not None:
+        say("buckets " + ", ".join(f"{name} {count}" for name, count in result.buckets.items()))
     say(f"output estimate {result.output_bytes / 2**30:.3f} GiB, free {result.free_bytes / 2**30:.1f} GiB: "
         + ("fits" if result.disk_ok else "does not fit"))
     if result.encode_hours is not None:

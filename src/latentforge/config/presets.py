@@ -39,6 +39,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "text": {"name": "umt5", "max_length": 512},
         "output": {"latent_dataset": "video_latent_state"},
     },
+    # Wan2.1 text-to-video at 480p in three buckets: landscape, portrait and square, 81 frames each. Each clip goes
+    # to the bucket closest to its aspect that it fills (docs/frames.md); frames.num_frames/height/width are the
+    # landscape bucket's, for tools that read them.
+    "wan2.1-t2v-480p-buckets": {
+        "frames": {"num_frames": 81, "height": 480, "width": 832, "fps": "16", "resize": "cover_crop",
+                   "buckets": [[81, 480, 832], [81, 832, 480], [81, 624, 624]]},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "wan2.1", "precision": "fp32"},
+        "text": {"name": "umt5", "max_length": 512},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
 }
 
 
