@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.bucket_world import bucket_config, bucket_world
 from helpers.builds import build_quietly, tiny_config, tiny_t5, tiny_world, write_table
 
 
@@ -27,4 +28,18 @@ def cache(built_cache, tmp_path) -> Path:
     """A private copy to tamper with (the build records under build/ keep pointing at the same world)."""
     root = tmp_path / "cache"
     shutil.copytree(built_cache, root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def bucket_inputs(tmp_path_factory) -> tuple[Path, Path]:
+    """The quirky clips of helpers.bucket_world: (table, tiny T5 folder)."""
+    return bucket_world(tmp_path_factory.mktemp("bucket-world"))
+
+
+@pytest.fixture(scope="session")
+def bucketed_cache(bucket_inputs, tmp_path_factory) -> Path:
+    """The quirky clips built into one cache per bucket (helpers.bucket_world.BUCKETS)."""
+    root = tmp_path_factory.mktemp("bucketed") / "cache"
+    build_quietly(bucket_config(*bucket_inputs, root))
     return root

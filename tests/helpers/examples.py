@@ -9,11 +9,20 @@ from types import ModuleType
 from helpers import REPO
 
 TRAIN_TINY = REPO / "examples" / "train_tiny.py"
+TRAIN_BUCKETS = REPO / "examples" / "train_buckets.py"
 
 
-def load_train_tiny() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_tiny", TRAIN_TINY)
+def _load(name: str, path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_train_tiny() -> ModuleType:
+    return _load("train_tiny", TRAIN_TINY)
+
+
+def load_train_buckets() -> ModuleType:
+    return _load("train_buckets", TRAIN_BUCKETS)
