@@ -16,7 +16,8 @@ from huggingface_hub import constants as hub_constants
 from helpers.media import pattern_frames, write_video
 from helpers.wan_reference import TINY_WAN22, official_vae_module, tiny_official_wan22
 from latentforge import registry
-from latentforge.config import TokenizerConfig
+from latentforge.builder.estimate import output_shapes
+from latentforge.config import TokenizerConfig, load_config
 from latentforge.errors import ConfigError
 from latentforge.tokenizers import wan22_checkpoint
 from latentforge.tokenizers.base import pixels_to_input
@@ -195,3 +196,15 @@ def test_geometry_is_4x16x16_with_48_channels_and_checked_before_weights():
         Wan22Tokenizer.from_config(TokenizerConfig(name="wan2.2"), "cpu")
     with pytest.raises(ConfigError, match="allowed: fp32, bf16"):
         Wan22Tokenizer.check_settings(TokenizerConfig(name="wan2.2", checkpoint="x.pth", precision="cosmos-bf16"))
+
+
+def test_ti2v_5b_preset_stacks_48_channels_per_modality(tmp_path):
+    extra = {"dataset": {"reader": "table", "path": [str(tmp_path / "t.csv")], "mask_column": "mask",
+                         "depth_column": "depth"},
+             "modalities": {"names": ["rgb", "mask", "depth"]}, "tokenizer": {"checkpoint": "Wan2.2_VAE.pth"},
+             "output": {"root": str(tmp_path / "cache"), "latent_dataset": "perception_latent_state"}}
+    config = load_config(preset="wan2.2-ti2v-5b", extra=extra)
+    assert (config.frames.num_frames, config.frames.height, config.frames.width, config.frames.fps) == (
+        121, 704, 1280, "24")
+    assert (config.tokenizer.name, config.text.name) == ("wan2.2", "umt5")
+    assert output_shapes(config) == ((3 * 48, 31, 44, 80), (512, 4096))
