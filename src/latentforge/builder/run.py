@@ -39,7 +39,7 @@ from .lock import BuildLock
 from .preflight import preflight
 from .progress import BuildProgress
 from .reject_limit import reject_problem
-from .resume import check_config, check_inputs, resume_key
+from .resume import check_config, check_existing_cache, check_inputs, resume_key
 from .run_stats import RunStats
 
 
@@ -117,6 +117,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
         _clear_root(root)
     _remove_tmp_leftovers(build_dir)
     key = resume_key(config)
+    check_existing_cache(root, config, key)
     check_config(build_dir, key)
     started = time.perf_counter()
     samples, plan_rejects = plan_samples(config)

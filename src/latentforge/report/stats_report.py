@@ -6,11 +6,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
 from ..io import write_text_atomic
 from ..reporting import Progress
 from .plots import plot_channels, plot_counts, plot_frames, plot_histograms, render_html
-from .statistics import DEFAULT_EXTREME, CacheStats, compute_stats, export_cosmos_mean_std
+from .statistics import DEFAULT_EXTREME, CacheStats, check_cosmos_tokenizer, compute_stats, export_cosmos_mean_std
 
 
 @dataclass
@@ -54,6 +55,8 @@ def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFA
     `cosmos_mean_std`, also Cosmos-Predict2's mean/std files of `modality` into that folder. `progress` as in
     compute_stats."""
     root = Path(root)
+    if cosmos_mean_std is not None:
+        check_cosmos_tokenizer(CacheConfig.load(root), root)  # before the statistics are computed
     computed = compute_stats(root, extreme=extreme, every=every, progress=progress)
     report = write_stats_report(computed, Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER)
     if cosmos_mean_std is not None:
