@@ -121,8 +121,12 @@ def _refuse_other_tokenizer(remote: Remote, root: Path) -> None:
     if remote.size(CACHE_CONFIG) is None:
         return
     with remote.open_read(CACHE_CONFIG) as handle:
-        theirs = json.loads(handle.read().decode("utf-8")).get("tokenizer") or {}
-    ours = json.loads((root / CACHE_CONFIG).read_text(encoding="utf-8"))["tokenizer"]
+        data = handle.read()
+    try:
+        theirs = json.loads(data.decode("utf-8")).get("tokenizer") or {}
+    except ValueError:  # a damaged copy (UnicodeDecodeError is one): the checks below replace it like any object
+        return
+    ours = json.loads((root / CACHE_CONFIG).read_text(encoding="utf-8")).get("tokenizer") or {}
     differences = identity_differences(tokenizer_identity(theirs), tokenizer_identity(ours), remote.url, str(root))
     if differences:
         raise ConfigError(f"{remote.url} holds a cache encoded by another tokenizer; refusing to publish over it:\n  "
