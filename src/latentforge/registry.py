@@ -16,6 +16,7 @@ _BACKENDS: dict[str, dict[str, str]] = {
     "tokenizer": {
         "haar-4x8x8": "tokenizers.haar:HaarTokenizer",
         "wan2.1": "tokenizers.wan21:Wan21Tokenizer",
+        "wan2.2": "tokenizers.wan22:Wan22Tokenizer",
     },
     "text": {
         "t5": "text.t5:T5TextEncoder",

@@ -84,6 +84,18 @@ def test_another_tokenizer_or_checkpoint_is_refused_on_resume(tmp_path):
         check_config(build_dir, resume_key(_config(tmp_path / "t.csv", tmp_path / "cache")))
 
 
+def test_wan22_with_the_same_file_is_refused_on_resume_naming_the_tokenizer(tmp_path):
+    weights = tmp_path / "Wan_VAE.pth"
+    weights.write_bytes(b"one file, two tokenizer names")
+    sizes = ["frames.height=32", "frames.width=48", f"tokenizer.checkpoint={weights}"]
+    started = _config(tmp_path / "t.csv", tmp_path / "cache", "tokenizer.name=wan2.1", *sizes)
+    build_dir = tmp_path / "cache" / "build"
+    check_inputs(build_dir, resume_key(started), {"version": 1, "count": 0, "sha256": "", "entries": {}})
+    wan22 = _config(tmp_path / "t.csv", tmp_path / "cache", "tokenizer.name=wan2.2", *sizes)
+    with pytest.raises(LatentforgeError, match="(?s)config.tokenizer.name: 'wan2.1' -> 'wan2.2'.*--overwrite"):
+        check_config(build_dir, resume_key(wan22))
+
+
 def test_execution_settings_are_not_part_of_the_resume_key(built):
     table, root = built
     result = build(_config(table, root, "run.procs=2", "run.workers_per_gpu=1"), quiet=True)

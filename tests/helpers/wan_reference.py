@@ -1,6 +1,7 @@
 """Reference implementations we did not write, fetched from PyPI wheels and imported from their files.
 
 - `wan/modules/vae2_1.py` from `wan22==2.2.11` (the official Wan2.1 VAE; imports only torch and einops).
+- `wan/modules/vae2_2.py` from the same wheel (the official Wan2.2 VAE; the same imports).
 - `cosmos_predict2/tokenizers/tokenizer.py` (+ its `interface.py`) from `cosmos-predict2==1.0.9`.
 
 The wheels' pinned dependencies cannot be installed beside our stack, so only these files are extracted.
@@ -27,6 +28,10 @@ from pathlib import Path
 import torch
 
 WAN_WHEEL = ("wan22", "2.2.11", "wan/modules/vae2_1.py")
+WAN22_MEMBER = "wan/modules/vae2_2.py"
+# The Wan2.2 VAE as Wan2_2_VAE builds it (z 48, patchified input), at tiny widths (released: 160 and 256)
+TINY_WAN22 = dict(dim=8, dec_dim=8, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+                  temperal_downsample=[False, True, True], dropout=0.0)  # fmt: skip
 COSMOS_WHEEL = ("cosmos-predict2", "1.0.9", "cosmos_predict2/tokenizers/tokenizer.py")
 COSMOS_INTERFACE = "cosmos_predict2/tokenizers/interface.py"
 
@@ -79,6 +84,23 @@ def _load_module(name: str, path: Path) -> types.ModuleType:
 def official_vae_module() -> types.ModuleType:
     """The official Wan2.1 VAE module (`WanVAE_`, `Wan2_1_VAE`, `_video_vae`)."""
     return _load_module("wan_reference_vae2_1", _extract(*WAN_WHEEL))
+
+
+def official_vae22_module() -> types.ModuleType:
+    """The official Wan2.2 VAE module (`WanVAE_`, `Wan2_2_VAE`, `patchify`)."""
+    return _load_module("wan_reference_vae2_2", _extract(WAN_WHEEL[0], WAN_WHEEL[1], WAN22_MEMBER))
+
+
+def tiny_official_wan22(folder: Path, seed: int) -> tuple[torch.nn.Module, Path]:
+    """The official Wan2.2 WanVAE_ at tiny widths, every tensor random, saved with torch.save as Wan2.2_VAE.pth."""
+    with torch.device("meta"):
+        model = official_vae22_module().WanVAE_(**TINY_WAN22)
+    model = model.to_empty(device="cpu").eval().requires_grad_(False)  # every tensor is set just below
+    randomise_parameters(model, seed=seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "Wan2.2_VAE.pth"
+    torch.save(model.state_dict(), path)
+    return model, path
 
 
 def _install_cosmos_stubs() -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import registry
-from ..cache.layout import RUN_RECORD
+from ..cache.layout import CACHE_CONFIG, RUN_RECORD
+from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
 from ..config import BuildConfig
 from ..config.schema import single_shape_frames
 from ..errors import LatentforgeError
@@ -69,6 +70,20 @@ def check_config(build_dir: Path, key: dict[str, Any]) -> None:
         lines = "\n".join(f"  {k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
         raise LatentforgeError(f"this cache root holds a build with a different config; refusing to resume:\n"
                                f"{lines}\n{_ADVICE}")
+
+
+def check_existing_cache(root: Path, config: BuildConfig, key: dict[str, Any]) -> None:
+    """Refuse to build into a root whose cache was encoded by another tokenizer or checkpoint, also when its
+    build records are gone (a fetched or copied cache): its shards and the new ones would be of two functions."""
+    path = Path(root) / CACHE_CONFIG
+    if not path.is_file():
+        return
+    existing = json.loads(path.read_text(encoding="utf-8")).get("tokenizer") or {}
+    new = {"name": config.tokenizer.name, "checkpoint_sha256": key["tokenizer_sha256"]}
+    differences = identity_differences(tokenizer_identity(existing), new, "the cache", "this build")
+    if differences:
+        raise LatentforgeError(f"{root} holds a cache encoded by another tokenizer; refusing to mix them:\n  "
+                               + "\n  ".join(differences) + f"\n{_ADVICE}")
 
 
 def check_inputs(build_dir: Path, key: dict[str, Any], fingerprint: dict[str, Any]) -> None:

@@ -30,7 +30,7 @@ from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .lock import BuildLock
 from .preflight import preflight
 from .progress import BuildProgress
-from .resume import check_config, check_inputs, resume_key
+from .resume import check_config, check_existing_cache, check_inputs, resume_key
 from .run_stats import RunStats
 
 
@@ -99,6 +99,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
         _clear_root(root)
     remove_tmp_leftovers(build_dir)
     key = resume_key(config)
+    check_existing_cache(root, config, key)
     check_config(build_dir, key)
     started = time.perf_counter()
     samples, plan_rejects = plan_samples(config)

@@ -18,7 +18,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reader", help="auto (default: a folder -> cosmos_dir, table files -> table) | "
                         "cosmos_dir | table")
     parser.add_argument("--out", help="cache root")
-    parser.add_argument("--tokenizer", help="haar-4x8x8 | wan2.1")
+    parser.add_argument("--tokenizer", help="haar-4x8x8 | wan2.1 | wan2.2")
     parser.add_argument("--tokenizer-checkpoint", help="Wan2.1_VAE.pth, Cosmos tokenizer.pth or a diffusers folder")
     parser.add_argument("--tokenizer-sha256", help="refuse a checkpoint with another SHA-256")
     parser.add_argument("--precision", help="fp32 | bf16 | cosmos-bf16")

@@ -50,6 +50,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         "text": {"name": "umt5", "max_length": 512},
         "output": {"latent_dataset": "video_latent_state"},
     },
+    # Wan2.2 TI2V-5B fine-tuning: its own VAE (48 channels, 4x16x16) in fp32 as official Wan2.2 runs it, umT5 text
+    # (d_model 4096), 121 frames of 704x1280 at 24 fps -> latent [48, 31, 44, 80] per modality.
+    "wan2.2-ti2v-5b": {
+        "frames": {"num_frames": 121, "height": 704, "width": 1280, "fps": "24", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "wan2.2", "precision": "fp32"},
+        "text": {"name": "umt5", "max_length": 512},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
 }
 
 

@@ -69,9 +69,9 @@ class ModalitiesConfig:
 @dataclass
 class TokenizerConfig:
     name: str = "haar-4x8x8"
-    checkpoint: str | None = None  # .pth state dict, diffusers folder or hub id (wan2.1)
+    checkpoint: str | None = None  # .pth state dict, diffusers folder or hub id (wan2.1, wan2.2)
     sha256: str | None = None  # refuse a checkpoint whose SHA-256 differs
-    precision: str = "fp32"  # fp32 | bf16 | cosmos-bf16
+    precision: str = "fp32"  # fp32 | bf16 | cosmos-bf16 (wan2.1 only)
     # Frames per causal chunk of the cosmos-bf16 loop (Cosmos' video2world uses 16). The maths is the same for
     # any window, but on a GPU the convolution kernels (and so the last bits) depend on it. fp32 always runs the
     # official chunking (4), so it equals the official Wan module.

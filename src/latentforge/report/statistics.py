@@ -18,6 +18,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from .. import registry
 from ..cache.config_file import CacheConfig
 from ..cache.layout import MANIFEST, REJECTS
 from ..cache.rows import read_manifest, read_rejects
@@ -28,6 +29,7 @@ from ..reporting import Progress, start_step
 HISTOGRAM_EDGES = np.linspace(-8.0, 8.0, 65)  # beyond these, values count as under/overflow
 DEFAULT_EXTREME = 6.0
 COSMOS_FRAMES = 32  # Cosmos-Predict2 reshapes video_mean/video_std to (1, 16, 32, 1, 1)
+COSMOS_GEOMETRY = (16, 4, 8)  # Wan2.1's latent channels, temporal and spatial factors
 
 
 class Moments:
@@ -186,6 +188,20 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
         max_length=text.max_length if text is not None else None, truncated_prompts=truncated,
         rejects_by_reason=dict(sorted(rejects.items())), samples_per_source=dict(sorted(sources.items())),
         rows_read=[0, every])
+
+
+def check_cosmos_tokenizer(config: CacheConfig, root: Path) -> None:
+    """ConfigError unless the cache's latents live in the Wan2.1 VAE's space (16 channels, 4x8x8; haar-4x8x8 is its
+    stand-in): Cosmos-Predict2 encodes with Wan2.1, so its mean/std files cannot describe another tokenizer's."""
+    tokenizer = registry.resolve("tokenizer", str(config.tokenizer_name))
+    geometry = (tokenizer.latent_channels, tokenizer.temporal_factor, tokenizer.spatial_factor)
+    if geometry != COSMOS_GEOMETRY:
+        raise ConfigError(
+            f"--export-cosmos-mean-std: {root} was encoded by {tokenizer.name} ({geometry[0]} channels, "
+            f"{geometry[1]}x{geometry[2]}x{geometry[2]}), but Cosmos-Predict2 uses the Wan2.1 VAE (16 channels, "
+            "4x8x8), whose statistics its mean/std files hold; build the cache with --tokenizer wan2.1 (the "
+            "cosmos-predict2-* presets) to train Cosmos-Predict2, or leave out --export-cosmos-mean-std"
+        )
 
 
 def export_cosmos_mean_std(stats: CacheStats, folder: Path, modality: str = "rgb",

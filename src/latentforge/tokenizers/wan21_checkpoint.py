@@ -1,5 +1,8 @@
 """Wan2.1 VAE checkpoints: where the weights come from, their SHA-256, and loading them into diffusers.
 
+Resolving, hashing, reading and key checking are shared with the Wan2.2 VAE (wan22_checkpoint.py), which
+passes its own advice and family name.
+
 Routes (docs/tokenizers.md "wan2.1"):
   (a) the official `Wan2.1_VAE.pth` state dict (Wan's key names, mapped here to diffusers' names);
   (b) a diffusers folder (`config.json` + weights), or a pipeline folder holding one under `vae/`;
@@ -59,23 +62,24 @@ class CheckpointSource:
 # ------------------------------------------------------------------------------------------ resolving
 
 
-def resolve_checkpoint(checkpoint: str) -> CheckpointSource:
-    """A file, a folder or a hub id -> CheckpointSource, without reading any weights."""
+def resolve_checkpoint(checkpoint: str, advice: str = LOCAL_FILE_ADVICE) -> CheckpointSource:
+    """A file, a folder or a hub id -> CheckpointSource, without reading any weights. `advice` names the local
+    files to pass instead, in every refusal."""
     path = Path(checkpoint).expanduser()
     if path.is_file():
         return CheckpointSource("wan-state-dict", path, (path,))
     if path.is_dir():
-        return _diffusers_folder(path)
+        return _diffusers_folder(path, advice)
     if HUB_ID.match(checkpoint) and not checkpoint.endswith(_FILE_SUFFIXES):
-        return _diffusers_folder(_download_hub(checkpoint))
-    raise CheckpointError(f"tokenizer checkpoint {checkpoint!r} does not exist; {LOCAL_FILE_ADVICE}")
+        return _diffusers_folder(_download_hub(checkpoint, advice), advice)
+    raise CheckpointError(f"tokenizer checkpoint {checkpoint!r} does not exist; {advice}")
 
 
-def _diffusers_folder(folder: Path) -> CheckpointSource:
+def _diffusers_folder(folder: Path, advice: str) -> CheckpointSource:
     if not (folder / "config.json").is_file() and (folder / "vae" / "config.json").is_file():
         folder = folder / "vae"
     if not (folder / "config.json").is_file():
-        raise CheckpointError(f"{folder} is a folder without config.json; {LOCAL_FILE_ADVICE}")
+        raise CheckpointError(f"{folder} is a folder without config.json; {advice}")
     files = sorted(p for p in folder.iterdir() if p.is_file())
     # safetensors win when a folder holds both formats of the same weights
     weights = tuple(p for p in files if p.name.endswith(".safetensors")) or tuple(
@@ -86,7 +90,7 @@ def _diffusers_folder(folder: Path) -> CheckpointSource:
     return CheckpointSource("diffusers-folder", folder, weights)
 
 
-def _download_hub(repo_id: str) -> Path:
+def _download_hub(repo_id: str, advice: str) -> Path:
     """The repo's VAE files in the hub cache; offline or unreachable -> CheckpointError naming local files."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
@@ -99,7 +103,7 @@ def _download_hub(repo_id: str) -> Path:
         why = "the hub is offline (HF_HUB_OFFLINE=1)" if offline else "it could not be downloaded"
         raise CheckpointError(
             f"tokenizer checkpoint {repo_id!r} is a Hugging Face hub id, but {why} and it is not in the local "
-            f"cache ({type(error).__name__}); {LOCAL_FILE_ADVICE}"
+            f"cache ({type(error).__name__}); {advice}"
         ) from None
     return Path(folder)
 
@@ -161,11 +165,12 @@ def _block_prefixes() -> list[tuple[str, str]]:
 _BLOCKS = _block_prefixes()
 # Inside residual blocks: Sequential indices of Wan's `residual` -> diffusers' named layers. No other block
 # has keys starting with either side's names, so the renames need no block test in either direction.
-_LAYERS = [("residual.0.", "norm1."), ("residual.2.", "conv1."), ("residual.3.", "norm2."),
-           ("residual.6.", "conv2."), ("shortcut.", "conv_shortcut.")]  # fmt: skip
+RESIDUAL_LAYERS = [("residual.0.", "norm1."), ("residual.2.", "conv1."), ("residual.3.", "norm2."),
+                   ("residual.6.", "conv2."), ("shortcut.", "conv_shortcut.")]  # fmt: skip
 
 
-def _rename(key: str, blocks: list[tuple[str, str]], layers: list[tuple[str, str]]) -> str:
+def rename_key(key: str, blocks: list[tuple[str, str]], layers: list[tuple[str, str]]) -> str:
+    """`key` with its longest matching block prefix and then its layer name replaced (Wan <-> diffusers)."""
     matches = [(old, new) for old, new in blocks if key.startswith(old)]
     if not matches:
         return key
@@ -178,13 +183,16 @@ def _rename(key: str, blocks: list[tuple[str, str]], layers: list[tuple[str, str
     return new + rest
 
 
+def swap_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(new, old) for old, new in pairs]
+
+
 def wan_to_diffusers_key(key: str) -> str:
-    return _rename(key, _BLOCKS, _LAYERS)
+    return rename_key(key, _BLOCKS, RESIDUAL_LAYERS)
 
 
 def diffusers_to_wan_key(key: str) -> str:
-    swap = [(new, old) for old, new in _BLOCKS]
-    return _rename(key, swap, [(new, old) for old, new in _LAYERS])
+    return rename_key(key, swap_pairs(_BLOCKS), swap_pairs(RESIDUAL_LAYERS))
 
 
 # ------------------------------------------------------------------------------------------ loading
@@ -197,7 +205,7 @@ def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan
     Route (b) does not use `from_pretrained`: it initialises missing keys randomly with only a warning.
     """
     if source.kind == "wan-state-dict":
-        state = {wan_to_diffusers_key(k): v for k, v in _read_torch(source.path).items()}
+        state = {wan_to_diffusers_key(k): v for k, v in read_state_dict(source.path).items()}
         with torch.device("meta"):
             model = AutoencoderKLWan()  # diffusers' defaults are the Wan2.1 architecture
         shown_as = diffusers_to_wan_key  # errors name keys as they are in the file
@@ -209,16 +217,16 @@ def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan
                 f"{source.path / 'config.json'} is not the Wan2.1 VAE architecture: it has {wrong}, expected "
                 f"{ {k: WAN21_ARCHITECTURE[k] for k in wrong} }"
             )
-        state = _read_weight_files(source.weight_files)
+        state = read_weight_files(source.weight_files)
         with torch.device("meta"):
             model = AutoencoderKLWan.from_config(config)
         shown_as = str
-    _check_keys(source, state, model.state_dict(), shown_as)
+    check_keys(source, state, model.state_dict(), shown_as, "Wan2.1")
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True, assign=True)
     return model.eval().requires_grad_(False)
 
 
-def _read_torch(path: Path) -> dict[str, torch.Tensor]:
+def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:  # torch's own text advises weights_only=False, which would run the file's code
@@ -235,13 +243,13 @@ def _read_torch(path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def _read_weight_files(files: tuple[Path, ...]) -> dict[str, torch.Tensor]:
+def read_weight_files(files: tuple[Path, ...]) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     state: dict[str, torch.Tensor] = {}
     origin: dict[str, Path] = {}
     for path in files:
-        part = load_file(path) if path.name.endswith(".safetensors") else _read_torch(path)
+        part = load_file(path) if path.name.endswith(".safetensors") else read_state_dict(path)
         for key, tensor in part.items():
             if key in state:
                 raise CheckpointError(
@@ -252,7 +260,9 @@ def _read_weight_files(files: tuple[Path, ...]) -> dict[str, torch.Tensor]:
     return state
 
 
-def _check_keys(source: CheckpointSource, state: dict, expected: dict, shown_as) -> None:
+def check_keys(source: CheckpointSource, state: dict, expected: dict, shown_as, family: str) -> None:
+    """CheckpointError listing unexpected keys, missing keys and tensors of the wrong shape (keys named by
+    `shown_as`, as the file names them) when `state` is not exactly the `family` VAE's `expected` tensors."""
     unexpected = sorted(shown_as(k) for k in state if k not in expected)
     missing = sorted(shown_as(k) for k in expected if k not in state)
     mismatched = sorted(
@@ -268,5 +278,5 @@ def _check_keys(source: CheckpointSource, state: dict, expected: dict, shown_as)
     ]
     if problems:
         raise CheckpointError(
-            f"tokenizer checkpoint {source.path} is not a Wan2.1 VAE ({source.kind}): {'; '.join(problems)}"
+            f"tokenizer checkpoint {source.path} is not a {family} VAE ({source.kind}): {'; '.join(problems)}"
         )

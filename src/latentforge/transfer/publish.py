@@ -6,11 +6,13 @@ destination, then locally — only after every object at every destination is co
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
+from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
+from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
 from ..errors import CacheIntegrityError, ConfigError
 from ..io import canonical_json, write_bytes_atomic
 from ..reporting import Progress, start_step
@@ -63,6 +65,8 @@ def publish(
     for remote in remotes:
         _refuse_local_overlap(remote, root)
     cache = load_verified_cache(root, options.part_size, options.workers, options.progress)
+    for remote in remotes:
+        _refuse_other_tokenizer(remote, root)
     # Withdraw every earlier claim before touching anything it speaks for.
     (root / PUBLISHED_MARKER).unlink(missing_ok=True)
     for remote in remotes:
@@ -116,6 +120,24 @@ def _refuse_local_overlap(remote: Remote, root: Path) -> None:
     base, cache_root = remote.base.resolve(), root.resolve()
     if base == cache_root or cache_root in base.parents or base in cache_root.parents:
         raise ConfigError(f"{remote.url} overlaps the cache root {root}; publish to a directory outside it")
+
+
+def _refuse_other_tokenizer(remote: Remote, root: Path) -> None:
+    """A remote cache of another tokenizer or checkpoint is never overwritten file by file (a reader in between
+    would see shards of two functions); checked before anything there is touched."""
+    if remote.size(CACHE_CONFIG) is None:
+        return
+    with remote.open_read(CACHE_CONFIG) as handle:
+        data = handle.read()
+    try:
+        theirs = json.loads(data.decode("utf-8")).get("tokenizer") or {}
+    except ValueError:  # a damaged copy (UnicodeDecodeError is one): the checks below replace it like any object
+        return
+    ours = json.loads((root / CACHE_CONFIG).read_text(encoding="utf-8")).get("tokenizer") or {}
+    differences = identity_differences(tokenizer_identity(theirs), tokenizer_identity(ours), remote.url, str(root))
+    if differences:
+        raise ConfigError(f"{remote.url} holds a cache encoded by another tokenizer; refusing to publish over it:\n  "
+                          + "\n  ".join(differences) + "\npublish to another prefix, or delete the remote cache first")
 
 
 def _refuse_foreign_files(remote: Remote, cache: VerifiedCache) -> None:

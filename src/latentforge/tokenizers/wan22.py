@@ -1,0 +1,121 @@
+"""The "wan2.2" tokenizer: the Wan2.2 VAE (Wan2.2 TI2V-5B's; diffusers' AutoencoderKLWan modules) in two modes.
+
+- fp32: fp32 weights and input, TF32 off; equals the official `WanVAE_.encode(x, scale)` of `vae2_2.py` bit for
+  bit on CPU (2x2 patchify, then frame 0 alone and 4 frames at a time, as the official loop).
+- bf16: the same modules and loop with bf16 weights and activations (diffusers' RMS norm normalises in fp32);
+  mu is normalised in fp32 with the exact constants.
+On CUDA, cuDNN picks deterministic kernels by its heuristics (mode A), never by timing, so the same batch
+encodes to the same bits in any process on the same GPU model and software (deep verify relies on it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import diffusers
+import torch
+from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
+
+from ..config import TokenizerConfig
+from ..errors import ConfigError
+from .base import Tokenizer
+from .wan21 import OFFICIAL_WINDOW, encode_mu, tf32_off
+from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
+from .wan22_checkpoint import LATENTS_MEAN, LATENTS_STD, LOCAL_FILE_ADVICE, load_model
+
+PATCH = 2  # pixels per side folded into channels before the encoder (3 colours -> 12 channels)
+
+
+class Wan22Tokenizer(Tokenizer):
+    """Wan2.2 VAE: [B,3,T,H,W] in [-1,1] -> normalised posterior mean [B,48,1+(T-1)/4,H/16,W/16]."""
+
+    name = "wan2.2"
+    latent_channels = 48
+    temporal_factor = 4
+    spatial_factor = 16
+    causal = True
+    precisions = {"fp32": 1e-5, "bf16": 2e-2}
+
+    def __init__(self, checkpoint: str, precision: str = "fp32", sha256: str | None = None,
+                 device: torch.device | str = "cpu"):
+        super().__init__(device)
+        if precision not in self.precisions:
+            raise ConfigError(f"tokenizer.precision={precision!r} is not allowed for wan2.2; allowed: "
+                              f"{', '.join(self.precisions)}")
+        self.precision = precision
+        self.source = resolve_checkpoint(checkpoint, LOCAL_FILE_ADVICE)
+        self.checkpoint_sha256 = checkpoint_sha256(self.source)
+        check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
+        self._dtype = torch.float32 if precision == "fp32" else torch.bfloat16
+        self._vae = load_model(self.source, self._dtype).to(self.device)
+        self._mean = torch.tensor(list(LATENTS_MEAN), dtype=torch.float32, device=self.device).view(1, -1, 1, 1, 1)
+        self._inv_std = (1.0 / torch.tensor(list(LATENTS_STD), dtype=torch.float32, device=self.device)
+                         ).view(1, -1, 1, 1, 1)  # fmt: skip
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = False
+            torch.backends.cudnn.deterministic = True
+
+    @classmethod
+    def check_settings(cls, cfg: TokenizerConfig) -> None:
+        super().check_settings(cfg)
+        if not cfg.checkpoint:
+            raise ConfigError(
+                "tokenizer.checkpoint is required for wan2.2: give Wan2.2_VAE.pth (hub repo Wan-AI/Wan2.2-TI2V-5B), "
+                "a diffusers folder or a hub id such as Wan-AI/Wan2.2-TI2V-5B-Diffusers with --tokenizer-checkpoint"
+            )
+
+    @classmethod
+    def preflight(cls, cfg: TokenizerConfig) -> None:
+        source = resolve_checkpoint(cfg.checkpoint, LOCAL_FILE_ADVICE)
+        check_sha256(source, checkpoint_sha256(source), cfg.sha256)
+        load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
+
+    @classmethod
+    def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan22Tokenizer:
+        cls.check_settings(cfg)
+        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device)
+
+    @classmethod
+    def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
+        return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint, LOCAL_FILE_ADVICE))
+
+    def encode(self, video: torch.Tensor) -> torch.Tensor:
+        if video.ndim != 5 or video.shape[1] != 3:
+            raise ConfigError(f"wan2.2 encodes [B,3,T,H,W] video in [-1,1]; got a tensor of shape {list(video.shape)}")
+        self.check_geometry(video.shape[2], video.shape[3], video.shape[4])
+        with torch.inference_mode(), tf32_off():
+            patches = patchify(video.to(self.device, self._dtype), patch_size=PATCH)
+            mu = encode_mu(self._vae, patches, OFFICIAL_WINDOW)
+            latent = (mu.float() - self._mean) * self._inv_std
+        return latent
+
+    def decode(self, latent: torch.Tensor) -> torch.Tensor:
+        if latent.ndim != 5 or latent.shape[1] != self.latent_channels:
+            raise ConfigError(
+                f"wan2.2 decodes [B,{self.latent_channels},T',H',W'] latents; got shape {list(latent.shape)}"
+            )
+        with torch.inference_mode(), tf32_off():
+            mu = (latent.to(self.device, torch.float32) / self._inv_std + self._mean).to(self._dtype)
+            # diffusers unpatchifies and clamps to [-1,1], as the official Wan2_2_VAE.decode does
+            frames = self._vae.decode(mu).sample
+        return frames.float()
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "checkpoint_sha256": self.checkpoint_sha256,
+            "checkpoint_format": self.source.kind,
+            "precision": self.precision,
+            "latent_channels": self.latent_channels,
+            "temporal_factor": self.temporal_factor,
+            "spatial_factor": self.spatial_factor,
+            "patch_size": PATCH,
+            "temporal_window": OFFICIAL_WINDOW,
+            "cudnn_benchmark": False,
+            "encoder_path": "chunk loop",
+            "latent": "posterior mean mu, (mu - latents_mean) * (1 / latents_std)",
+            "latents_mean": list(LATENTS_MEAN),
+            "latents_std": list(LATENTS_STD),
+            "constants_dtype": "float32",
+            "diffusers_version": diffusers.__version__,
+        }
