@@ -6,7 +6,11 @@ Runs:
   fresh-1, fresh-2   two uninterrupted builds
   ranks-2            two ranks: two GPUs when the machine has them, else two processes on one GPU
   killed+resumed     SIGKILL of the whole build at its second staged unit, then the same command again
+  own-plans          a build with its own, empty folder of plan books: it times the plans again, as a machine
+                     that shares no books would (informational: it may choose other plans, so other bytes)
   autotune-1, -2     (--autotune) tokenizer.cudnn_benchmark=true, the timing race the default avoids
+All runs but own-plans share one folder of plan books, fresh for this bench (as builds on one machine share
+~/.cache/latentforge/conv-plans): the first build times the convolution plans it meets, the others replay them.
 Then `latentforge verify --deep` of fresh-1 on the same device: the comparison it chose and its verdict.
 
     python bench/determinism.py --out results.json          # on a GPU
@@ -70,7 +74,7 @@ def build_command(args, dataset: Path, checkpoint: Path, root: Path, *extra: str
             "--text", "none", "--device", args.device, "--workers-per-gpu", "1", "--quiet",
             "--set", f"frames.num_frames={args.frames}", "--set", f"frames.height={args.height}",
             "--set", f"frames.width={args.width}", "--set", "output.unit_size=2", "--set", "output.rows_per_shard=4",
-            "--set", "output.min_free_bytes=0", *extra]
+            "--set", "output.min_free_bytes=0", *[flag for pair in args.set for flag in ("--set", pair)], *extra]
 
 
 def _env() -> dict[str, str]:
@@ -102,17 +106,21 @@ def run(args, work: Path) -> dict:
     dataset = make_dataset(work / "data", args.clips, args.source_frames, args.source_width, args.source_height)
     checkpoint = make_checkpoint(work / "vae")
     ranks, ranks_note = rank_flags(args)
-    plan = [("fresh-1", [], None), ("fresh-2", [], None), ("ranks-2", ranks, None)]
+    # every build shares one fresh folder of plan books, as builds on one machine share ~/.cache's
+    shared = ["--set", f"tokenizer.conv_plans_dir={work / 'conv-plans'}"]
+    ranks = [*ranks, *shared]
+    own = ["--set", f"tokenizer.conv_plans_dir={work / 'conv-plans-own'}"]
+    plan = [("fresh-1", shared, None), ("fresh-2", shared, None), ("ranks-2", ranks, None), ("own-plans", own, None)]
     if args.autotune:
-        plan += [("autotune-1", ["--set", "tokenizer.cudnn_benchmark=true"], None),
-                 ("autotune-2", ["--set", "tokenizer.cudnn_benchmark=true"], None)]
+        autotune = ["--set", "tokenizer.cudnn_benchmark=true", "--set", "tokenizer.conv_kernels=heuristics"]
+        plan += [("autotune-1", autotune, None), ("autotune-2", autotune, None)]
     rows = []
     for name, extra, fault in plan:
         code, seconds, stderr = run_build(build_command(args, dataset, checkpoint, work / name, *extra), fault)
         rows.append({"run": name, "exit": code, "seconds": seconds, "sums": sums(work / name),
                      "note": ranks_note if name == "ranks-2" else "", "stderr": stderr if code else ""})
         print(f"  {name}: exit {code} in {seconds:.1f} s", flush=True)
-    killed = build_command(args, dataset, checkpoint, work / "killed")
+    killed = build_command(args, dataset, checkpoint, work / "killed", *shared)
     code_kill, seconds_kill, _ = run_build(killed, "stage:2")
     code, seconds, stderr = run_build(killed)
     rows.append({"run": "killed+resumed", "exit": code, "seconds": seconds_kill + seconds,
@@ -134,6 +142,7 @@ def run(args, work: Path) -> dict:
     autotuned = [row["sums"] for row in rows if row["run"].startswith("autotune")]
     return {
         "shape": f"{args.frames}x{args.height}x{args.width}", "clips": args.clips, "device": args.device,
+        "settings": args.set, "conv_plans": {k: len(v) for k, v in config.get("conv_plans", {}).items()},
         "autotune_runs_agree": len(autotuned) == 2 and autotuned[0] == autotuned[1],
         "environment": [group["environment"] for group in config.get("encoded_by", [])],
         "runs": [{k: v for k, v in row.items() if k != "sums"} for row in rows],
@@ -144,7 +153,8 @@ def run(args, work: Path) -> dict:
 
 
 def print_table(result: dict) -> None:
-    print(f"\n{result['clips']} clips at {result['shape']} on {result['device']}; environment {result['environment']}")
+    print(f"\n{result['clips']} clips at {result['shape']} on {result['device']}, settings {result['settings']}; "
+          f"environment {result['environment']}; recorded conv plans per environment {result['conv_plans']}")
     print(f"{'run':<16} {'exit':>4} {'seconds':>8}  same SHA256SUMS as fresh-1   note")
     for row in result["runs"]:
         same = str(row["equals_fresh_1"])
@@ -167,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int, default=240)
     parser.add_argument("--width", type=int, default=416)
     parser.add_argument("--autotune", action="store_true", help="also two builds with cuDNN autotuning")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config setting for every build, e.g. tokenizer.conv_kernels=heuristics")
     parser.add_argument("--workdir", type=Path, help="keep the builds here (default: a temporary folder)")
     parser.add_argument("--out", type=Path, help="write the result as JSON")
     parser.add_argument("--tiny", action="store_true", help="CPU, 4 clips of 9x32x48: checks the script")
@@ -181,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(result)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
-    same = all(row["equals_fresh_1"] for row in result["runs"] if not row["run"].startswith("autotune"))
+    same = all(row["equals_fresh_1"] for row in result["runs"] if row["run"].split("-")[0] not in ("autotune", "own"))
     return 0 if same and result["deep_verify"]["ok"] else 1
 
 

@@ -14,6 +14,7 @@ import argparse
 import json
 import platform
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,8 @@ from latentforge.transforms.window import select_window  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _encode_probes import matmul_tflops, per_layer_roofline, profile_kernels, timed  # noqa: E402
 from _random_wan import random_wan_vae  # noqa: E402
+
+PLANS_MODE = "latentforge bf16, recorded cuDNN plans"
 
 
 def load_clips(clips_dir: Path | None, count: int, frames: int, height: int, width: int) -> list[np.ndarray]:
@@ -133,15 +136,20 @@ def run(args: argparse.Namespace) -> dict:
     vae_bf16 = AutoencoderKLWan.from_config(vae.config).eval()
     vae_bf16.load_state_dict(vae.state_dict())
     vae_bf16 = vae_bf16.to(device=device, dtype=torch.bfloat16)
-    tokenizers = {p: Wan21Tokenizer(str(checkpoint), precision=p, device=device,
+    tokenizers = {p: Wan21Tokenizer(str(checkpoint), precision=p, device=device, conv_kernels="heuristics",
                                     temporal_window=16 if p == "cosmos-bf16" else 4)
                   for p in ("fp32", "cosmos-bf16", "bf16")}
+    # the default: plans from the books shipped for this GPU, timed into a fresh shared folder where none ship
+    tokenizers["bf16 plans"] = Wan21Tokenizer(str(checkpoint), precision="bf16", device=device,
+                                              conv_plans_dir=str(Path(args.workdir) / "conv-plans"))
+    tokenizers["bf16 plans"].record_plans(Path(args.workdir) / "plans.json")
     modes = {
         "diffusers fp32 (TF32 off)": (lambda v: normalised(diffusers_mu(vae, v)), 1),
         "diffusers bf16": (lambda v: normalised(diffusers_mu(vae_bf16, v.to(torch.bfloat16))), 1),
         "latentforge fp32 (exact)": (tokenizers["fp32"].encode, 1),
         "latentforge cosmos-bf16 (window 16)": (tokenizers["cosmos-bf16"].encode, 1),
         "latentforge bf16 (build path, 24 GiB)": (tokenizers["bf16"].encode, 1),
+        PLANS_MODE: (tokenizers["bf16 plans"].encode, 1),
     }
     for window in args.windows:
         for autotune in (True, False):
@@ -165,16 +173,24 @@ def run(args: argparse.Namespace) -> dict:
     for shape in args.extra_shapes:
         frames, height, width = (int(v) for v in shape.split("x"))
         video = pixels_to_input(load_clips(args.clips_dir, 1, frames, height, width)[0], device)[None]
-        fn = tokenizers["bf16"].encode
-        seconds, peak, _ = timed(lambda: fn(video), device, args.reps)
-        shape_flops = encoder_flops(frames, height, width)
-        rows.append({"mode": "latentforge bf16 (build path, 24 GiB)", "shape": shape, "batch": 1,
-                     "s_per_clip": seconds, "tflops": shape_flops / seconds / 1e12,
-                     "pct_of_matmul": 100 * shape_flops / seconds / 1e12 / peak_matmul, "peak_gib": peak,
-                     "rel_l2_vs_fp32": None, "max_abs_vs_fp32": None, "deterministic": None})
+        for label, name in (("latentforge bf16 (build path, 24 GiB)", "bf16"), (PLANS_MODE, "bf16 plans")):
+            if any(skip in label for skip in args.skip):
+                continue
+            fn = tokenizers[name].encode
+            seconds, peak, _ = timed(lambda: fn(video), device, args.reps)
+            shape_flops = encoder_flops(frames, height, width)
+            rows.append({"mode": label, "shape": shape, "batch": 1,
+                         "s_per_clip": seconds, "tflops": shape_flops / seconds / 1e12,
+                         "pct_of_matmul": 100 * shape_flops / seconds / 1e12 / peak_matmul, "peak_gib": peak,
+                         "rel_l2_vs_fp32": None, "max_abs_vs_fp32": None, "deterministic": None})
+            print(f"  done: {label} at {shape}: {seconds:.3f} s/clip", flush=True)
     cross_process = None
     if args.cross_process:
-        cross_process = same_bits_in_another_process(args, tokenizers["bf16"].encode(videos[0]))
+        cross_process = {
+            "heuristics": same_bits_in_another_process(args, tokenizers["bf16"].encode(videos[0])),
+            "plans, the book replayed": same_bits_in_another_process(
+                args, tokenizers["bf16 plans"].encode(videos[0]), Path(args.workdir) / "plans.json"),
+        }
         print(f"  cross-process bits equal (build path): {cross_process}", flush=True)
     roofline_encoder = FastWanEncoder(vae.encoder, vae.quant_conv, torch.bfloat16, window=args.windows[0])
     if args.profile and device.type == "cuda":
@@ -186,12 +202,23 @@ def run(args: argparse.Namespace) -> dict:
         "matmul_bf16_tflops": peak_matmul,
         "rows": rows,
         "build_path_bits_equal_across_processes": cross_process,
+        "plans": _plans_report(tokenizers["bf16 plans"]),
         "roofline": [] if args.no_roofline else per_layer_roofline(roofline_encoder, videos[0], device),
     }
 
 
-def same_bits_in_another_process(args: argparse.Namespace, here: torch.Tensor) -> bool:
-    """Encode clip 0 with the build path in a fresh process (fresh cuDNN autotuning) and compare bits."""
+def _plans_report(tokenizer) -> dict:
+    """The recorded plan of every convolution signature met, and why cuDNN declined any."""
+    convs = tokenizer._fast.convs
+    if not hasattr(convs, "book"):
+        return {"note": "no plans on this device"}
+    return {"book": convs.book.entries(), "declined": convs.declined}
+
+
+def same_bits_in_another_process(args: argparse.Namespace, here: torch.Tensor, book: Path | None = None) -> bool:
+    """Encode clip 0 with the build path in a fresh process and compare bits; with `book`, by its recorded
+    cuDNN plans (a copy, so the child cannot add to it)."""
+    import shutil
     import subprocess
     import tempfile
 
@@ -201,6 +228,9 @@ def same_bits_in_another_process(args: argparse.Namespace, here: torch.Tensor) -
                    str(args.frames), "--height", str(args.height), "--width", str(args.width)]
         if args.clips_dir:
             command += ["--clips-dir", str(args.clips_dir)]
+        if book is not None and book.is_file():  # the CPU runs no plans and writes no book
+            shutil.copy(book, Path(folder) / "book.json")
+            command += ["--plan-book", str(Path(folder) / "book.json")]
         subprocess.run(command, check=True)
         return torch.equal(torch.load(out).to(here.device), here)
 
@@ -214,7 +244,11 @@ def encode_one(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as folder:
         random_wan_vae().save_pretrained(folder)
-        tokenizer = Wan21Tokenizer(folder, precision="bf16", device=device)
+        kernels = "plans" if args.plan_book else "heuristics"
+        tokenizer = Wan21Tokenizer(folder, precision="bf16", device=device, conv_kernels=kernels,
+                                   conv_plans_dir=str(Path(folder) / "conv-plans"))
+        if args.plan_book:
+            tokenizer.record_plans(args.plan_book)
         clip = load_clips(args.clips_dir, 1, args.frames, args.height, args.width)[0]
         torch.save(tokenizer.encode(pixels_to_input(clip, device)[None]).cpu(), args.encode_one)
 
@@ -232,6 +266,13 @@ def print_table(result: dict) -> None:
         mab = f"{r['max_abs_vs_fp32']:.2e}" if r["max_abs_vs_fp32"] is not None else "-"
         print(f"{r['mode']:<44} {r['shape']:<13} {r['s_per_clip']:8.3f} {r['tflops']:8.1f} {r['pct_of_matmul']:5.1f} "
               f"{r['peak_gib']:6.2f} {rel:>9} {mab:>8} {r['deterministic']}")
+    plans = result["plans"]
+    if "book" in plans:
+        chosen = Counter(name.split("_")[0] for name in plans["book"].values())
+        print(f"\nrecorded plans: {len(plans['book'])} convolution signatures; engines chosen {dict(chosen)}; "
+              f"declined by cuDNN: {len(plans['declined'])}")
+        for key, why in list(plans["declined"].items())[:5]:
+            print(f"  declined {key}: {why[:300]}")
     if result["roofline"]:
         print("\nper-layer roofline (fast path): conv input / weight, calls, in-encoder s, alone s, TFLOP/s alone")
         for r in result["roofline"][:20]:
@@ -252,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cross-process", action="store_true", help="check build-path bits in a second process")
     parser.add_argument("--no-roofline", action="store_true")
     parser.add_argument("--encode-one", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--plan-book", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--skip", nargs="*", default=[], help="skip modes whose name contains any of these")
     parser.add_argument("--profile", help="write a per-kernel profile of the build path's encode to this file")
     parser.add_argument("--workdir", default=None, help="where the random checkpoint is saved (a temp dir)")

@@ -55,6 +55,7 @@ BIT_CHANGING = [
     ("tokenizer.temporal_window=16", "config.tokenizer.temporal_window: 4 -> 16"),
     ("tokenizer.max_gpu_mem_gib=12", "config.tokenizer.max_gpu_mem_gib: 24.0 -> 12.0"),
     ("tokenizer.cudnn_benchmark=true", "config.tokenizer.cudnn_benchmark: False -> True"),
+    ("tokenizer.conv_kernels=heuristics", "config.tokenizer.conv_kernels: 'plans' -> 'heuristics'"),
     ("output.storage_dtype=float32", "config.output.storage_dtype: 'float16' -> 'float32'"),
     ("output.batch_size=2", "config.output.batch_size: 1 -> 2"),
 ]
@@ -98,7 +99,9 @@ def test_wan22_with_the_same_file_is_refused_on_resume_naming_the_tokenizer(tmp_
 
 def test_execution_settings_are_not_part_of_the_resume_key(built):
     table, root = built
-    result = build(_config(table, root, "run.procs=2", "run.workers_per_gpu=1"), quiet=True)
+    # where builds share kernel plans is not either: a resumed build replays its own (build/conv_plans)
+    result = build(_config(table, root, "run.procs=2", "run.workers_per_gpu=1",
+                           f"tokenizer.conv_plans_dir={root.parent / 'elsewhere'}"), quiet=True)
     assert result.num_samples == 6
 
 

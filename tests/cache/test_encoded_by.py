@@ -4,15 +4,18 @@ within the tolerance instead of bit for bit."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from helpers.fake_rows import PLAN_REJECTS, empty_prompt_arrays, make_cache_config, make_samples, stage_units
+from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.encoded_by import function_digest
 from latentforge.cache.integrity import verify_integrity
 from latentforge.errors import CacheIntegrityError
 from latentforge.pipeline.environment import environment_record
+from latentforge.pipeline.kernel_plans import build_plans_path, recorded_books, recorded_plans
 from latentforge.verification.tolerances import choose_comparison
 from latentforge.writers.commit import commit_cache
 
@@ -56,3 +59,27 @@ def test_the_comparison_is_exact_only_for_one_environment_equal_to_this_one():
     autotuned = choose_comparison([here], "cpu", 0.01, True, [])
     assert not autotuned.exact and "autotune" in autotuned.why
     assert "does not record" in choose_comparison([], "cpu", 0.01, False, []).why
+
+
+def test_the_kernel_plans_a_build_recorded_travel_in_cache_config(tmp_path):
+    """Each environment's book under build/conv_plans goes into cache_config.json, where deep verify finds the
+    book of its own environment; a build that recorded none (the CPU) writes no `conv_plans` key at all."""
+    build_dir = tmp_path / "build"
+    here = build_plans_path(build_dir, "cpu")
+    here.parent.mkdir(parents=True)
+    here.write_text(json.dumps({"conv b": "eng41_k2=0", "conv a": "pytorch"}))
+    (here.parent / "0123456789abcdef.json").write_text(json.dumps({"conv a": "eng62_k2=4"}))
+    (here.parent / "fedcba9876543210.json").write_text("{}")  # an environment that recorded nothing
+    books = recorded_books(build_dir)
+    assert books == {here.stem: {"conv a": "pytorch", "conv b": "eng41_k2=0"},
+                     "0123456789abcdef": {"conv a": "eng62_k2=4"}}
+    function = function_digest(make_cache_config().tokenizer)
+    config = dataclasses.replace(make_cache_config(), conv_plans=books)
+    units = stage_units(tmp_path / "staged", make_samples(), unit_size=6,
+                        encoded_by=lambda unit: {"function": function, "environment": H200})
+    commit_cache(tmp_path / "cache", units, PLAN_REJECTS, config, empty_prompt_arrays(), {})
+    loaded = CacheConfig.load(tmp_path / "cache")
+    assert loaded.conv_plans == books and verify_integrity(tmp_path / "cache").ok
+    assert recorded_plans(loaded.conv_plans, "cpu") == {"conv a": "pytorch", "conv b": "eng41_k2=0"}
+    _commit(tmp_path / "plain", lambda unit: {"function": function, "environment": H200})
+    assert "conv_plans" not in json.loads((tmp_path / "plain" / "cache_config.json").read_text())

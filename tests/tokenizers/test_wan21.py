@@ -4,6 +4,7 @@ path, PyAV for the frames and `sha256sum` for the hash."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -222,6 +223,21 @@ def test_config_errors_need_no_weights():
         Wan21Tokenizer("unused.pth", precision="fp16")
     with pytest.raises(CheckpointError, match="does not exist"):
         Wan21Tokenizer("no/such/Wan2.1_VAE.pth")
+
+
+def test_kernel_settings_are_checked_before_any_gpu_work(monkeypatch):
+    cfg = TokenizerConfig(name="wan2.1", checkpoint="unused.pth", precision="bf16")
+    with pytest.raises(ConfigError, match="tokenizer.conv_kernels='fastest'; allowed: plans, heuristics"):
+        Wan21Tokenizer.check_settings(dataclasses.replace(cfg, conv_kernels="fastest"))
+    with pytest.raises(ConfigError, match="cudnn_benchmark=true with tokenizer.conv_kernels=plans"):
+        Wan21Tokenizer.check_settings(dataclasses.replace(cfg, cudnn_benchmark=True))
+    Wan21Tokenizer.check_settings(dataclasses.replace(cfg, cudnn_benchmark=True, conv_kernels="heuristics"))
+    # a GPU build with plans needs the cuDNN frontend: the pre-flight says so before reading any weights
+    monkeypatch.setitem(sys.modules, "cudnn", None)  # not importable, whether installed here or not
+    with pytest.raises(ConfigError, match=r"needs the cuDNN frontend.*latentforge\[gpu\].*conv_kernels=heuristics"):
+        Wan21Tokenizer.preflight(cfg, "cuda")
+    with pytest.raises(CheckpointError, match="does not exist"):  # on the CPU no plans run: the weights are next
+        Wan21Tokenizer.preflight(cfg, "cpu")
 
 
 def test_hub_id_offline_names_the_file_to_pass(tmp_path):

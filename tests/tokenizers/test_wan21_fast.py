@@ -4,6 +4,7 @@ import pytest
 import torch
 from diffusers import AutoencoderKLWan
 
+from latentforge.tokenizers.cudnn_convs import signature
 from latentforge.tokenizers.wan21_fast import FastWanEncoder
 
 
@@ -72,3 +73,24 @@ def test_a_single_frame_encodes_as_diffusers_encodes_one_image(vae, video):
     got = FastWanEncoder(vae.encoder, vae.quant_conv, dtype=torch.float32, window=8)(image)
     assert got.shape == expected.shape == (2, 16, 1, 4, 6)
     assert float((got - expected).norm() / expected.norm()) < 1e-5
+
+
+def test_every_convolution_runs_through_the_chosen_runner(vae, video, monkeypatch):
+    """The runner (recorded cuDNN plans on a GPU) decides every convolution: none bypasses it."""
+    expected = FastWanEncoder(vae.encoder, vae.quant_conv, dtype=torch.float32, window=8)(video)
+    conv2d, conv3d = torch.nn.functional.conv2d, torch.nn.functional.conv3d
+    seen = []
+
+    def runner(x, weight, bias, stride, padding):
+        seen.append(signature(x, weight, bias, stride, padding))
+        return (conv3d if x.dim() == 5 else conv2d)(x, weight, bias, stride, padding)
+
+    def bypass(*args, **kwargs):
+        raise AssertionError("a convolution bypassed the runner")
+
+    monkeypatch.setattr(torch.nn.functional, "conv2d", bypass)
+    monkeypatch.setattr(torch.nn.functional, "conv3d", bypass)
+    got = FastWanEncoder(vae.encoder, vae.quant_conv, dtype=torch.float32, window=8, convs=runner)(video)
+    assert torch.equal(got, expected)
+    assert any(s.startswith("x[2, 16, ") for s in seen)  # the stacked first conv, a 2-D conv of frames
+    assert len(set(seen)) > 10

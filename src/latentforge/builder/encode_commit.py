@@ -3,6 +3,7 @@ single-shape build and each bucket of a bucketed one."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from ..errors import LatentforgeError
 from ..executor.base import Executor
 from ..executor.events import RankEvent, UnitStaged
 from ..executor.rank_stats import RankStats
+from ..pipeline.kernel_plans import recorded_books
 from ..pipeline.models import load_models, model_record
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Unit, cut_units
@@ -95,6 +97,7 @@ def _commit(config: BuildConfig, root: Path, build_dir: Path, total_shape: tuple
         empty_prompt = (text.empty_prompt.embeddings.astype(config.output.storage_dtype), text.empty_prompt.lengths)
     cache_config = CacheConfig.for_build(config, total_shape, record.tokenizer_fingerprint, text,
                                          record.latent_channels)
+    cache_config = dataclasses.replace(cache_config, conv_plans=recorded_books(build_dir) or None)
     unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]
     readme_context = {"text_note": text.provenance_note if text is not None else None}
     return commit_cache(root, unit_paths, plan_rejects, cache_config, empty_prompt, readme_context)

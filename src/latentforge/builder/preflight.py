@@ -32,6 +32,6 @@ def check_output_root(root: Path) -> None:
 def preflight(config: BuildConfig, executor: Executor) -> None:
     check_output_root(Path(config.output.root))
     executor.preflight()
-    registry.resolve("tokenizer", config.tokenizer.name).preflight(config.tokenizer)
+    registry.resolve("tokenizer", config.tokenizer.name).preflight(config.tokenizer, config.run.device)
     if config.text.name != "none":
         registry.resolve("text", config.text.name).preflight(config.text)

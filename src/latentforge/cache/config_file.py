@@ -48,6 +48,8 @@ class CacheConfig:
     dataset: dict[str, Any] | None = None
     build: dict[str, Any] | None = None
     encoded_by: tuple[EncodedBy, ...] | None = None  # which function and environment made which units
+    # the kernel plans the units ran, per environment digest: {digest: {convolution signature: plan name}}
+    conv_plans: dict[str, dict[str, str]] | None = None
 
     # ------------------------------------------------------------------------------- typed views
     @property
@@ -171,6 +173,8 @@ class CacheConfig:
                 data[name] = getattr(self, name)
         if self.encoded_by is not None:
             data["encoded_by"] = [group.to_json() for group in self.encoded_by]
+        if self.conv_plans:
+            data["conv_plans"] = self.conv_plans
         return data
 
     def to_text(self) -> str:
@@ -208,6 +212,9 @@ class CacheConfig:
                 build=data.get("build"),
                 encoded_by=None if data.get("encoded_by") is None else tuple(
                     EncodedBy.from_json(group) for group in data["encoded_by"]),
+                conv_plans=None if data.get("conv_plans") is None else {
+                    str(digest): {str(k): str(v) for k, v in book.items()}
+                    for digest, book in data["conv_plans"].items()},
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CacheIntegrityError(f"{CACHE_CONFIG} lacks or garbles what the format needs: {exc!r}") from None

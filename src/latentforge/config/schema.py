@@ -81,6 +81,12 @@ class TokenizerConfig:
     # race picks kernels per process, so the same input can give other bits in another process, rank or resume;
     # off by default (docs/tokenizers.md).
     cudnn_benchmark: bool = False
+    # bf16 fast path on CUDA, how each convolution's kernel is chosen: "plans" times cuDNN's candidate plans once
+    # per build and shape, records the winners in the build and replays them in every rank, resume and deep
+    # verify (needs nvidia-cudnn-frontend); "heuristics" takes cuDNN's heuristics through PyTorch.
+    conv_kernels: str = "plans"
+    # where builds share recorded plans, one book per GPU model and cuDNN (None: ~/.cache/latentforge/conv-plans)
+    conv_plans_dir: str | None = None
 
 
 @dataclass

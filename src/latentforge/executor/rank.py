@@ -44,7 +44,7 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
         torch.set_num_threads(spec.torch_threads)
     stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers)
     device = torch.device(spec.device)
-    tokenizer, text = load_models(spec.config, device)
+    tokenizer, text = load_models(spec.config, device, Path(spec.build_dir))
     if spec.rank == 0:  # commit then needs no models of its own
         record_models(Path(spec.build_dir), spec.config, tokenizer, text, device)
 

@@ -70,7 +70,7 @@ class RankWorker:
             _check_node(spec, self.facts, node)
             if spec.torch_threads is not None:
                 torch.set_num_threads(spec.torch_threads)
-            tokenizer, text = load_models(spec.config, torch.device(spec.device))
+            tokenizer, text = load_models(spec.config, torch.device(spec.device), Path(spec.build_dir))
             if not (Path(spec.build_dir) / MODEL_RECORD).exists():  # any worker may record; the contents are equal
                 record_models(Path(spec.build_dir), spec.config, tokenizer, text, torch.device(spec.device))
             write = stage_now(Path(spec.build_dir))

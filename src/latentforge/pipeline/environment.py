@@ -30,11 +30,20 @@ def environment_record(device: str | torch.device) -> dict[str, str]:
         # before its first convolution): other kernels, other bits
         mode_b = os.environ.get("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "").lower() in ("1", "true", "yes", "on")
         record["cudnn_heuristics"] = "B" if mode_b else "A"
+        record["cudnn_frontend"] = _cudnn_frontend_version()  # builds the recorded plans (tokenizers/cudnn_convs.py)
     else:
         record["device_name"] = next((line.split(":", 1)[1].strip() for line in _cpuinfo()
                                       if line.startswith("model name")), platform.processor() or platform.machine())
     record.update({"torch": torch.__version__, "latentforge": __version__})
     return record
+
+
+def _cudnn_frontend_version() -> str:
+    try:
+        import cudnn
+    except Exception:  # noqa: BLE001 - absent or broken: no plans can be built here
+        return "none"
+    return str(getattr(cudnn, "__version__", "unknown"))
 
 
 def _driver_cuda_version() -> str:

@@ -63,9 +63,10 @@ class Tokenizer(ABC):
                               "CHECKPOINT` prints)")
 
     @classmethod
-    def preflight(cls, cfg: TokenizerConfig) -> None:
-        """Read and check the weights `cfg` names (existence, SHA-256, format) before a build writes anything;
-        raises the error the build would otherwise hit in its first rank. Nothing to do without weights."""
+    def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
+        """Read and check the weights `cfg` names (existence, SHA-256, format) and the packages running them on
+        `device` needs, before a build writes anything; raises the error the build would otherwise hit in its
+        first rank. Nothing to do without weights."""
 
     @classmethod
     def latent_shape(cls, num_frames: int, height: int, width: int) -> tuple[int, int, int, int]:
@@ -77,6 +78,12 @@ class Tokenizer(ABC):
     def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
         """SHA-256 of the weights `checkpoint` names, as the fingerprint records it (None without weights)."""
         return None if not checkpoint else sha256_file(Path(checkpoint))
+
+    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
+        """Look each convolution's kernel plan up first in a book at `path` (recording there what it lacks, as
+        the tokenizer's own books choose it) or in recorded `entries` (cudnn_convs.py): a build's processes and
+        its deep verify then run the same kernels. Called before the first encode; a tokenizer that picks no
+        kernel plans ignores it."""
 
     @abstractmethod
     def encode(self, video: torch.Tensor) -> torch.Tensor:

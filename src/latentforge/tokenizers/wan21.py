@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 from typing import Any, Iterator
 
 import diffusers
@@ -29,9 +30,13 @@ from diffusers.models.autoencoders.autoencoder_kl_wan import WanRMS_norm
 from ..config import TokenizerConfig
 from ..errors import ConfigError
 from .base import Tokenizer
+from .cudnn_convs import PlannedConvs
+from .plan_book import PlanBook
+from .shared_plans import shared_plan_book
 from .wan21_checkpoint import check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
 from .wan21_fast import FastWanEncoder
 
+CONV_KERNELS = ("plans", "heuristics")  # tokenizer.conv_kernels of the bf16 fast path on CUDA
 OFFICIAL_WINDOW = 4  # frames per causal chunk after frame 0 in official Wan and diffusers
 HEURISTICS_MODE_B_ENV = "TORCH_CUDNN_USE_HEURISTIC_MODE_B"
 # Wan's latent normalisation constants (formats.md §1; Wan2.1 vae.py, Cosmos tokenizer.py, diffusers).
@@ -51,6 +56,17 @@ def prefer_heuristics_mode_b() -> None:
     they must pick the kernels official Wan and Cosmos' wrapper pick in their own processes (mode A).
     """
     os.environ.setdefault(HEURISTICS_MODE_B_ENV, "1")
+
+
+def require_cudnn_frontend() -> None:
+    """ConfigError with the fix when the cuDNN frontend that runs recorded plans is not importable."""
+    try:
+        import cudnn  # noqa: F401
+    except Exception as error:  # noqa: BLE001 - absent, or built for another CUDA: the same fix
+        raise ConfigError(
+            f"tokenizer.conv_kernels=plans needs the cuDNN frontend, which does not import here ({error}); "
+            "pip install 'latentforge[gpu]' (nvidia-cudnn-frontend), or --set tokenizer.conv_kernels=heuristics"
+        ) from None
 
 
 class CosmosRMSNorm(WanRMS_norm):
@@ -114,6 +130,8 @@ class Wan21Tokenizer(Tokenizer):
         device: torch.device | str = "cpu",
         max_gpu_mem_gib: float = 24.0,
         cudnn_benchmark: bool = False,
+        conv_kernels: str = "plans",
+        conv_plans_dir: str | None = None,
     ):
         super().__init__(device)
         if precision not in self.precisions:
@@ -128,8 +146,13 @@ class Wan21Tokenizer(Tokenizer):
         self.temporal_window = OFFICIAL_WINDOW if precision == "fp32" else temporal_window
         # How kernels are chosen, as configured: cuDNN's heuristics (false) or timing (true, bf16 on CUDA only)
         self.cudnn_benchmark = precision == "bf16" and cudnn_benchmark
-        if precision == "bf16" and torch.device(device).type == "cuda":
+        self.conv_kernels = conv_kernels if precision == "bf16" else None
+        on_gpu = torch.device(device).type == "cuda"
+        if precision == "bf16" and on_gpu:
             prefer_heuristics_mode_b()
+        planned = self.conv_kernels == "plans" and on_gpu
+        if planned:
+            require_cudnn_frontend()
         self.source = resolve_checkpoint(checkpoint)
         self.checkpoint_sha256 = checkpoint_sha256(self.source)
         check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
@@ -146,6 +169,7 @@ class Wan21Tokenizer(Tokenizer):
             self._fast = FastWanEncoder(
                 self._vae.encoder, self._vae.quant_conv, torch.bfloat16, window=None,
                 max_gib=max_gpu_mem_gib, cudnn_benchmark=cudnn_benchmark and self.device.type == "cuda",
+                convs=PlannedConvs(shared_plan_book(self.device, conv_plans_dir)) if planned else None,
             )
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = False
@@ -154,6 +178,11 @@ class Wan21Tokenizer(Tokenizer):
     @classmethod
     def check_settings(cls, cfg: TokenizerConfig) -> None:
         super().check_settings(cfg)
+        if cfg.conv_kernels not in CONV_KERNELS:
+            raise ConfigError(f"tokenizer.conv_kernels={cfg.conv_kernels!r}; allowed: {', '.join(CONV_KERNELS)}")
+        if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and cfg.cudnn_benchmark:
+            raise ConfigError("tokenizer.cudnn_benchmark=true with tokenizer.conv_kernels=plans: recorded plans "
+                              "replace autotuning; set one of them (cudnn_benchmark=false, or conv_kernels=heuristics)")
         if not cfg.checkpoint:
             raise ConfigError(
                 "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
@@ -162,7 +191,9 @@ class Wan21Tokenizer(Tokenizer):
             )
 
     @classmethod
-    def preflight(cls, cfg: TokenizerConfig) -> None:
+    def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
+        if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and device.startswith("cuda"):
+            require_cudnn_frontend()
         source = resolve_checkpoint(cfg.checkpoint)
         check_sha256(source, checkpoint_sha256(source), cfg.sha256)
         load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
@@ -172,12 +203,16 @@ class Wan21Tokenizer(Tokenizer):
         cls.check_settings(cfg)
         return cls(
             cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device, cfg.max_gpu_mem_gib,
-            cfg.cudnn_benchmark,
+            cfg.cudnn_benchmark, cfg.conv_kernels, cfg.conv_plans_dir,
         )
 
     @classmethod
     def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
         return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint))
+
+    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
+        if self._fast is not None and isinstance(self._fast.convs, PlannedConvs):
+            self._fast.convs = PlannedConvs(PlanBook(path, entries, parent=self._fast.convs.book))
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:
@@ -212,6 +247,7 @@ class Wan21Tokenizer(Tokenizer):
             "temporal_window": self.temporal_window if self._fast is None else None,
             "max_gpu_mem_gib": self._fast.max_gib if self._fast is not None else None,
             "cudnn_benchmark": self.cudnn_benchmark,
+            "conv_kernels": self.conv_kernels,
             "encoder_path": "latentforge fast (wan21_fast)" if self._fast is not None else "chunk loop",
             "latent": "posterior mean mu, (mu - latents_mean) * (1 / latents_std)",
             "latents_mean": list(LATENTS_MEAN),

@@ -12,20 +12,24 @@ What changes against diffusers' `_encode` (and why the result is the same functi
   frames it reads stacked as 9 (zero-padded to 16) channels, with the weights rearranged to match.
 - Spatial downsamples run as 2-D convolutions over frames folded into the batch.
 - The mid-block attention runs as one SDPA over every frame of the window.
-- Optionally cuDNN autotuning (`cudnn_benchmark`): faster kernels for the full-resolution convs; within a
-  process the same input still gives the same bits, across processes the chosen kernels may differ.
+- Every convolution runs through `convs`: PyTorch's call (cuDNN's heuristics choose the kernel, or its timing
+  race with `cudnn_benchmark`), or cuDNN plans replayed by name from a recorded PlanBook (cudnn_convs.py).
 The exact `fp32` mode does not use this module: it runs diffusers' own path (bit-identical by construction).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .cudnn_convs import TorchConvs
 from .wan21_kernels import add_rms_silu
+
+Convs = Callable[..., torch.Tensor]  # (x, weight, bias, stride, padding) -> conv output
 
 # Peak memory of one encode ~ (window + _FIXED_FRAMES) x _LIVE_FRAMES_PER_FRAME full-resolution 96-channel
 # frames: measured on an H200 at 93x480x832 (12.4 GiB at window 16, 19.2 GiB at window 32; BENCHMARKS.md).
@@ -76,6 +80,7 @@ class FastWanEncoder(nn.Module):
         window: int | None = 32,
         max_gib: float = 24.0,
         cudnn_benchmark: bool = False,
+        convs: Convs | None = None,
     ):
         super().__init__()
         if window is not None and (window < 4 or window % 4 != 0):
@@ -84,6 +89,7 @@ class FastWanEncoder(nn.Module):
         self.window = window  # None: chosen per call from the clip size and max_gib
         self.max_gib = max_gib
         self.cudnn_benchmark = cudnn_benchmark
+        self.convs = convs or TorchConvs()  # who runs each convolution (cudnn_convs.py)
         self.layers = _flatten_encoder(encoder)
         # A private copy in the compute dtype and layout; the caller's module stays untouched.
         self._params = _prepare_params(self.layers + [("quant", quant_conv)], dtype)
@@ -126,7 +132,7 @@ class FastWanEncoder(nn.Module):
             elif kind == "head":
                 x = self._value(self._causal_conv(x, p[index]["norm"], p[index]["conv"], caches, (index, 0))[:2])
         quant = p[len(self.layers)]["conv"]
-        mu = F.conv3d(x, quant["weight"], quant["bias"])[:, :16]
+        mu = self.convs(x, quant["weight"], quant["bias"], 1, 0)[:, :16]
         return mu.float()
 
     @staticmethod
@@ -151,7 +157,7 @@ class FastWanEncoder(nn.Module):
             stacked[:, k * colours : (k + 1) * colours].copy_(full[:, :, k : k + frames])
         stacked[:, 3 * colours :].zero_()
         planes = stacked.permute(0, 2, 1, 3, 4).reshape(batch * frames, STACKED_INPUT_CHANNELS, height, width)
-        out = F.conv2d(planes, p["weight"], p["bias"], padding=1)
+        out = self.convs(planes, p["weight"], p["bias"], 1, 1)
         return out.reshape(batch, frames, -1, height, width).permute(0, 2, 1, 3, 4)
 
     def _causal_conv(self, x, norm, conv, caches, key, keep_input: bool = True):
@@ -176,12 +182,12 @@ class FastWanEncoder(nn.Module):
         else:
             add_rms_silu(source, None, norm, padded[:, :, 2:])
         caches[key] = padded[:, :, -2:].clone()
-        out = F.conv3d(padded, conv["weight"], None, padding=(0, 1, 1))
+        out = self.convs(padded, conv["weight"], None, 1, (0, 1, 1))
         return out, conv["bias_fp32"], total
 
     def _resblock(self, x, p, caches, index) -> _Residual:
         h, bias, x = self._causal_conv(x, p["norm1"], p["conv1"], caches, (index, 1))
-        shortcut = F.conv3d(x, p["shortcut"]["weight"], p["shortcut"]["bias"]) if "shortcut" in p else x
+        shortcut = self.convs(x, p["shortcut"]["weight"], p["shortcut"]["bias"], 1, 0) if "shortcut" in p else x
         h, bias, _ = self._causal_conv(_Residual(h, None, bias), p["norm2"], p["conv2"], caches, (index, 2),
                                        keep_input=False)
         return _Residual(h, shortcut, bias)
@@ -192,7 +198,7 @@ class FastWanEncoder(nn.Module):
         batch, channels, frames, height, width = x.shape
         planes = x.permute(0, 2, 1, 3, 4).reshape(batch * frames, channels, height, width)
         planes = F.pad(planes, (0, 1, 0, 1))
-        out = F.conv2d(planes, p["spatial"]["weight"], p["spatial"]["bias"], stride=2)
+        out = self.convs(planes, p["spatial"]["weight"], p["spatial"]["bias"], 2, 0)
         _, out_channels, out_height, out_width = out.shape
         return out.reshape(batch, frames, out_channels, out_height, out_width).permute(0, 2, 1, 3, 4)
 
@@ -209,7 +215,7 @@ class FastWanEncoder(nn.Module):
         caches[key] = x[:, :, -1:].clone()
         if body.shape[2] < 3:  # a lone first frame (one image, or deep verify's frame-0 check): it only passes
             return head
-        out = F.conv3d(body, p["time"]["weight"], p["time"]["bias"], stride=(2, 1, 1))
+        out = self.convs(body, p["time"]["weight"], p["time"]["bias"], (2, 1, 1), 0)
         return out if head is None else torch.cat([head, out], dim=2)
 
     def _attention(self, x, p) -> torch.Tensor:

@@ -65,7 +65,7 @@ class Wan22Tokenizer(Tokenizer):
             )
 
     @classmethod
-    def preflight(cls, cfg: TokenizerConfig) -> None:
+    def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
         source = resolve_checkpoint(cfg.checkpoint, LOCAL_FILE_ADVICE)
         check_sha256(source, checkpoint_sha256(source), cfg.sha256)
         load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return

@@ -30,6 +30,7 @@ from ..devices import check_device_present
 from ..errors import ConfigError, LatentforgeError, SampleRejected
 from ..io import atomic_path
 from ..pipeline.environment import environment_record
+from ..pipeline.kernel_plans import recorded_plans
 from ..pipeline.unit import UnitContext, encode_batch
 from ..records import SamplePixels
 from ..reporting import Progress, start_step
@@ -40,7 +41,7 @@ from .tolerances import Comparison, choose_comparison, tolerance_for
 
 DEFAULT_SPOT = 4
 # Tokenizer settings that change memory use, speed or the code path, not the maths (docs/execution.md)
-EXECUTION_KEYS = frozenset({"temporal_window", "max_gpu_mem_gib", "encoder_path", "cudnn_benchmark"})
+EXECUTION_KEYS = frozenset({"temporal_window", "max_gpu_mem_gib", "encoder_path", "cudnn_benchmark", "conv_kernels"})
 
 
 @dataclass
@@ -292,6 +293,7 @@ def _run_deep(root: Path, spot: int, overrides: Overrides, thresholds: QualityTh
     tokenizer = run.load_tokenizer()
     if tokenizer is None or not wanted:
         return
+    tokenizer.record_plans(entries=recorded_plans(cache_config.conv_plans, overrides.device))  # the build's kernels
     spot_rows = manifest_rows(root, lambda row: row.dataset_index in wanted)
     batch_keys = {row.batch_key for row in spot_rows}
     batch_rows = manifest_rows(root, lambda row: row.batch_key in batch_keys)

@@ -1,0 +1,81 @@
+"""Which kernel plan runs each convolution of a build: one recorded name per convolution signature.
+
+The first process that meets a signature times the candidates once and writes the winner into the book; every
+other process of the build (other ranks, a resumed run, deep verify seeded from cache_config.json) reads the book
+and runs exactly that plan. So the kernel choice is recorded and replayed, never raced: the same input gives the
+same bits in any process that uses the same book on the same GPU model and software.
+
+A book kept in a file is shared by every process of one environment; it is only ever extended (a recorded
+choice never changes), under an exclusive lock, so two ranks meeting a new signature at once still agree.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..io import canonical_json, write_text_atomic
+
+
+class PlanBook:
+    """signature -> plan name; in memory, or backed by a JSON file that several processes share. A signature it
+    lacks is asked of its `parent` book (and tuned there when that lacks it too), then recorded here."""
+
+    def __init__(self, path: Path | None = None, entries: dict[str, str] | None = None,
+                 parent: PlanBook | None = None):
+        self.path = Path(path) if path is not None else None
+        self.parent = parent
+        self._entries: dict[str, str] = dict(entries or {})
+        if self.path is not None:
+            self._entries.update(self._read())
+
+    def choose(self, signature: str, tune: Callable[[], str]) -> str:
+        """The recorded plan of `signature`; when there is none, the parent's (or `tune()`'s) choice, recorded."""
+        if signature in self._entries:
+            return self._entries[signature]
+        if self.path is None:
+            self._entries[signature] = self._ask(signature, tune)
+            return self._entries[signature]
+        with self._locked():
+            self._entries.update(self._read())  # another process may have recorded it meanwhile
+            if signature not in self._entries:
+                self._entries[signature] = self._ask(signature, tune)
+                self._write()
+        return self._entries[signature]
+
+    def _ask(self, signature: str, tune: Callable[[], str]) -> str:
+        return self.parent.choose(signature, tune) if self.parent is not None else tune()
+
+    def entries(self) -> dict[str, str]:
+        return dict(sorted(self._entries.items()))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # ------------------------------------------------------------------------------------------- file
+
+    def _read(self) -> dict[str, str]:
+        assert self.path is not None
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        return {str(k): str(v) for k, v in data.items()}
+
+    def _write(self) -> None:
+        assert self.path is not None
+        write_text_atomic(self.path, canonical_json(self.entries()))
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        assert self.path is not None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
