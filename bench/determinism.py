@@ -6,8 +6,8 @@ Runs:
   fresh-1, fresh-2   two uninterrupted builds
   ranks-2            two ranks: two GPUs when the machine has them, else two processes on one GPU
   killed+resumed     SIGKILL of the whole build at its second staged unit, then the same command again
-  own-plans          a build with its own, empty folder of plan books: it times the plans again, as a machine
-                     that shares no books would (informational: it may choose other plans, so other bytes)
+  own-plans          (GPU) a build with its own, empty folder of plan books: it times the plans again, as a
+                     machine that shares no books would (informational: it may choose other plans, so other bytes)
   autotune-1, -2     (--autotune) tokenizer.cudnn_benchmark=true, the timing race the default avoids
 All runs but own-plans share one folder of plan books, fresh for this bench (as builds on one machine share
 ~/.cache/latentforge/conv-plans): the first build times the convolution plans it meets, the others replay them.
@@ -110,7 +110,9 @@ def run(args, work: Path) -> dict:
     shared = ["--set", f"tokenizer.conv_plans_dir={work / 'conv-plans'}"]
     ranks = [*ranks, *shared]
     own = ["--set", f"tokenizer.conv_plans_dir={work / 'conv-plans-own'}"]
-    plan = [("fresh-1", shared, None), ("fresh-2", shared, None), ("ranks-2", ranks, None), ("own-plans", own, None)]
+    plan = [("fresh-1", shared, None), ("fresh-2", shared, None), ("ranks-2", ranks, None)]
+    if args.device.startswith("cuda"):  # the CPU runs no plans
+        plan.append(("own-plans", own, None))
     if args.autotune:
         autotune = ["--set", "tokenizer.cudnn_benchmark=true", "--set", "tokenizer.conv_kernels=heuristics"]
         plan += [("autotune-1", autotune, None), ("autotune-2", autotune, None)]
