@@ -25,6 +25,7 @@ The exact `fp32` mode does not use this module: it runs diffusers' own path (bit
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -265,14 +266,24 @@ class FastWanEncoder(nn.Module):
 
 
 def _avg_down(x: torch.Tensor, factor_t: int, factor_s: int, out_channels: int) -> torch.Tensor:
-    """diffusers' AvgDown3D in channels-last memory: frames zero-padded at the front to a multiple of factor_t,
-    each (factor_t, factor_s, factor_s) cell folded into channels (channel-major), consecutive groups averaged."""
+    """diffusers' AvgDown3D: frames zero-padded at the front to a multiple of factor_t, each (factor_t, factor_s,
+    factor_s) cell folded into channels (channel-major), consecutive groups of them averaged to out_channels.
+
+    A group is the cell's last dims (the whole cell, its rows or its columns), so the mean runs over those dims of
+    a view of the channels-last input (no folded copy) and only the smaller result is rearranged.
+    """
     x = F.pad(x, (0, 0, 0, 0, (-x.shape[2]) % factor_t, 0))
     batch, channels, frames, height, width = x.shape
     t, h, w = frames // factor_t, height // factor_s, width // factor_s
+    cell = (factor_t, factor_s, factor_s)
+    group = channels * factor_t * factor_s * factor_s // out_channels
+    averaged = next((k for k in range(4) if math.prod(cell[3 - k :]) == group), None)
+    if averaged is None:
+        raise ValueError(f"AvgDown3D groups of {group} are not the last dims of its {cell} cells")
     cells = x.permute(0, 2, 3, 4, 1).reshape(batch, t, factor_t, h, factor_s, w, factor_s, channels)
-    groups = cells.permute(0, 1, 3, 5, 7, 2, 4, 6).reshape(batch, t, h, w, out_channels, -1)
-    return groups.mean(dim=-1).permute(0, 4, 1, 2, 3)  # [B, out, t, h, w], channels-last 3D
+    cells = cells.permute(0, 1, 3, 5, 7, 2, 4, 6)  # [B, t, h, w, C, factor_t, factor_s, factor_s], a view
+    means = cells.mean(dim=tuple(range(8 - averaged, 8))) if averaged else cells
+    return means.reshape(batch, t, h, w, out_channels).permute(0, 4, 1, 2, 3)  # [B, out, t, h, w], channels-last
 
 
 # ------------------------------------------------------------------------------------ weight preparation
