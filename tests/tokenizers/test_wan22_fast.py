@@ -57,11 +57,13 @@ def test_fp32_fast_path_equals_diffusers(vae, video, expected, window):
     assert rel_l2(got, expected) < 1e-5
 
 
-def test_bf16_fast_path_is_no_worse_than_diffusers_bf16(vae, video, expected):
-    got = fast(vae, video, dtype=torch.bfloat16)
+def test_bf16_fast_path_is_no_worse_than_diffusers_bf16(vae, video):
+    clip = video[:1, :, :5]  # diffusers' bf16 convolutions are slow on the CPU: one short clip
+    expected = reference_mu(vae, clip)
+    got = fast(vae, clip, dtype=torch.bfloat16, window=4)
     reference_bf16 = AutoencoderKLWan.from_config(vae.config).eval()
     reference_bf16.load_state_dict(vae.state_dict())
-    diffusers_bf16 = reference_mu(reference_bf16.to(torch.bfloat16), video.bfloat16()).float()
+    diffusers_bf16 = reference_mu(reference_bf16.to(torch.bfloat16), clip.bfloat16()).float()
     assert rel_l2(got, expected) <= rel_l2(diffusers_bf16, expected)
     assert rel_l2(got, expected) < 0.02
 
