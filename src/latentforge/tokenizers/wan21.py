@@ -69,6 +69,44 @@ def require_cudnn_frontend() -> None:
         ) from None
 
 
+def check_conv_kernels(cfg: TokenizerConfig) -> None:
+    """The bf16 fast path's kernel settings: a known tokenizer.conv_kernels, not both recorded plans and timing."""
+    if cfg.conv_kernels not in CONV_KERNELS:
+        raise ConfigError(f"tokenizer.conv_kernels={cfg.conv_kernels!r}; allowed: {', '.join(CONV_KERNELS)}")
+    if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and cfg.cudnn_benchmark:
+        raise ConfigError("tokenizer.cudnn_benchmark=true with tokenizer.conv_kernels=plans: recorded plans "
+                          "replace autotuning; set one of them (cudnn_benchmark=false, or conv_kernels=heuristics)")
+
+
+def prepare_fast_path(device: torch.device | str, conv_kernels: str) -> bool:
+    """Before the model loads: heuristics mode B on CUDA, the cuDNN frontend checked where recorded plans will
+    run; whether they will (conv_kernels "plans" on CUDA)."""
+    on_gpu = torch.device(device).type == "cuda"
+    if on_gpu:
+        prefer_heuristics_mode_b()
+    planned = conv_kernels == "plans" and on_gpu
+    if planned:
+        require_cudnn_frontend()
+    return planned
+
+
+def fast_encoder(vae: AutoencoderKLWan, device: torch.device, max_gpu_mem_gib: float, cudnn_benchmark: bool,
+                 planned: bool, conv_plans_dir: str | None) -> FastWanEncoder:
+    """The bf16 fast path over the VAE's encoder weights: the window chosen per clip from max_gpu_mem_gib, every
+    convolution by a plan from the machine's shared book (planned) or by PyTorch's call."""
+    return FastWanEncoder(
+        vae.encoder, vae.quant_conv, torch.bfloat16, window=None,
+        max_gib=max_gpu_mem_gib, cudnn_benchmark=cudnn_benchmark and device.type == "cuda",
+        convs=PlannedConvs(shared_plan_book(device, conv_plans_dir)) if planned else None,
+    )
+
+
+def record_fast_plans(fast: FastWanEncoder | None, path: Path | None, entries: dict[str, str] | None) -> None:
+    """Tokenizer.record_plans for a fast path that runs recorded plans (base.py); nothing otherwise."""
+    if fast is not None and isinstance(fast.convs, PlannedConvs):
+        fast.convs = PlannedConvs(PlanBook(path, entries, parent=fast.convs.book))
+
+
 class CosmosRMSNorm(WanRMS_norm):
     """Cosmos' (and official Wan's) RMS_norm: F.normalize in the input dtype, no fp32 upcast."""
 
@@ -147,12 +185,7 @@ class Wan21Tokenizer(Tokenizer):
         # How kernels are chosen, as configured: cuDNN's heuristics (false) or timing (true, bf16 on CUDA only)
         self.cudnn_benchmark = precision == "bf16" and cudnn_benchmark
         self.conv_kernels = conv_kernels if precision == "bf16" else None
-        on_gpu = torch.device(device).type == "cuda"
-        if precision == "bf16" and on_gpu:
-            prefer_heuristics_mode_b()
-        planned = self.conv_kernels == "plans" and on_gpu
-        if planned:
-            require_cudnn_frontend()
+        planned = prepare_fast_path(device, conv_kernels) if precision == "bf16" else False
         self.source = resolve_checkpoint(checkpoint)
         self.checkpoint_sha256 = checkpoint_sha256(self.source)
         check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
@@ -166,11 +199,8 @@ class Wan21Tokenizer(Tokenizer):
         self._mean, self._inv_std = latent_constants(precision, self.device)
         self._fast = None
         if precision == "bf16":
-            self._fast = FastWanEncoder(
-                self._vae.encoder, self._vae.quant_conv, torch.bfloat16, window=None,
-                max_gib=max_gpu_mem_gib, cudnn_benchmark=cudnn_benchmark and self.device.type == "cuda",
-                convs=PlannedConvs(shared_plan_book(self.device, conv_plans_dir)) if planned else None,
-            )
+            self._fast = fast_encoder(self._vae, self.device, max_gpu_mem_gib, cudnn_benchmark, planned,
+                                      conv_plans_dir)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = False
             torch.backends.cudnn.deterministic = True
@@ -178,11 +208,7 @@ class Wan21Tokenizer(Tokenizer):
     @classmethod
     def check_settings(cls, cfg: TokenizerConfig) -> None:
         super().check_settings(cfg)
-        if cfg.conv_kernels not in CONV_KERNELS:
-            raise ConfigError(f"tokenizer.conv_kernels={cfg.conv_kernels!r}; allowed: {', '.join(CONV_KERNELS)}")
-        if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and cfg.cudnn_benchmark:
-            raise ConfigError("tokenizer.cudnn_benchmark=true with tokenizer.conv_kernels=plans: recorded plans "
-                              "replace autotuning; set one of them (cudnn_benchmark=false, or conv_kernels=heuristics)")
+        check_conv_kernels(cfg)
         if not cfg.checkpoint:
             raise ConfigError(
                 "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
@@ -211,8 +237,7 @@ class Wan21Tokenizer(Tokenizer):
         return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint))
 
     def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
-        if self._fast is not None and isinstance(self._fast.convs, PlannedConvs):
-            self._fast.convs = PlannedConvs(PlanBook(path, entries, parent=self._fast.convs.book))
+        record_fast_plans(self._fast, path, entries)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:

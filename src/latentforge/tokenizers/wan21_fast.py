@@ -1,4 +1,7 @@
-"""A fast forward of the Wan2.1 VAE encoder over diffusers' weights: same maths, fewer and larger kernels.
+"""A fast forward of the Wan VAE encoders over diffusers' weights: same maths, fewer and larger kernels.
+
+It runs the Wan2.1 encoder and the Wan2.2 one (residual down blocks with a space-to-channel average shortcut,
+AvgDown3D, over 2x2-patchified 12-channel input, which the caller patchifies).
 
 What changes against diffusers' `_encode` (and why the result is the same function):
 - Causal windows of `1 + W` then `W` frames (W a multiple of 4) instead of 1, 4, 4, ... frames. Every causal
@@ -8,10 +11,13 @@ What changes against diffusers' `_encode` (and why the result is the same functi
 - Activations and weights in channels-last 3D, so each RMS norm is a reduction over contiguous channels.
 - Residual add + RMS norm + SiLU in one fused pass (wan21_kernels), computed in fp32 and rounded once, written
   straight into the buffer the next causal conv reads (no separate pad/concatenate copy).
-- The first conv (3 input channels, which cuDNN runs ~20x below its peak) becomes a 2-D conv over the three
-  frames it reads stacked as 9 (zero-padded to 16) channels, with the weights rearranged to match.
+- The first conv (3 input channels, which cuDNN runs ~20x below its peak; Wan2.2: 12) becomes a 2-D conv over
+  the three frames it reads stacked as 9 (zero-padded to 16; Wan2.2: 36 padded to 40) channels, with the weights
+  rearranged to match.
 - Spatial downsamples run as 2-D convolutions over frames folded into the batch.
 - The mid-block attention runs as one SDPA over every frame of the window.
+- Wan2.2's down-block shortcut (the block input folded to channels and averaged in groups) is added in the
+  fused pass that follows, like any residual.
 - Every convolution runs through `convs`: PyTorch's call (cuDNN's heuristics choose the kernel, or its timing
   race with `cudnn_benchmark`), or cuDNN plans replayed by name from a recorded PlanBook (cudnn_convs.py).
 The exact `fp32` mode does not use this module: it runs diffusers' own path (bit-identical by construction).
@@ -19,6 +25,7 @@ The exact `fp32` mode does not use this module: it runs diffusers' own path (bit
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -36,7 +43,12 @@ Convs = Callable[..., torch.Tensor]  # (x, weight, bias, stride, padding) -> con
 _LIVE_FRAMES_PER_FRAME = 6
 _FIXED_FRAMES = 13
 _MAX_WINDOW = 64
-STACKED_INPUT_CHANNELS = 16  # 3 frames x 3 colours, zero-padded to a multiple of 8 for tensor cores
+
+
+def stacked_channels(channels: int) -> int:
+    """Input channels of the stacked first conv: 3 frames x channels, zero-padded to a multiple of 8 (tensor
+    cores): 16 for Wan2.1's 3 colours, 40 for Wan2.2's 12 patchified channels."""
+    return -(-3 * channels // 8) * 8
 
 
 def choose_window(batch: int, height: int, width: int, max_gib: float, base_dim: int = 96) -> int:
@@ -90,6 +102,7 @@ class FastWanEncoder(nn.Module):
         self.max_gib = max_gib
         self.cudnn_benchmark = cudnn_benchmark
         self.convs = convs or TorchConvs()  # who runs each convolution (cudnn_convs.py)
+        self.base_dim = encoder.conv_in.out_channels  # stage-0 width, for the memory estimate of the window
         self.layers = _flatten_encoder(encoder)
         # A private copy in the compute dtype and layout; the caller's module stays untouched.
         self._params = _prepare_params(self.layers + [("quant", quant_conv)], dtype)
@@ -102,7 +115,7 @@ class FastWanEncoder(nn.Module):
         if (frames - 1) % 4 != 0:
             raise ValueError(f"{frames} frames: the causal 4x encoder needs (T - 1) % 4 == 0")
         x = video.to(self.dtype)
-        window = self.window or choose_window(x.shape[0], x.shape[3], x.shape[4], self.max_gib)
+        window = self.window or choose_window(x.shape[0], x.shape[3], x.shape[4], self.max_gib, self.base_dim)
         caches: dict = {}
         outputs = []
         start, size = 0, 1 + window
@@ -127,12 +140,15 @@ class FastWanEncoder(nn.Module):
             elif kind == "down3d":
                 x = self._down_spatial(self._value(x), p[index])
                 x = self._down_time(x, p[index], caches, index, first)
+            elif kind == "resdown":
+                x = self._residual_down(x, p[index], caches, index, first)
             elif kind == "attention":
                 x = self._attention(self._value(x), p[index])
             elif kind == "head":
                 x = self._value(self._causal_conv(x, p[index]["norm"], p[index]["conv"], caches, (index, 0))[:2])
         quant = p[len(self.layers)]["conv"]
-        mu = self.convs(x, quant["weight"], quant["bias"], 1, 0)[:, :16]
+        moments = self.convs(x, quant["weight"], quant["bias"], 1, 0)
+        mu = moments[:, : moments.shape[1] // 2]
         return mu.float()
 
     @staticmethod
@@ -145,18 +161,19 @@ class FastWanEncoder(nn.Module):
         return x
 
     def _conv_in(self, x: torch.Tensor, p: dict, caches: dict, index: int) -> torch.Tensor:
-        """The causal 3x3x3 conv over RGB as a 3x3 conv of the stacked frames (t-2, t-1, t)."""
+        """The causal 3x3x3 conv over the input channels as a 3x3 conv of the stacked frames (t-2, t-1, t)."""
         batch, colours, frames, height, width = x.shape
         previous = caches.get((index, 0))
         if previous is None:
             previous = x.new_zeros((batch, colours, 2, height, width))
         full = torch.cat([previous, x], dim=2)
         caches[(index, 0)] = full[:, :, -2:].clone()
-        stacked = _channels_last((batch, STACKED_INPUT_CHANNELS, frames, height, width), x)
+        channels = stacked_channels(colours)
+        stacked = _channels_last((batch, channels, frames, height, width), x)
         for k in range(3):
             stacked[:, k * colours : (k + 1) * colours].copy_(full[:, :, k : k + frames])
         stacked[:, 3 * colours :].zero_()
-        planes = stacked.permute(0, 2, 1, 3, 4).reshape(batch * frames, STACKED_INPUT_CHANNELS, height, width)
+        planes = stacked.permute(0, 2, 1, 3, 4).reshape(batch * frames, channels, height, width)
         out = self.convs(planes, p["weight"], p["bias"], 1, 1)
         return out.reshape(batch, frames, -1, height, width).permute(0, 2, 1, 3, 4)
 
@@ -186,11 +203,31 @@ class FastWanEncoder(nn.Module):
         return out, conv["bias_fp32"], total
 
     def _resblock(self, x, p, caches, index) -> _Residual:
+        return self._resblock_and_input(x, p, caches, index)[0]
+
+    def _resblock_and_input(self, x, p, caches, index) -> tuple[_Residual, torch.Tensor]:
+        """The block's pending output, and its input with anything pending added (its shortcut reads it)."""
         h, bias, x = self._causal_conv(x, p["norm1"], p["conv1"], caches, (index, 1))
         shortcut = self.convs(x, p["shortcut"]["weight"], p["shortcut"]["bias"], 1, 0) if "shortcut" in p else x
         h, bias, _ = self._causal_conv(_Residual(h, None, bias), p["norm2"], p["conv2"], caches, (index, 2),
                                        keep_input=False)
-        return _Residual(h, shortcut, bias)
+        return _Residual(h, shortcut, bias), x
+
+    def _residual_down(self, x, p, caches, index, first) -> _Residual:
+        """Wan2.2's down block: residual blocks, then (but the last) a downsample, plus the block input averaged
+        down to the output's shape; the sum is left pending for the next fused pass."""
+        x, block_input = self._resblock_and_input(x, p["resnets"][0], caches, (index, 0))
+        for j, resnet in enumerate(p["resnets"][1:], start=1):
+            x = self._resblock(x, resnet, caches, (index, j))
+        down = p["down"]
+        if down is not None:
+            x = self._down_spatial(self._value(x), down)
+            if "time" in down:
+                x = self._down_time(x, down, caches, (index, "down"), first)
+        shortcut = _avg_down(block_input, *p["avg"])
+        if isinstance(x, _Residual):  # no downsample: the last block's own shortcut and this one, added first
+            return _Residual(x.h, x.shortcut + shortcut, x.bias)
+        return _Residual(x, shortcut, None)
 
     def _down_spatial(self, x, p) -> torch.Tensor:
         # ZeroPad2d((0, 1, 0, 1)) then a stride-2 3x3 Conv2d on every frame. Frames are folded into the batch
@@ -228,22 +265,45 @@ class FastWanEncoder(nn.Module):
         return out.reshape(batch, frames, height, width, channels).permute(0, 4, 1, 2, 3)
 
 
+def _avg_down(x: torch.Tensor, factor_t: int, factor_s: int, out_channels: int) -> torch.Tensor:
+    """diffusers' AvgDown3D: frames zero-padded at the front to a multiple of factor_t, each (factor_t, factor_s,
+    factor_s) cell folded into channels (channel-major), consecutive groups of them averaged to out_channels.
+
+    A group is the cell's last dims (the whole cell, its rows or its columns), so the mean runs over those dims of
+    a view of the channels-last input (no folded copy) and only the smaller result is rearranged.
+    """
+    x = F.pad(x, (0, 0, 0, 0, (-x.shape[2]) % factor_t, 0))
+    batch, channels, frames, height, width = x.shape
+    t, h, w = frames // factor_t, height // factor_s, width // factor_s
+    cell = (factor_t, factor_s, factor_s)
+    group = channels * factor_t * factor_s * factor_s // out_channels
+    averaged = next((k for k in range(4) if math.prod(cell[3 - k :]) == group), None)
+    if averaged is None:
+        raise ValueError(f"AvgDown3D groups of {group} are not the last dims of its {cell} cells")
+    cells = x.permute(0, 2, 3, 4, 1).reshape(batch, t, factor_t, h, factor_s, w, factor_s, channels)
+    cells = cells.permute(0, 1, 3, 5, 7, 2, 4, 6)  # [B, t, h, w, C, factor_t, factor_s, factor_s], a view
+    means = cells.mean(dim=tuple(range(8 - averaged, 8))) if averaged else cells
+    return means.reshape(batch, t, h, w, out_channels).permute(0, 4, 1, 2, 3)  # [B, out, t, h, w], channels-last
+
+
 # ------------------------------------------------------------------------------------ weight preparation
 
 
 def _flatten_encoder(encoder: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The encoder as a flat list of (kind, module) in execution order (Wan2.1: no residual down blocks)."""
+    """The encoder as a flat list of (kind, module) in execution order (Wan2.2's down blocks stay whole)."""
     layers: list[tuple[str, nn.Module]] = [("conv_in", encoder.conv_in)]
     for block in encoder.down_blocks:
         name = type(block).__name__
         if name == "WanResidualBlock":
             layers.append(("resblock", block))
+        elif name == "WanResidualDownBlock":
+            layers.append(("resdown", block))
         elif name == "WanResample" and block.mode in ("downsample2d", "downsample3d"):
             layers.append(("down3d" if block.mode == "downsample3d" else "down2d", block))
         elif name == "WanAttentionBlock":
             layers.append(("attention", block))
         else:
-            raise ValueError(f"unsupported encoder block {name} (the fast path covers the Wan2.1 VAE)")
+            raise ValueError(f"unsupported encoder block {name} (the fast path covers the Wan2.1 and 2.2 VAEs)")
     mid = encoder.mid_block
     layers += [("resblock", mid.resnets[0]), ("attention", mid.attentions[0]), ("resblock", mid.resnets[1])]
     layers.append(("head", encoder))
@@ -251,10 +311,11 @@ def _flatten_encoder(encoder: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def _stacked_conv_in(module: nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """[96, 3, 3, 3, 3] -> [96, 16, 3, 3]: input channel k*3 + c is colour c of frame t - 2 + k."""
+    """[96, 3, 3, 3, 3] -> [96, 16, 3, 3]: input channel k*3 + c is colour c of frame t - 2 + k (Wan2.2:
+    [160, 12, 3, 3, 3] -> [160, 40, 3, 3], channel k*12 + c)."""
     weight = module.weight.detach()
     out_channels, colours, taps = weight.shape[:3]
-    stacked = weight.new_zeros((out_channels, STACKED_INPUT_CHANNELS, *weight.shape[3:]))
+    stacked = weight.new_zeros((out_channels, stacked_channels(colours), *weight.shape[3:]))
     for k in range(taps):
         stacked[:, k * colours : (k + 1) * colours] = weight[:, :, k]
     stacked = stacked.to(dtype).contiguous(memory_format=torch.channels_last)
@@ -282,36 +343,43 @@ def _norm(module: nn.Module, flat: bool = False) -> torch.Tensor:
 
 
 def _prepare_params(layers: list[tuple[str, nn.Module]], dtype: torch.dtype) -> list[dict]:
-    params: list[dict] = []
-    for kind, module in layers:
-        if kind == "conv_in":
-            params.append(_stacked_conv_in(module, dtype))
-        elif kind == "resblock":
-            entry = {
-                "norm1": _norm(module.norm1),
-                "conv1": _conv(module.conv1, dtype),
-                "norm2": _norm(module.norm2),
-                "conv2": _conv(module.conv2, dtype),
-            }
-            if isinstance(module.conv_shortcut, nn.Conv3d):
-                entry["shortcut"] = _conv(module.conv_shortcut, dtype)
-            params.append(entry)
-        elif kind in ("down2d", "down3d"):
-            entry = {"spatial": _conv(module.resample[1], dtype)}
-            if kind == "down3d":
-                entry["time"] = _conv(module.time_conv, dtype)
-            params.append(entry)
-        elif kind == "attention":
-            qkv, proj = module.to_qkv, module.proj
-            params.append(
-                {
-                    "norm": _norm(module.norm, flat=True),
-                    "qkv": _linear(qkv, dtype),
-                    "proj": _linear(proj, dtype),
-                }
-            )
-        elif kind == "head":
-            params.append({"norm": _norm(module.norm_out), "conv": _conv(module.conv_out, dtype)})
-        elif kind == "quant":
-            params.append({"conv": _conv(module, dtype)})
-    return params
+    return [_prepare_layer(kind, module, dtype) for kind, module in layers]
+
+
+def _prepare_layer(kind: str, module: nn.Module, dtype: torch.dtype) -> dict:
+    if kind == "conv_in":
+        return _stacked_conv_in(module, dtype)
+    if kind == "resblock":
+        entry = {
+            "norm1": _norm(module.norm1),
+            "conv1": _conv(module.conv1, dtype),
+            "norm2": _norm(module.norm2),
+            "conv2": _conv(module.conv2, dtype),
+        }
+        if isinstance(module.conv_shortcut, nn.Conv3d):
+            entry["shortcut"] = _conv(module.conv_shortcut, dtype)
+        return entry
+    if kind in ("down2d", "down3d"):
+        entry = {"spatial": _conv(module.resample[1], dtype)}
+        if kind == "down3d":
+            entry["time"] = _conv(module.time_conv, dtype)
+        return entry
+    if kind == "resdown":
+        down = module.downsampler
+        avg = module.avg_shortcut
+        return {
+            "resnets": [_prepare_layer("resblock", resnet, dtype) for resnet in module.resnets],
+            "down": None if down is None else _prepare_layer(down.mode.replace("downsample", "down"), down, dtype),
+            "avg": (avg.factor_t, avg.factor_s, avg.out_channels),
+        }
+    if kind == "attention":
+        return {
+            "norm": _norm(module.norm, flat=True),
+            "qkv": _linear(module.to_qkv, dtype),
+            "proj": _linear(module.proj, dtype),
+        }
+    if kind == "head":
+        return {"norm": _norm(module.norm_out), "conv": _conv(module.conv_out, dtype)}
+    if kind == "quant":
+        return {"conv": _conv(module, dtype)}
+    raise ValueError(f"unknown layer kind {kind}")

@@ -1,15 +1,20 @@
 """The "wan2.2" tokenizer: the Wan2.2 VAE (Wan2.2 TI2V-5B's; diffusers' AutoencoderKLWan modules) in two modes.
 
 - fp32: fp32 weights and input, TF32 off; equals the official `WanVAE_.encode(x, scale)` of `vae2_2.py` bit for
-  bit on CPU (2x2 patchify, then frame 0 alone and 4 frames at a time, as the official loop).
-- bf16: the same modules and loop with bf16 weights and activations (diffusers' RMS norm normalises in fp32);
-  mu is normalised in fp32 with the exact constants.
-On CUDA, cuDNN picks deterministic kernels by its heuristics (mode A), never by timing, so the same batch
-encodes to the same bits in any process on the same GPU model and software (deep verify relies on it).
+  bit on CPU (2x2 patchify, then frame 0 alone and 4 frames at a time, as the official loop). cuDNN picks
+  deterministic kernels by its heuristics (mode A), as the official module does in its own process.
+- bf16: 2x2 patchify, then the fast path (wan21_fast.FastWanEncoder over the same weights, as wan2.1's bf16):
+  causal windows sized by max_gpu_mem_gib, channels-last 3D bf16 convolutions, residual adds + RMS norm + SiLU
+  fused and rounded once, each convolution's kernel by a recorded cuDNN plan on CUDA (conv_kernels "plans") or
+  by cuDNN's heuristics in mode B; mu is normalised in fp32 with the exact constants. Decode runs diffusers'
+  modules in bf16.
+Kernels are never chosen by timing unless tokenizer.cudnn_benchmark asks for it (bf16, heuristics), so the
+same batch encodes to the same bits in any process on the same GPU model and software (deep verify relies on it).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import diffusers
@@ -19,7 +24,16 @@ from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
 from ..config import TokenizerConfig
 from ..errors import ConfigError
 from .base import Tokenizer
-from .wan21 import OFFICIAL_WINDOW, encode_mu, tf32_off
+from .wan21 import (
+    OFFICIAL_WINDOW,
+    check_conv_kernels,
+    encode_mu,
+    fast_encoder,
+    prepare_fast_path,
+    record_fast_plans,
+    require_cudnn_frontend,
+    tf32_off,
+)
 from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
 from .wan22_checkpoint import LATENTS_MEAN, LATENTS_STD, LOCAL_FILE_ADVICE, load_model
 
@@ -37,17 +51,26 @@ class Wan22Tokenizer(Tokenizer):
     precisions = {"fp32": 1e-5, "bf16": 2e-2}
 
     def __init__(self, checkpoint: str, precision: str = "fp32", sha256: str | None = None,
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str = "cpu", max_gpu_mem_gib: float = 24.0, cudnn_benchmark: bool = False,
+                 conv_kernels: str = "plans", conv_plans_dir: str | None = None):
         super().__init__(device)
         if precision not in self.precisions:
             raise ConfigError(f"tokenizer.precision={precision!r} is not allowed for wan2.2; allowed: "
                               f"{', '.join(self.precisions)}")
         self.precision = precision
+        # How the bf16 fast path's kernels are chosen, as configured (fp32 runs diffusers' modules: mode A)
+        self.cudnn_benchmark = precision == "bf16" and cudnn_benchmark
+        self.conv_kernels = conv_kernels if precision == "bf16" else None
+        planned = prepare_fast_path(device, conv_kernels) if precision == "bf16" else False
         self.source = resolve_checkpoint(checkpoint, LOCAL_FILE_ADVICE)
         self.checkpoint_sha256 = checkpoint_sha256(self.source)
         check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
         self._dtype = torch.float32 if precision == "fp32" else torch.bfloat16
         self._vae = load_model(self.source, self._dtype).to(self.device)
+        self._fast = None
+        if precision == "bf16":
+            self._fast = fast_encoder(self._vae, self.device, max_gpu_mem_gib, cudnn_benchmark, planned,
+                                      conv_plans_dir)
         self._mean = torch.tensor(list(LATENTS_MEAN), dtype=torch.float32, device=self.device).view(1, -1, 1, 1, 1)
         self._inv_std = (1.0 / torch.tensor(list(LATENTS_STD), dtype=torch.float32, device=self.device)
                          ).view(1, -1, 1, 1, 1)  # fmt: skip
@@ -58,6 +81,7 @@ class Wan22Tokenizer(Tokenizer):
     @classmethod
     def check_settings(cls, cfg: TokenizerConfig) -> None:
         super().check_settings(cfg)
+        check_conv_kernels(cfg)
         if not cfg.checkpoint:
             raise ConfigError(
                 "tokenizer.checkpoint is required for wan2.2: give Wan2.2_VAE.pth (hub repo Wan-AI/Wan2.2-TI2V-5B), "
@@ -66,6 +90,8 @@ class Wan22Tokenizer(Tokenizer):
 
     @classmethod
     def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
+        if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and device.startswith("cuda"):
+            require_cudnn_frontend()
         source = resolve_checkpoint(cfg.checkpoint, LOCAL_FILE_ADVICE)
         check_sha256(source, checkpoint_sha256(source), cfg.sha256)
         load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
@@ -73,11 +99,15 @@ class Wan22Tokenizer(Tokenizer):
     @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan22Tokenizer:
         cls.check_settings(cfg)
-        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device)
+        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device, cfg.max_gpu_mem_gib, cfg.cudnn_benchmark,
+                   cfg.conv_kernels, cfg.conv_plans_dir)
 
     @classmethod
     def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
         return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint, LOCAL_FILE_ADVICE))
+
+    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
+        record_fast_plans(self._fast, path, entries)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:
@@ -85,7 +115,10 @@ class Wan22Tokenizer(Tokenizer):
         self.check_geometry(video.shape[2], video.shape[3], video.shape[4])
         with torch.inference_mode(), tf32_off():
             patches = patchify(video.to(self.device, self._dtype), patch_size=PATCH)
-            mu = encode_mu(self._vae, patches, OFFICIAL_WINDOW)
+            if self._fast is not None:
+                mu = self._fast(patches)
+            else:
+                mu = encode_mu(self._vae, patches, OFFICIAL_WINDOW)
             latent = (mu.float() - self._mean) * self._inv_std
         return latent
 
@@ -101,7 +134,7 @@ class Wan22Tokenizer(Tokenizer):
         return frames.float()
 
     def fingerprint(self) -> dict[str, Any]:
-        return {
+        fingerprint = {
             "name": self.name,
             "checkpoint_sha256": self.checkpoint_sha256,
             "checkpoint_format": self.source.kind,
@@ -119,3 +152,8 @@ class Wan22Tokenizer(Tokenizer):
             "constants_dtype": "float32",
             "diffusers_version": diffusers.__version__,
         }
+        if self._fast is not None:  # the fast path's execution settings (fp32 keeps the keys it always had)
+            fingerprint.update({"temporal_window": None, "max_gpu_mem_gib": self._fast.max_gib,
+                                "cudnn_benchmark": self.cudnn_benchmark, "conv_kernels": self.conv_kernels,
+                                "encoder_path": "latentforge fast (wan21_fast)"})
+        return fingerprint
