@@ -1,7 +1,7 @@
 """run.max_reject_fraction across buckets: rejects of every bucket, found while decoding, count together against
 every candidate of the build; a bucket whose every sample fails at decode leaves an empty bucket cache and a root
-that still verifies. Decode failures are injected by wrapping the real PyAV decoder for chosen clips (the build runs
-in this process: one CPU slot, no decode workers)."""
+that still verifies, reads and takes statistics. Decode failures are injected by wrapping the real PyAV decoder
+for chosen clips (the build runs in this process: one CPU slot, no decode workers)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import pytest
 
 from helpers.bucket_world import CLIPS, bucket_config
 from latentforge.builder.run import build
+from latentforge.dataset import BucketedLatentDataset
 from latentforge.errors import LatentforgeError, SampleRejected
 from latentforge.pipeline import sample as sample_module
+from latentforge.report.stats_report import stats
 from latentforge.verification.entry import verify
 
 PORTRAITS = {"portrait", "portrait_rotated"}  # every sample of bucket 17x64x32
@@ -61,3 +63,5 @@ def test_a_bucket_whose_samples_all_fail_at_decode(bucket_inputs, tmp_path, monk
     assert report.ok, report.failures
     done = subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=root, capture_output=True)
     assert done.returncode == 0, done.stdout
+    assert set(stats(root, tmp_path / "stats").buckets) == {name for name, count in counts.items() if count}
+    assert len(BucketedLatentDataset(root)) == result.num_samples
