@@ -37,14 +37,17 @@ def _rejects(path) -> list[dict]:
 
 
 def test_rejects_of_several_buckets_add_up_against_the_limit(bucket_inputs, tmp_path, monkeypatch):
-    # tiny (no_bucket) + two portraits + short: 4 of 9 > 0.4, though no single bucket's 1 + own reaches it
-    _fail_decode(monkeypatch, PORTRAITS | {"short"})
+    # tiny (no_bucket), both clips of the first bucket and one of the second: 4 of 9 > 0.4, though the root's
+    # reject with either bucket's own stays within it; the second bucket stops the build
+    _fail_decode(monkeypatch, {"landscape", "landscape_long", "portrait"})
     root = tmp_path / "cache"
     with pytest.raises(LatentforgeError) as error:
         build(bucket_config(*bucket_inputs, root, ("run.max_reject_fraction=0.4",)), quiet=True)
     message = str(error.value)
     assert f"4 of {len(CLIPS)} samples were rejected" in message and "decode_error x3" in message, message
     assert not (root / "_CACHE_COMPLETE").exists() and not (root / "buckets.json").exists()
+    assert not (root / "buckets" / "17x64x32" / "_CACHE_COMPLETE").exists()
+    assert not (root / "buckets" / "17x48x48").exists()
 
 
 def test_a_bucket_whose_samples_all_fail_at_decode(bucket_inputs, tmp_path, monkeypatch):
