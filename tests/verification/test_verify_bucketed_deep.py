@@ -53,7 +53,9 @@ def test_a_changed_latent_in_one_bucket_fails_that_bucket_and_the_exit_code(buck
 
     code = main(["verify", str(root), "--deep", "--spot", "3", "--report", str(tmp_path / "r.json")])
     assert code == 1
-    assert "17x48x48/reencode" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "17x48x48/reencode" in printed and "17x48x48/rgb" in printed  # the check, and the quality table
+    assert "below PSNR 25" not in printed  # quality warnings show in the quality table, not as warnings
     report = json.loads((tmp_path / "r.json").read_text())
     failed = {(name, c["name"], c["dataset_index"]) for name, part in report["buckets"].items()
               for c in part["deep"] if not c["ok"]}
