@@ -79,6 +79,16 @@ def test_token_budget_and_weights():
         BucketBatchSampler(SIZES)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_weights_never_draw_a_bucket_without_batches(seed):
+    sizes = {"a": 3, "empty": 0, "short": 1}  # "short" has no batch of 2 under drop_last
+    sampler = BucketBatchSampler(sizes, 2, weights={"a": 1.0, "empty": 5.0, "short": 5.0}, seed=seed, drop_last=True)
+    batches = sampler.epoch_batches()
+    assert len(batches) == 1 and all(len(b) == 2 and set(b) <= {0, 1, 2} for b in batches)
+    with pytest.raises(ConfigError, match="only for buckets without a batch"):
+        BucketBatchSampler(sizes, 2, weights={"a": 0.0, "empty": 1.0, "short": 1.0}, drop_last=True).epoch_batches()
+
+
 def test_tiny_training_draws_batches_above_one_from_several_buckets(bucketed_cache):
     example = load_train_buckets()
     run = example.train_buckets(bucketed_cache, steps=8, batch_size=2, log_every=0)

@@ -38,8 +38,9 @@ def bucket_world(folder: Path) -> tuple[Path, Path]:
     return table, tiny_t5(folder / "t5", rows, d_model=32)
 
 
-def bucket_config(table: Path, t5: Path, root: Path, overrides: tuple[str, ...] = ()) -> BuildConfig:
-    extra = {
+def bucket_settings(table: Path, t5: Path, root: Path) -> dict[str, Any]:
+    """The config mapping of the bucketed build (what a YAML file for `latentforge build --config` holds)."""
+    return {
         "dataset": {"reader": "table", "path": [str(table)], "id_column": "id"},
         "frames": {"buckets": list(BUCKETS.values()), "fps": "source", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
@@ -48,4 +49,7 @@ def bucket_config(table: Path, t5: Path, root: Path, overrides: tuple[str, ...] 
         "output": {"root": str(root), "rows_per_shard": 2, "unit_size": 2, "batch_size": 2, "min_free_bytes": 0},
         "run": {"workers_per_gpu": 0, "max_reject_fraction": 0.5},
     }
-    return load_config(extra=extra, overrides=list(overrides))
+
+
+def bucket_config(table: Path, t5: Path, root: Path, overrides: tuple[str, ...] = ()) -> BuildConfig:
+    return load_config(extra=bucket_settings(table, t5, root), overrides=list(overrides))

@@ -74,7 +74,9 @@ def build_buckets(config: BuildConfig, root: Path, samples: list[Sample], plan_r
     if problem is not None:
         raise LatentforgeError(problem)
     entries: list[BucketEntry] = []
-    reasons = Counter(r.reason for r in root_rejects)
+    # Rejects so far: the root's, then every finished bucket's; each bucket counts them with its own against
+    # every candidate of the build, so the limit holds across buckets however the rejects are spread.
+    rejects = list(root_rejects)
     for bucket in parse_buckets(config.frames):
         members = [s for s in samples if _bucket_of(probes[s.source_index]) == bucket.name]
         if not members:
@@ -83,11 +85,15 @@ def build_buckets(config: BuildConfig, root: Path, samples: list[Sample], plan_r
         sub = bucket_config(config, root, bucket)
         bucket_root = Path(sub.output.root)
         if not (bucket_root / COMPLETE_MARKER).is_file():
-            _build_bucket(sub, members, probes, progress, stats, (root_rejects, candidates - len(members)))
+            _build_bucket(sub, members, probes, progress, stats, (rejects, candidates - len(members)))
         cache = CacheConfig.load(bucket_root)
-        reasons.update(r.reason for r in read_rejects(bucket_root))
+        rejects += read_rejects(bucket_root)
         entries.append(BucketEntry(bucket.name, *dataclasses.astuple(bucket), cache.num_samples,
                                    bucket_path(bucket.name), tuple(cache.latent.shape)))
+    problem = reject_problem(candidates, rejects, config.run.max_reject_fraction, "in all buckets")
+    if problem is not None:  # buckets finished by an earlier run were not checked against this run's limit
+        raise LatentforgeError(problem)
+    reasons = Counter(r.reason for r in rejects)
     started = time.perf_counter()
     index = BucketIndex(tuple(entries), config.frames.bucket_upscale, len(root_rejects))
     commit_bucketed_root(root, index, root_rejects)

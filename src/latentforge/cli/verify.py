@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             out.print(_table(integrity.checks, "integrity"))
         out.print(_table(report.checks, "deep"))
-        skipped = integrity.warnings + [w for w in report.warnings if w.name != "quality"]  # quality: own table
+        # quality warnings (`quality`, or `<bucket>/quality` on a bucketed root) have their own table
+        skipped = integrity.warnings + [w for w in report.warnings if w.name.rsplit("/", 1)[-1] != "quality"]
         if skipped:
             out.print(_table(skipped, "warnings", Text("warn", style="yellow")))
         if report.quality:

@@ -98,7 +98,14 @@ class BucketBatchSampler(Sampler[list[int]]):
             batches = [b for bucket in per_bucket for b in bucket]
             return [batches[i] for i in rng.permutation(len(batches))] if self.shuffle else batches
         total = sum(len(bucket) for bucket in per_bucket)
-        probabilities = np.asarray(self.weights) / sum(self.weights)
+        if not total:
+            return []
+        # A bucket without a batch (empty, e.g. every sample rejected, or short of drop_last's batch) is never drawn.
+        drawable = [weight if bucket else 0.0 for weight, bucket in zip(self.weights, per_bucket)]
+        if not sum(drawable):
+            raise ConfigError(f"weights {dict(zip(self.names, self.weights))} are positive only for buckets without "
+                              f"a batch (samples {dict(zip(self.names, self.bucket_sizes))}); weight one that has one")
+        probabilities = np.asarray(drawable) / sum(drawable)
         cursors = [0] * len(per_bucket)
         batches = []
         for slot in rng.choice(len(per_bucket), size=total, p=probabilities):

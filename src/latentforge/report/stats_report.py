@@ -65,12 +65,15 @@ def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFA
           progress: Progress | None = None) -> StatsReport | BucketStatsReport:
     """Statistics of every `every`-th sample, written under `out` (default ROOT/build/stats); with
     `cosmos_mean_std`, also Cosmos-Predict2's mean/std files of `modality` into that folder. `progress` as in
-    compute_stats. A bucketed root gets a report per bucket, in `<out>/<bucket>` (and `<cosmos_mean_std>/<bucket>`)."""
+    compute_stats. A bucketed root gets a report per bucket with samples, in `<out>/<bucket>` (and
+    `<cosmos_mean_std>/<bucket>`)."""
     root = Path(root)
     if is_bucketed(root):
         folder = Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER
         reports = {}
         for entry in BucketIndex.load(root).filled:
+            if entry.num_samples == 0:  # every sample of it was rejected while encoding: nothing to measure
+                continue
             cosmos = None if cosmos_mean_std is None else Path(cosmos_mean_std) / entry.name
             report = stats(root / str(entry.path), folder / entry.name, extreme, every, cosmos, modality, progress)
             assert isinstance(report, StatsReport)  # a bucket's root is a single cache

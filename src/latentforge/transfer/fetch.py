@@ -82,13 +82,16 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     problems += [problem for problem in run_parallel(download, report.downloaded, options.workers) if problem]
     stray = sorted(set(checksummed_files(root)) - set(listed))
     problems += [f"{rel}: present but not listed in {SUMS}" for rel in stray]
+    markers = bucket_markers(list(listed))  # not checksummed, so not among the listed files checked above
+    problems += [f"{marker}: missing at {remote.url}, so that bucket's cache is not complete there" for marker, size
+                 in zip(markers, run_parallel(remote.size, markers, options.workers)) if size is None]
     if problems:
         raise CacheIntegrityError(
             f"{root}: SHA256SUMS check failed after fetching {source.url}; no marker written:\n  "
             + "\n  ".join(problems)
         )
     report.bytes_downloaded = sum(paths[rel].stat().st_size for rel in report.downloaded)
-    for marker in [*bucket_markers(list(listed)), COMPLETE_MARKER]:  # the root's last
+    for marker in [*markers, COMPLETE_MARKER]:  # the root's last
         remote.download(marker, root / marker)
     if published:
         remote.download(PUBLISHED_MARKER, root / PUBLISHED_MARKER)

@@ -270,15 +270,16 @@ def verify_deep(root: Path, spot: int = DEFAULT_SPOT, overrides: Overrides = Ove
     report = DeepReport(integrity=verify_integrity(root, require_complete, progress),
                         environment=environment_record(overrides.device), thresholds=thresholds)
     if report.integrity.ok:
-        _run_deep(root, spot, overrides, thresholds, indices, report, progress)
+        run_deep_checks(root, spot, overrides, thresholds, indices, report, progress)
     report.path = Path(report_path) if report_path else root / RUN_RECORDS_DIR / VERIFY_REPORT
     with atomic_path(report.path) as tmp:
         tmp.write_text(json.dumps(report.to_json(), indent=2, allow_nan=True), encoding="utf-8")
     return report
 
 
-def _run_deep(root: Path, spot: int, overrides: Overrides, thresholds: QualityThresholds, indices: list[int] | None,
-              report: DeepReport, progress: Progress | None) -> None:
+def run_deep_checks(root: Path, spot: int, overrides: Overrides, thresholds: QualityThresholds,
+                    indices: list[int] | None, report: DeepReport, progress: Progress | None) -> None:
+    """The deep checks of one cache whose integrity passed, recorded in `report` (nothing is written)."""
     cache_config = CacheConfig.load(root)
     config = recorded_config(root, overrides)
     rec = CheckRecorder()

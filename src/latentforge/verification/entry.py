@@ -11,6 +11,7 @@ from ..cache.integrity import verify_integrity
 from ..cache.layout import BUCKETS_DIR
 from ..errors import ConfigError
 from ..reporting import Progress
+from .bucketed_deep import BucketedDeepReport, verify_bucketed_deep
 from .deep import DEFAULT_SPOT, DeepReport, verify_deep
 from .quality import QualityThresholds
 from .reencode import Overrides
@@ -19,16 +20,19 @@ from .reencode import Overrides
 def verify(root: str | Path, *, deep: bool = False, require_complete: bool = True, spot: int = DEFAULT_SPOT,
            indices: list[int] | None = None, overrides: Overrides = Overrides(),
            thresholds: QualityThresholds = QualityThresholds(), report_path: Path | None = None,
-           progress: Progress | None = None) -> VerifyReport | DeepReport:
+           progress: Progress | None = None) -> VerifyReport | DeepReport | BucketedDeepReport:
     """Is the cache at `root` intact (its own records, SHA256SUMS, shapes, NaN, padding), and with `deep`, does
     it hold what its sources, tokenizer and text encoder give? A bucketed root is checked as a whole and bucket by
-bucket (integrity only; the deep verify runs on one bucket's cache). The report's `ok` is the verdict; `progress`
+    bucket; its deep verify spreads `spot` samples over each bucket. The report's `ok` is the verdict; `progress`
     (latentforge.reporting) sees the integrity steps "sha256" and "rows", then the deep ones."""
     if is_bucketed(Path(root)):
-        if deep:
-            raise ConfigError(f"{root} holds one cache per bucket; run the deep verify on each: latentforge verify "
-                              f"--deep {Path(root) / BUCKETS_DIR}/<bucket>")
-        return verify_bucketed(Path(root), require_complete, progress)
+        if not deep:
+            return verify_bucketed(Path(root), require_complete, progress)
+        if indices is not None:  # a dataset_index names a sample of one bucket's cache, not of the root
+            raise ConfigError(f"{root} holds one cache per bucket, so --index is ambiguous; use --spot to check "
+                              f"every bucket, or --index on one bucket: latentforge verify --deep "
+                              f"{Path(root) / BUCKETS_DIR}/<bucket> --index I")
+        return verify_bucketed_deep(Path(root), spot, overrides, thresholds, require_complete, report_path, progress)
     if not deep:
         return verify_integrity(Path(root), require_complete, progress)
     return verify_deep(Path(root), spot, overrides, thresholds, indices, require_complete, report_path, progress)
