@@ -6,6 +6,7 @@ The entry points, importable from here (each loads its part of the package on fi
     scan(config)              probe the input on the CPU        latentforge.builder.scan
     load_config(...)          preset/YAML/overrides -> config   latentforge.config
     verify(root, deep=...)    prove a cache intact / faithful   latentforge.verification.entry
+    query_indices(root, sql)  dataset indices matching SQL      latentforge.cache.manifest_query
     stats(root)               statistics, plots, HTML report    latentforge.report.stats_report
     preview(root)             decoded samples beside sources    latentforge.report.preview
     publish(root, dests)      upload, _SUCCESS last             latentforge.transfer
@@ -30,6 +31,7 @@ _EXPORTS = {
     "BuildConfig": "latentforge.config",
     "verify": "latentforge.verification.entry",
     "Overrides": "latentforge.verification.reencode",
+    "query_indices": "latentforge.cache.manifest_query",
     "stats": "latentforge.report.stats_report",
     "preview": "latentforge.report.preview",
     "publish": "latentforge.transfer",
@@ -42,13 +44,15 @@ _EXPORTS = {
 
 __all__ = [
     "__version__", "build", "BuildResult", "scan", "load_config", "BuildConfig", "verify", "Overrides", "stats",
-    "preview", "publish", "fetch", "Destination", "LatentCacheDataset", "CacheExpectation", "CacheConfig",
+    "query_indices", "preview", "publish", "fetch", "Destination", "LatentCacheDataset", "CacheExpectation",
+    "CacheConfig",
 ]
 
 if TYPE_CHECKING:
     from .builder.run import BuildResult, build
     from .builder.scan import scan
     from .cache.config_file import CacheConfig
+    from .cache.manifest_query import query_indices
     from .config import BuildConfig, load_config
     from .dataset import CacheExpectation, LatentCacheDataset
     from .report.preview import preview

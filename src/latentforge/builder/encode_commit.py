@@ -58,12 +58,16 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     todo: list[Unit] = [u for u in units if u.index not in done]
     todo_samples = sum(len(u.samples) for u in todo)
     stats.samples_todo += todo_samples
+    stats.units_todo += len(todo)
+    for reject in plan_rejects + probe_rejects:
+        stats.rejects_before_encode[reject.reason] = stats.rejects_before_encode.get(reject.reason, 0) + 1
     if todo:
         with progress.task("encode", len(samples), completed=len(samples) - todo_samples) as advance:
             def on_event(event: RankEvent) -> None:
                 if event.stats:
                     stats.ranks[event.rank] = RankStats(**event.stats)
                 if isinstance(event, UnitStaged):
+                    stats.units_staged += 1
                     advance(event.samples)
 
             executor.run(todo, on_event)

@@ -21,6 +21,7 @@ from ..cache.rows import read_rejects
 from ..config import BuildConfig
 from ..errors import LatentforgeError, StopRequested, storage_error
 from ..executor.base import Executor, executor_for
+from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
 from ..faults import arm_main_process
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
@@ -71,7 +72,7 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> 
     on_main_thread = threading.current_thread() is threading.main_thread()
     guard = stop_on_signals() if on_main_thread else contextlib.nullcontext()
     try:
-        with guard, BuildLock(build_dir):
+        with guard, BuildLock(build_dir), _serve_metrics(config, stats):
             try:
                 result = _build_locked(config, executor, root, overwrite, BuildProgress(quiet), stats)
             except StopRequested:
@@ -90,6 +91,14 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> 
         if typed is None:
             raise
         raise typed from error
+
+
+def _serve_metrics(config: BuildConfig, stats: RunStats) -> contextlib.AbstractContextManager:
+    """The main process's Prometheus endpoint on run.metrics_port while the build holds its lock."""
+    if not config.run.metrics_port:
+        return contextlib.nullcontext()
+    return contextlib.closing(MetricsServer(config.run.metrics_host, config.run.metrics_port, stats.metrics,
+                                            "the build's main process"))
 
 
 def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite: bool, progress: BuildProgress,

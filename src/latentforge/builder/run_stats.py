@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..cache.layout import run_stats_name
+from ..executor.metrics import Metrics, current_rss_bytes
 from ..executor.rank_stats import RankStats, utc_stamp
 from ..io import write_text_atomic
 from ..pipeline.environment import environment_record
@@ -34,8 +35,11 @@ class RunStats:
     samples_todo: int = 0  # planned samples in units this run had to do
     main_seconds: dict[str, float] = field(default_factory=dict)  # probe, commit, ...
     ranks: dict[int, RankStats] = field(default_factory=dict)
-    rejects_by_reason: dict[str, int] = field(default_factory=dict)
+    rejects_by_reason: dict[str, int] = field(default_factory=dict)  # the cache's, once committed
     settings: dict[str, Any] = field(default_factory=dict)
+    rejects_before_encode: dict[str, int] = field(default_factory=dict)  # this run's plan and probe rejects
+    units_todo: int = 0  # units this run had to encode
+    units_staged: int = 0
 
     @property
     def path_name(self) -> str:
@@ -53,13 +57,34 @@ class RunStats:
         device = torch.device(slots[0])
         return environment_record(device) if device.type == "cpu" or torch.cuda.is_available() else None
 
+    def _stage_seconds(self) -> Counter[str]:
+        per_stage: Counter[str] = Counter()
+        for rank in list(self.ranks.values()):
+            per_stage.update(rank.seconds)
+        per_stage.update(self.main_seconds)
+        return per_stage
+
+    def metrics(self) -> Metrics:
+        """What the main process's endpoint serves (executor/metrics.py), summed over the ranks seen so far."""
+        ranks = [self.ranks[k] for k in sorted(self.ranks)]
+        encoded = sum(r.samples for r in ranks)
+        rejects: Counter[str] = Counter(self.rejects_before_encode)
+        for rank in ranks:
+            rejects.update(rank.rejects)
+        return {
+            "samples_encoded": encoded,
+            "samples_per_second": encoded / max(time.time() - self.started_unix, 1e-9),
+            "stage_seconds": dict(sorted(self._stage_seconds().items())),
+            "rejects": dict(sorted(rejects.items())),
+            "queue_depth": {"units": self.units_todo - self.units_staged},
+            "rss_bytes": {"main": current_rss_bytes(), **{f"rank{r.rank}": r.rss_bytes for r in ranks}},
+            "gpu_memory_bytes": {str(r.rank): r.peak_gpu_bytes or 0 for r in ranks},
+        }
+
     def summary(self) -> dict[str, Any]:
         ranks = [self.ranks[k] for k in sorted(self.ranks)]
         encoded = sum(r.samples for r in ranks)
-        per_stage: Counter[str] = Counter()
-        for rank in ranks:
-            per_stage.update(rank.seconds)
-        per_stage.update(self.main_seconds)
+        per_stage = self._stage_seconds()
         per_sample = {k: v / encoded for k, v in sorted(per_stage.items())} if encoded else {}
         cpu = sum(r.cpu_seconds for r in ranks)
         return {
@@ -81,6 +106,7 @@ class RunStats:
             # deep verify compares latents bit for bit only when every run of the build recorded an
             # environment and it equals the verifier's (verify/tolerances.py)
             "environment": self.environment(),
+            "metrics": self.metrics(),  # the numbers the metrics endpoint served, at the end of the run
         }
 
     def write(self, build_dir: Path) -> Path:

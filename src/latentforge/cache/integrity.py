@@ -24,6 +24,7 @@ from .layout import (
     COMPLETE_MARKER,
     EMPTY_PROMPT,
     MANIFEST,
+    MANIFEST_TABLE,
     PUBLISHED_MARKER,
     REJECTS,
     ROOT_ENTRIES,
@@ -32,7 +33,8 @@ from .layout import (
     DatasetSpecs,
     ShardSchema,
 )
-from .rows import MANIFEST_KEYS, ManifestRow
+from .manifest_table import manifest_table, read_manifest_table
+from .rows import MANIFEST_KEYS, ManifestRow, read_manifest
 
 Shards = list[tuple[str, int, int]]
 
@@ -132,6 +134,27 @@ def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckReco
         rec.fail("manifest", f"{MANIFEST} has {len(lines)} rows, cache_config num_samples is {num_samples}")
     rec.close("manifest", f"{num_samples} rows, dense dataset_index, shard_path/cache_row agree with the shards")
     return source_of, units
+
+
+def _check_manifest_table(root: Path, rec: CheckRecorder) -> None:
+    """manifest.parquet holds exactly the table manifest.jsonl's rows make (absent in caches written before it)."""
+    if not (root / MANIFEST_TABLE).is_file():
+        rec.warn("manifest_table", f"no {MANIFEST_TABLE} (a cache written before the index existed): "
+                 "`latentforge query` needs it; rebuild the cache to add it")
+        return
+    try:
+        want = manifest_table(read_manifest(root))
+    except (OSError, ValueError, TypeError, KeyError):
+        return  # the manifest check names the broken line
+    try:
+        got = read_manifest_table(root)
+    except CacheIntegrityError as error:
+        rec.fail("manifest_table", str(error))
+        return
+    if not got.equals(want):
+        rec.fail("manifest_table", f"{MANIFEST_TABLE} does not hold the rows of {MANIFEST} "
+                 f"({got.num_rows} rows, columns {got.column_names}); rebuild the cache")
+    rec.close("manifest_table", f"{MANIFEST_TABLE} holds the rows of {MANIFEST}")
 
 
 def _check_encoded_by(config: CacheConfig, manifest_units: set[int], rec: CheckRecorder) -> None:
@@ -299,6 +322,7 @@ def verify_integrity(root: Path, require_complete: bool = True, progress: Progre
     _check_shard_files(root, config, shards, rec)
     _check_sums(root, shards, rec, progress)
     source_of, units = _check_manifest(root, config.num_samples, shards, rec)
+    _check_manifest_table(root, rec)
     _check_encoded_by(config, units, rec)
     _check_shards(root, schema, shards, source_of, rec, progress)
     _check_empty_prompt(root, config, schema, rec)

@@ -2,7 +2,8 @@
 each shard holds (docs/cache-format.md).
 
 ```
-ROOT/README.md cache_config.json manifest.jsonl rejects.jsonl empty_prompt.h5 SHA256SUMS _CACHE_COMPLETE [_SUCCESS]
+ROOT/README.md cache_config.json manifest.jsonl manifest.parquet rejects.jsonl empty_prompt.h5 SHA256SUMS
+ROOT/_CACHE_COMPLETE [_SUCCESS]
 ROOT/shards/part-KKKKK-of-NNNNN-START-END.h5
 ROOT/build/   run records: run.json, plan, staging/, models.json, stats-<utc>.json, lock (never checksummed)
 ```
@@ -19,6 +20,7 @@ import numpy as np
 # --------------------------------------------------------------------------------------- the root
 CACHE_CONFIG = "cache_config.json"
 MANIFEST = "manifest.jsonl"
+MANIFEST_TABLE = "manifest.parquet"  # manifest.jsonl as a flat table, for queries (cache/manifest_table.py)
 REJECTS = "rejects.jsonl"
 EMPTY_PROMPT = "empty_prompt.h5"
 README = "README.md"
@@ -30,7 +32,7 @@ RUN_RECORDS_DIR = "build"
 # Markers say something about the cache's state, not its content; build/ holds run records.
 NOT_CHECKSUMMED = frozenset({SUMS, COMPLETE_MARKER, PUBLISHED_MARKER})
 # Everything a cache root may hold; verify fails on anything else, listed in SHA256SUMS or not.
-ROOT_ENTRIES = frozenset({CACHE_CONFIG, MANIFEST, REJECTS, EMPTY_PROMPT, README, SUMS, COMPLETE_MARKER,
+ROOT_ENTRIES = frozenset({CACHE_CONFIG, MANIFEST, MANIFEST_TABLE, REJECTS, EMPTY_PROMPT, README, SUMS, COMPLETE_MARKER,
                           PUBLISHED_MARKER, SHARDS_DIR, RUN_RECORDS_DIR})
 
 # ------------------------------------------------------------- a bucketed root (frames.buckets)

@@ -15,6 +15,7 @@ from .layout import (
     COMPLETE_MARKER,
     EMPTY_PROMPT,
     MANIFEST,
+    MANIFEST_TABLE,
     PUBLISHED_MARKER,
     README,
     REJECTS,
@@ -93,7 +94,7 @@ def _dataset_table(config: CacheConfig) -> list[str]:
 def _layout_block(config: CacheConfig) -> list[str]:
     names = [rel.split("/", 1)[1] for rel, _, _ in config.shard_paths()]
     listed = names if len(names) <= 3 else [names[0], "...", names[-1]]
-    top = f"{README} {CACHE_CONFIG} {MANIFEST} {REJECTS}"
+    top = f"{README} {CACHE_CONFIG} {MANIFEST} {MANIFEST_TABLE} {REJECTS}"
     if config.text is not None and config.text.empty_prompt:
         top += f" {EMPTY_PROMPT}"
     return ["```text", top, f"{SUMS} {COMPLETE_MARKER} [{PUBLISHED_MARKER} after publish]", f"{SHARDS_DIR}/",
@@ -135,7 +136,8 @@ def render_cache_readme(config: CacheConfig, readme_context: dict[str, Any]) -> 
         "",
         f"`{MANIFEST}` maps each `dataset_index` to `shard_path`/`cache_row`, with the sample id, prompt, "
         f"source path and provenance (frame indices, timestamps, crop box). `{REJECTS}` lists the samples "
-        f"left out and why. `{CACHE_CONFIG}` records every setting that defines the numbers.",
+        f"left out and why. `{CACHE_CONFIG}` records every setting that defines the numbers. `{MANIFEST_TABLE}` "
+        "holds the manifest's rows as a table for SQL, e.g. `latentforge query . \"caption LIKE '%car%'\"`.",
         "",
         "Reading one sample:",
         "",

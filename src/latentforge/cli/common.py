@@ -39,6 +39,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers-per-gpu", type=int, help="CPU decode workers per encoder process (0: inline)")
     parser.add_argument("--executor", help="local | ray: where units run (docs/execution.md)")
     parser.add_argument("--ray-address", help="with --executor ray: auto | HOST:PORT of the Ray cluster")
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT (the main "
+                        "process) and PORT+1+r (rank r) while the build runs (docs/execution.md)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
 
 

@@ -139,6 +139,9 @@ def validate(config: BuildConfig) -> None:
                           f"{config.run.workers_per_gpu} >= 0")
     if config.run.max_unit_tries < 1:
         raise ConfigError(f"run.max_unit_tries={config.run.max_unit_tries} must be >= 1")
+    if not 0 <= config.run.metrics_port <= 65535:
+        raise ConfigError(f"run.metrics_port={config.run.metrics_port} is not a TCP port; give 1..65535, or 0 "
+                          "for no metrics endpoint")
     if not 0.0 <= config.run.max_reject_fraction <= 1.0:
         raise ConfigError(f"run.max_reject_fraction={config.run.max_reject_fraction} must be within [0, 1]")
     if not config.dataset.path:

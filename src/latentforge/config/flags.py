@@ -31,6 +31,7 @@ FLAG_KEYS = {
     "on_missing_caption": "dataset.on_missing_caption",
     "executor": "run.executor",
     "ray_address": "run.ray_address",
+    "metrics_port": "run.metrics_port",
 }
 
 

@@ -125,6 +125,9 @@ class RunConfig:
     executor: str = "local"  # local | ray (docs/execution.md)
     ray_address: str = ""  # ray: auto | HOST:PORT; empty joins RAY_ADDRESS or starts a local Ray
     max_unit_tries: int = 3  # ray: a unit whose worker fails this many times stops the build with its error
+    # Prometheus endpoints: the main process on metrics_port, rank r on metrics_port + 1 + r; 0 serves none
+    metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"  # the address they bind; 0.0.0.0 lets other machines scrape them
 
 
 @dataclass

@@ -13,6 +13,7 @@ from torch.utils.data import Dataset
 
 from ..cache.config_file import CacheConfig
 from ..cache.layout import EMPTY_PROMPT, SOURCE_INDEX_DATASET
+from ..cache.manifest_query import query_indices
 from ..errors import CacheIntegrityError, ConfigError
 from .expect import CacheExpectation, CacheMismatch, check_expectation
 from .manifest_index import ManifestIndex, read_manifest_index
@@ -34,6 +35,9 @@ class LatentCacheDataset(Dataset):
 
     HDF5 files open lazily in the process that reads, so the dataset is safe to hand to DataLoader workers
     under fork and spawn. `expect=` is checked here, before the first item.
+
+    `where=` keeps only the rows whose manifest satisfies an SQL condition (`latentforge.query_indices`); item i
+    is then the i-th of those rows, and its `dataset_index` is still the row's place in the whole cache.
     """
 
     def __init__(
@@ -44,6 +48,7 @@ class LatentCacheDataset(Dataset):
         *,
         text: bool = True,
         require_complete: bool = True,
+        where: str | None = None,
     ):
         self.root: Path = resolve_cache_root(root)
         self.config: CacheConfig = load_for_training(self.root, require_complete)
@@ -70,12 +75,14 @@ class LatentCacheDataset(Dataset):
         self.latent_shape = (cursor, *self.config.latent.shape[1:])
         self.text = text and self.config.text is not None
         self.index: ManifestIndex = read_manifest_index(self.root, self.config.num_samples)
+        self.rows: np.ndarray = np.asarray(query_indices(self.root, where) if where is not None else
+                                           range(len(self.index)), dtype=np.int64)
         self._shards: ShardReader | None = None
         self._pid: int | None = None
         self._empty_prompt: dict[str, torch.Tensor] | None = None
 
     def __len__(self) -> int:
-        return len(self.index)
+        return len(self.rows)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]
@@ -86,7 +93,7 @@ class LatentCacheDataset(Dataset):
         Rows go straight into memory the main process can map (see row_reader), so a DataLoader worker does not
         copy a batch into shared memory after reading it.
         """
-        indices = [int(index) for index in indices]
+        indices = [self._dataset_index(int(item)) for item in indices]
         reader = self._reader()
         locations = [self._locate(index) for index in indices]
         latent = reader.gather(locations, self.config.latent.dataset, self.latent_shape, self._reads)
@@ -110,10 +117,13 @@ class LatentCacheDataset(Dataset):
             items.append(item)
         return items
 
+    def _dataset_index(self, item: int) -> int:
+        if not 0 <= item < len(self.rows):
+            raise IndexError(f"item {item} is out of range for a dataset of {len(self.rows)} samples")
+        return int(self.rows[item])
+
     def _locate(self, index: int) -> tuple[int, int]:
         """(shard, row) of a dataset_index, after checking the row is the sample the manifest names."""
-        if not 0 <= index < len(self):
-            raise IndexError(f"dataset_index {index} is out of range for a cache of {len(self)} samples")
         shard, row = int(self.index.shard_of[index]), int(self.index.cache_row[index])
         stored = int(self._reader().file(shard)[SOURCE_INDEX_DATASET][row])
         if stored != self.index.source_index[index]:

@@ -65,6 +65,11 @@ class DecodeStream:
         self.decode_seconds = 0.0
         self.worker_cpu_seconds = 0.0
 
+    @property
+    def queued_samples(self) -> int:
+        """Samples handed to decode (or decoded) and not yet taken by the encoder."""
+        return len(self._slots)
+
     def worker_pids(self) -> list[int]:
         return list(self._pool._processes) if self._pool is not None and self._pool._processes else []
 

@@ -22,6 +22,7 @@ from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit
 from ..text.prompt_cache import PromptCache
 from .decode_stream import DecodeStream
 from .events import RankEvent, RankFinished, UnitStaged
+from .metrics import MetricsServer, current_rss_bytes, rank_metrics_port
 from .process_setup import child_process_setup, dump_stacks_on_sigusr1, stacks_file
 from .rank_stats import RankStats
 from .staging_writer import StagingWriter
@@ -37,12 +38,31 @@ class RankSpec:
     build_dir: str
 
 
+def serve_rank_metrics(spec: RankSpec, stats: RankStats, queues: Callable[[], dict[str, int]]
+                       ) -> contextlib.AbstractContextManager:
+    """The rank's Prometheus endpoint while the block runs (run.metrics_port + 1 + rank), or nothing."""
+    run = spec.config.run
+    if not run.metrics_port:
+        return contextlib.nullcontext()
+    server = MetricsServer(run.metrics_host, rank_metrics_port(run.metrics_port, spec.rank),
+                           lambda: stats.metrics(queues(), current_rss_bytes()), f"rank {spec.rank}")
+    return contextlib.closing(server)
+
+
 def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], int | None],
              report: Callable[[RankEvent], None],
              on_stream: Callable[[DecodeStream], None] = lambda stream: None) -> RankStats:
+    stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers)
+    live: dict[str, Callable[[], int]] = {}
+    with serve_rank_metrics(spec, stats, lambda: {name: depth() for name, depth in live.items()}):
+        return _run_rank(spec, stats, live, units, next_index, report, on_stream)
+
+
+def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int]], units: dict[int, Unit],
+              next_index: Callable[[], int | None], report: Callable[[RankEvent], None],
+              on_stream: Callable[[DecodeStream], None]) -> RankStats:
     if spec.torch_threads is not None:
         torch.set_num_threads(spec.torch_threads)
-    stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers)
     device = torch.device(spec.device)
     tokenizer, text = load_models(spec.config, device, Path(spec.build_dir))
     if spec.rank == 0:  # commit then needs no models of its own
@@ -60,6 +80,8 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
         stats.units += 1
         stats.samples += payload.num_samples
         stats.accepted += len(payload.rows)
+        stats.add_rejects(r.reason for r in payload.rejects)
+        stats.queues = {name: depth() for name, depth in live.items()}
         # Live clocks with every staged unit, so a run stopped by SIGTERM still reports them (bench/build.py).
         stats.seconds.update(encode=ctx.seconds.get("encode", 0.0), text=ctx.seconds.get("text", 0.0),
                              decode=stream.decode_seconds, encoder_wait=stream.wait_seconds)
@@ -67,6 +89,7 @@ def run_rank(spec: RankSpec, units: dict[int, Unit], next_index: Callable[[], in
         report(UnitStaged(spec.rank, payload.unit, payload.num_samples, stats.to_json()))
 
     writer = StagingWriter(Path(spec.build_dir), staged)
+    live.update(decode=lambda: stream.queued_samples, staging=lambda: writer.pending)
     ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, writer)
     try:
         for unit, decoded in stream.units():

@@ -7,11 +7,12 @@ import resource
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
 from ..pipeline.environment import environment_record
+from .metrics import Metrics, current_rss_bytes
 
 
 def utc_stamp(when: float | None = None) -> str:
@@ -36,6 +37,14 @@ class RankStats:
     heartbeat_utc: str = ""
     heartbeat_unix: float = 0.0
     environment: dict[str, str] = field(default_factory=dict)  # device model and software it encoded with
+    rejects: dict[str, int] = field(default_factory=dict)  # samples its units rejected, by reason
+    rss_bytes: int = 0  # resident memory at the last heartbeat
+    queues: dict[str, int] = field(default_factory=dict)  # decode, staging: work waiting at the last heartbeat
+    started_unix: float = field(default_factory=time.time)
+
+    def add_rejects(self, reasons: Iterable[str]) -> None:
+        for reason in reasons:
+            self.rejects[reason] = self.rejects.get(reason, 0) + 1
 
     def beat(self, worker_cpu_seconds: float) -> None:
         """Refresh the clocks that are read from the OS, and the heartbeat (in the rank's own process, so
@@ -44,6 +53,7 @@ class RankStats:
             self.environment = environment_record(self.device)
         self.cpu_seconds = time.process_time() + worker_cpu_seconds
         self.peak_host_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        self.rss_bytes = current_rss_bytes()
         if self.device.startswith("cuda"):
             self.peak_gpu_bytes = int(torch.cuda.max_memory_allocated(self.device))
         self.heartbeat_unix = time.time()
@@ -51,3 +61,13 @@ class RankStats:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def metrics(self, queues: dict[str, int] | None = None, rss_bytes: int | None = None) -> Metrics:
+        """What the rank's endpoint serves (executor/metrics.py): the last beat's numbers, with live queue
+        depths and resident memory where given."""
+        elapsed = max(time.time() - self.started_unix, 1e-9)
+        return {"samples_encoded": self.samples, "samples_per_second": self.samples / elapsed,
+                "stage_seconds": dict(self.seconds), "rejects": dict(self.rejects),
+                "queue_depth": dict(self.queues if queues is None else queues),
+                "rss_bytes": {f"rank{self.rank}": self.rss_bytes if rss_bytes is None else rss_bytes},
+                "gpu_memory_bytes": {str(self.rank): self.peak_gpu_bytes or 0}}

@@ -8,10 +8,11 @@ in the driver (it is an optional extra).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -23,7 +24,7 @@ from ..text.prompt_cache import PromptCache
 from ..version import __version__
 from .decode_stream import DecodeStream
 from .events import RankFinished, UnitStaged
-from .rank import RankSpec, describe_failure
+from .rank import RankSpec, describe_failure, serve_rank_metrics
 from .rank_stats import RankStats
 
 
@@ -66,8 +67,11 @@ class RankWorker:
         node = f"{ray.util.get_node_ip_address()} pid {os.getpid()}"
         stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers)
         stream: DecodeStream | None = None
+        live: dict[str, Callable[[], int]] = {}
+        metrics = contextlib.ExitStack()
         try:
             _check_node(spec, self.facts, node)
+            metrics.enter_context(serve_rank_metrics(spec, stats, lambda: {k: depth() for k, depth in live.items()}))
             if spec.torch_threads is not None:
                 torch.set_num_threads(spec.torch_threads)
             tokenizer, text = load_models(spec.config, torch.device(spec.device), Path(spec.build_dir))
@@ -78,9 +82,11 @@ class RankWorker:
             def stage(payload: StagedPayload) -> None:
                 write(payload)
                 stats.accepted += len(payload.rows)
+                stats.add_rejects(r.reason for r in payload.rejects)
 
             ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, stage)
             stream = DecodeStream(spec.config, self._take, spec.workers)
+            live["decode"] = lambda: stream.queued_samples
             for unit, decoded in stream.units():
                 run_unit(unit, ctx, decoded)
                 stats.units += 1
@@ -90,6 +96,7 @@ class RankWorker:
             failure = describe_failure(error, spec.build_dir, spec.rank)
             return RankFinished(spec.rank, self._finish(stats, stream, None), failure, node)
         finally:
+            metrics.close()
             if stream is not None:
                 stream.close()
         return RankFinished(spec.rank, self._finish(stats, stream, ctx), None, node)

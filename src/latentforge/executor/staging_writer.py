@@ -43,6 +43,11 @@ class StagingWriter:
         self._raise_pending()
         self._jobs.put(payload)
 
+    @property
+    def pending(self) -> int:
+        """Staged units handed over and not yet written."""
+        return self._jobs.qsize()
+
     def close(self) -> None:
         """Wait for every handed-off unit to be written; raise the first write error."""
         self._jobs.put(None)

@@ -34,6 +34,7 @@ from ..cache.layout import (
     TMP_LEFTOVER,
     ShardSchema,
 )
+from ..cache.manifest_table import write_manifest_table
 from ..cache.readme import render_cache_readme
 from ..cache.rows import ManifestRow, write_manifest, write_rejects
 from ..errors import CacheIntegrityError
@@ -202,7 +203,9 @@ def commit_cache(
     rejects = _ordered_rejects(plan_rejects, unit_rejects)
     write_rejects(root, rejects)
     config.write(root)
-    write_manifest(root, _manifest_rows(placed, shards))
+    manifest = _manifest_rows(placed, shards)
+    write_manifest(root, manifest)
+    write_manifest_table(root, manifest)
     fault_point("manifest")
     write_text_atomic(root / README, readme)
     write_sha256sums(root)
