@@ -14,7 +14,8 @@ from skimage.metrics import structural_similarity
 
 from latentforge.cache.checksums import write_sha256sums
 from latentforge.cache.integrity import verify_integrity
-from latentforge.cache.rows import ManifestRow
+from latentforge.cache.manifest_table import write_manifest_table
+from latentforge.cache.rows import ManifestRow, read_manifest
 from latentforge.cli.main import main
 from latentforge.tokenizers.haar import HaarTokenizer
 from latentforge.verification.deep import verify_deep
@@ -30,7 +31,9 @@ def _rows(root: Path) -> list[dict]:
 
 
 def _tamper_done(root: Path) -> None:
-    write_sha256sums(root)  # as a buggy build would, after the damage: integrity alone cannot see it
+    # as a buggy build would, after the damage: the index and checksums agree, so integrity alone cannot see it
+    write_manifest_table(root, list(read_manifest(root)))
+    write_sha256sums(root)
     assert verify_integrity(root).ok
 
 
