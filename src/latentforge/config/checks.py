@@ -13,7 +13,7 @@ from .. import registry
 from ..devices import check_device_name
 from ..errors import ConfigError
 from .buckets import parse_buckets
-from .schema import MODALITIES, BuildConfig, window_step
+from .schema import MODALITIES, TEXT_STORAGES, BuildConfig, window_step
 
 _CHOICES = {
     "dataset.on_missing_caption": ("reject", "empty"),
@@ -22,6 +22,7 @@ _CHOICES = {
     "frames.resize_backend": ("swscale", "torch"),
     "frames.decoder": ("cpu", "nvdec"),
     "text.source": ("encoder", "pickles", "pickles+encoder"),
+    "text.storage": TEXT_STORAGES,
     "output.storage_dtype": ("float16", "float32"),
     "modalities.depth.normalize": ("minmax",),
 }

@@ -36,6 +36,7 @@ from ..cache.layout import (
 )
 from ..cache.readme import render_cache_readme
 from ..cache.rows import ManifestRow, write_manifest, write_rejects
+from ..cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
 from ..errors import CacheIntegrityError
 from ..faults import fault_point
 from ..io import canonical_json, write_text_atomic
@@ -67,7 +68,7 @@ class _Placed:
 
 
 def _check_unit_arrays(path: Path, staged: OpenStagedUnit, schema: ShardSchema) -> None:
-    want = schema.dataset_specs(len(staged.rows))
+    want = dataclasses.replace(schema, text_storage=PADDED).dataset_specs(len(staged.rows))  # staged text is padded
     problems = []
     got_latent = (staged.latents.dtype, staged.latents.shape)
     if got_latent != want[schema.latent_dataset]:
@@ -126,11 +127,15 @@ def _fill_shard(schema: ShardSchema, rows: list[_Placed], units: dict[Path, Open
             src = slice(first.position, first.position + j - i)
             datasets[schema.latent_dataset][i:j] = staged.latents[src]
             if schema.text_prefix is not None:
-                datasets[schema.embeddings_dataset][i:j] = staged.text_embeddings[src]
                 lengths = staged.text_lengths[src]
                 if lengths.min() < 0 or lengths.max() > schema.max_length:
                     raise CacheIntegrityError(f"staged unit {first.unit_path}: text lengths {lengths.tolist()} "
                                               f"outside [0, {schema.max_length}]")
+                if schema.text_storage == TRIMMED:
+                    write_trimmed(datasets[schema.embeddings_dataset], i,
+                                  trim_rows(staged.text_embeddings[src], lengths))
+                else:
+                    datasets[schema.embeddings_dataset][i:j] = staged.text_embeddings[src]
                 datasets[schema.length_dataset][i:j] = lengths.astype(np.uint16)
             i = j
         datasets[SOURCE_INDEX_DATASET][start:stop] = [p.row.source_index for p in rows[start:stop]]
@@ -146,7 +151,8 @@ def _write_shards(root: Path, schema: ShardSchema, placed: list[_Placed], shards
     for stale in shard_dir.iterdir():  # shards of an earlier commit with other counts, tmp leftovers
         if stale.name not in keep and stale.is_file():
             stale.unlink()
-    row_bytes = sum(np.dtype(d).itemsize * int(np.prod(s[1:])) for d, s in schema.dataset_specs(1).values())
+    padded = dataclasses.replace(schema, text_storage=PADDED)  # a trimmed row is at most as large
+    row_bytes = sum(np.dtype(d).itemsize * int(np.prod(s[1:])) for d, s in padded.dataset_specs(1).values())
     block_rows = max(1, _BLOCK_BYTES // row_bytes)
     for rel, start, end in shards:
         rows = placed[start:end]
