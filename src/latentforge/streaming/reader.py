@@ -12,6 +12,7 @@ stream (`load_state_dict`); skipped items are read through but never decoded.
 from __future__ import annotations
 
 import json
+import os
 import random
 import tarfile
 from collections import deque
@@ -41,7 +42,9 @@ class StreamingLatentDataset(IterableDataset):
             raise ConfigError(f"rank={rank} with world_size={world_size}; give 0 <= rank < world_size")
         if shuffle_buffer < 0:
             raise ConfigError(f"shuffle_buffer={shuffle_buffer}; use 0 (no shuffling) or more")
-        self.store = CacheStore(url, storage_options or {})
+        self.url, self.storage_options = url, dict(storage_options or {})
+        self.store = CacheStore(url, self.storage_options)
+        self._pid = os.getpid()
         if not self.store.exists(COMPLETE_MARKER):
             raise CacheIntegrityError(f"{url}: no {COMPLETE_MARKER}, so the cache is not committed; finish its build")
         data = json.loads(self.store.read(CACHE_CONFIG))
@@ -72,6 +75,13 @@ class StreamingLatentDataset(IterableDataset):
         self.epoch = int(state["epoch"])
         self._consumed = {int(stream): int(count) for stream, count in state["consumed"].items()}
 
+    def _store(self) -> CacheStore:
+        # A DataLoader worker forked from the process that opened the store gets its own (fsspec's async stores
+        # are not fork-safe).
+        if self._pid != os.getpid():
+            self.store, self._pid = CacheStore(self.url, self.storage_options), os.getpid()
+        return self.store
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
         workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
@@ -86,7 +96,7 @@ class StreamingLatentDataset(IterableDataset):
 
     def _samples(self, shards: list[str]) -> Iterator[dict[str, bytes]]:
         for rel in shards:
-            with self.store.open(rel) as handle, tarfile.open(fileobj=handle, mode="r|") as tar:
+            with self._store().open(rel) as handle, tarfile.open(fileobj=handle, mode="r|") as tar:
                 key, members = None, {}
                 for member in tar:
                     name_key, _, suffix = member.name.partition(".")

@@ -12,7 +12,8 @@ class CacheStore:
         import fsspec
 
         try:
-            self.fs, root = fsspec.core.url_to_fs(url, **storage_options)
+            # a fresh instance: a cached one may come from a parent process (s3fs's event loop is not fork-safe)
+            self.fs, root = fsspec.core.url_to_fs(url, skip_instance_cache=True, **storage_options)
         except (ValueError, ImportError) as error:
             raise ConfigError(f"{url}: no usable fsspec backend ({error}); install the package fsspec names") from error
         self.url, self.root = url, root.rstrip("/")
