@@ -72,6 +72,9 @@ def test_webdataset_holds_the_hdf5_cache_bit_for_bit(staged):
         reference = _fields(padded[item["dataset_index"]])
         for key, value in _fields(item).items():
             assert torch.equal(value, reference[key]) if isinstance(value, torch.Tensor) else value == reference[key]
+    empty = StreamingLatentDataset(f"file://{local}").empty_prompt()
+    assert all(torch.equal(empty[key], padded.empty_prompt()[key]) for key in ("text_embeddings", "text_length",
+                                                                              "text_mask"))
     channels = StreamingLatentDataset(f"file://{local}", modalities=["depth", "rgb"])
     first = next(iter(channels))["latent"]
     assert torch.equal(first, LatentCacheDataset(hdf5, modalities=["depth", "rgb"])[0]["latent"])

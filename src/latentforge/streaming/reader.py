@@ -26,7 +26,7 @@ from ..cache.config_file import CacheConfig
 from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, SUMS
 from ..dataset.expect import CacheExpectation, check_expectation
 from ..errors import CacheIntegrityError, ConfigError
-from .layout import LATENT, LENGTH, ROW, SINK, TEXT, npy_array
+from .layout import EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array
 from .store import CacheStore
 
 
@@ -94,6 +94,14 @@ class StreamingLatentDataset(IterableDataset):
             if index >= skip:
                 yield {**self._decode(raw), "stream": stream, "stream_index": index}
 
+    def empty_prompt(self) -> dict[str, torch.Tensor]:
+        """The empty prompt's `text_embeddings`, `text_length`, `text_mask`, for caption dropout."""
+        if self.config.text is None or not self.config.text.empty_prompt:
+            raise ConfigError(f"{self.url} has no {EMPTY_PROMPT_TAR}; commit the cache with an empty prompt to use "
+                              "caption dropout")
+        raw = next(self._samples([EMPTY_PROMPT_TAR]))
+        return self._text_fields(raw)
+
     def _samples(self, shards: list[str]) -> Iterator[dict[str, bytes]]:
         for rel in shards:
             with self._store().open(rel) as handle, tarfile.open(fileobj=handle, mode="r|") as tar:
@@ -130,13 +138,16 @@ class StreamingLatentDataset(IterableDataset):
         parts = [latent[start:end] for start, end in self._channels]
         item: dict[str, Any] = {"latent": torch.from_numpy(np.ascontiguousarray(np.concatenate(parts)))}
         if self.text:
-            text = self.config.text
-            length = int(raw[LENGTH])
-            padded = np.zeros((text.max_length, text.dim), dtype=self.config.storage_dtype)
-            padded[:length] = npy_array(raw[TEXT])
-            item.update({"text_embeddings": torch.from_numpy(padded),
-                         "text_length": torch.tensor(length, dtype=torch.int64),
-                         "text_mask": torch.from_numpy(np.arange(text.max_length) < length)})
+            item.update(self._text_fields(raw))
         item.update({"dataset_index": int(row["dataset_index"]), "source_index": int(row["source_index"]),
                      "sample_id": row["sample_id"], "prompt": row["prompt"]})
         return item
+
+    def _text_fields(self, raw: dict[str, bytes]) -> dict[str, torch.Tensor]:
+        """The zero-padded [max_length, D] row from the stored valid tokens, its length and mask."""
+        text = self.config.text
+        length = int(raw[LENGTH])
+        padded = np.zeros((text.max_length, text.dim), dtype=self.config.storage_dtype)
+        padded[:length] = npy_array(raw[TEXT])
+        return {"text_embeddings": torch.from_numpy(padded), "text_length": torch.tensor(length, dtype=torch.int64),
+                "text_mask": torch.from_numpy(np.arange(text.max_length) < length)}
