@@ -1,8 +1,11 @@
-"""Loader throughput: LatentCacheDataset through a DataLoader vs a raw sequential read of the same files.
+"""Loader throughput: LatentCacheDataset through a DataLoader vs a raw sequential read of the same files, and
+StreamingLatentDataset over the same samples as WebDataset tars, read locally and from a moto S3 server on
+loopback (vs raw reads of the same tar objects).
 
     python bench/loader.py                      # ~15.4 MB samples (perception preset), 64 samples, 0/2/4 workers
     python bench/loader.py --sample-mb 4 --samples 200 --workers 0,1,2
     python bench/loader.py --tiny               # seconds on CPU; what the tests run
+    python bench/loader.py --no-s3              # without the moto S3 rows (moto[server] not installed)
 
 Cold runs start after the files' pages are dropped with posix_fadvise(POSIX_FADV_DONTNEED) (after fsync, so
 no page is dirty); the drop is checked by timing a probe read cold and warm. Warm runs follow a full read.
@@ -26,8 +29,14 @@ import h5py
 import torch
 from torch.utils.data import DataLoader
 
+from latentforge.cache.config_file import CacheConfig
+from latentforge.cache.layout import EMPTY_PROMPT, RUN_RECORDS_DIR
 from latentforge.dataset import LatentCacheDataset, ResumableSampler, SyntheticCacheSpec, collate_latent_batch
 from latentforge.dataset.synthetic_cache import write_synthetic_cache
+from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
+from latentforge.streaming.store import CacheStore
+from latentforge.transfer import Destination
+from latentforge.writers.staging import completed_units
 
 TEXT_TOKENS, TEXT_DIM = 512, 1024  # T5 rows of the perception preset: 1 MiB in float16
 PERCEPTION_LATENT = (48, 24, 60, 104)  # 14.4 MB in float16
@@ -113,6 +122,77 @@ def run_loader(root: Path, workers: int, batch_size: int) -> float:
     return seconds
 
 
+def write_webdataset(root: Path, url: str, storage_options: dict, staging: Path, shard_bytes: int) -> None:
+    """The HDF5 cache's staged units committed again as WebDataset tars at `url`."""
+    config = CacheConfig.load(root)
+    text = config.text
+    with h5py.File(root / EMPTY_PROMPT, "r") as handle:
+        empty = (handle[text.embeddings_dataset][()], handle[text.length_dataset][()])
+    units = [path for _, path in sorted(completed_units(root / RUN_RECORDS_DIR).items())]
+    commit_webdataset(Destination(url, storage_options), units, [], config, empty,
+                      WebDatasetOptions(staging, shard_bytes=shard_bytes, part_size=5 << 20))
+
+
+def run_streaming(url: str, storage_options: dict, workers: int, samples: int) -> float:
+    dataset = StreamingLatentDataset(url, storage_options)
+    loader = DataLoader(dataset, batch_size=None, num_workers=workers, prefetch_factor=2 if workers else None)
+    start = time.perf_counter()
+    count = sum(1 for _ in loader)
+    seconds = time.perf_counter() - start
+    if count != samples:
+        raise RuntimeError(f"streaming loader yielded {count} samples, expected {samples}")
+    return seconds
+
+
+def read_objects(url: str, storage_options: dict) -> float:
+    """Seconds to read every tar object of the cache whole, one after another: the raw object read."""
+    store = CacheStore(url, storage_options)
+    shards = [line.split("  ", 1)[1] for line in store.read("SHA256SUMS").decode().splitlines()
+              if line.endswith(".tar") and "  shards/" in line]
+    start = time.perf_counter()
+    for rel in shards:
+        store.read(rel)
+    return time.perf_counter() - start
+
+
+def bench_streaming(where: str, url: str, storage_options: dict, workers: list[int], samples: int,
+                    sample_bytes: int, repeats: int, local: list[Path] | None) -> list[Row]:
+    """Raw object reads and StreamingLatentDataset per worker count; local tars are measured cold (pages dropped
+    before every run), objects on the loopback S3 server as they come."""
+    times: dict[int | None, list[float]] = {None: [], **{count: [] for count in workers}}
+    for _ in range(repeats):
+        for count in times:
+            if local:
+                drop_pages(local)
+            times[count].append(read_objects(url, storage_options) if count is None
+                                else run_streaming(url, storage_options, count, samples))
+    raw = statistics.median(times[None])
+    rows = []
+    for count, runs in times.items():
+        seconds = statistics.median(runs)
+        reader = f"raw object read ({where})" if count is None else f"StreamingLatentDataset ({where})"
+        rows.append(Row(reader, count, "cold" if local else "moto S3", seconds, samples / seconds,
+                        samples * sample_bytes / 1e6 / seconds, raw / seconds))
+    return rows
+
+
+def moto_s3() -> tuple[object, dict]:
+    """A moto S3 server on loopback with an empty bucket `bench`; (server, fsspec storage options)."""
+    try:
+        import boto3
+        from moto.server import ThreadedMotoServer
+    except ImportError as error:
+        raise SystemExit(f"the S3 rows need moto[server] and boto3 ({error}); install them or pass --no-s3")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench",
+                 region_name="us-east-1").create_bucket(Bucket="bench")
+    return server, {"key": "bench", "secret": "bench", "endpoint_url": endpoint,
+                    "client_kwargs": {"region_name": "us-east-1"}}
+
+
 def machine() -> dict[str, str]:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
@@ -170,6 +250,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="rounds per measurement, the median is kept (default 3; tiny 1)")
     parser.add_argument("--tiny", action="store_true", help="tiny samples and workers 0,2: runs in seconds")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--no-s3", action="store_true", help="leave out the StreamingLatentDataset rows on moto S3")
     args = parser.parse_args(argv)
     samples = args.samples or (16 if args.tiny else 64)
     workers = [int(w) for w in (args.workers or ("0,2" if args.tiny else "0,2,4")).split(",")]
@@ -184,7 +265,21 @@ def main(argv: list[str] | None = None) -> dict:
                             + spec.max_length * spec.text_dim)
         probe = min(sum(p.stat().st_size for p in cache_files(root)), 256 << 20)
         cold_probe, warm_probe = eviction_check(cache_files(root), probe)
-        rows = bench(root, workers, args.batch_size, samples, sample_bytes, args.repeats or (1 if args.tiny else 3))
+        repeats = args.repeats or (1 if args.tiny else 3)
+        rows = bench(root, workers, args.batch_size, samples, sample_bytes, repeats)
+        shard_bytes = sample_bytes * max(1, samples // 8)  # about 8 tars (trimmed text: a few more samples each)
+        tars = scratch / "wds"
+        write_webdataset(root, f"file://{tars}", {}, scratch / "staging", shard_bytes)
+        rows += bench_streaming("local", f"file://{tars}", {}, workers, samples, sample_bytes, repeats,
+                                sorted(tars.rglob("*.tar")))
+        if not args.no_s3:
+            server, options = moto_s3()
+            try:
+                write_webdataset(root, "s3://bench/wds", options, scratch / "staging", shard_bytes)
+                rows += bench_streaming("moto S3", "s3://bench/wds", options, workers, samples, sample_bytes,
+                                        repeats, None)
+            finally:
+                server.stop()
         info = {**machine(), "cache filesystem": filesystem(root)}
     finally:
         if not args.dir:

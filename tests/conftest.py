@@ -13,13 +13,18 @@ from helpers.builds import build_quietly, tiny_config, tiny_t5, tiny_world, writ
 
 
 @pytest.fixture(scope="session")
-def built_cache(tmp_path_factory) -> Path:
+def tiny_inputs(tmp_path_factory) -> tuple[Path, Path]:
+    """The demo world's table and a tiny T5 folder that built_cache is made from."""
     folder = tmp_path_factory.mktemp("deep")
     rows = tiny_world(folder / "world")
     table = write_table(rows, folder / "world" / "samples.csv")
-    model = tiny_t5(folder / "t5", rows, d_model=64)
-    root = folder / "cache"
-    build_quietly(tiny_config(table, root, text_path=model))
+    return table, tiny_t5(folder / "t5", rows, d_model=64)
+
+
+@pytest.fixture(scope="session")
+def built_cache(tiny_inputs, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("deep") / "cache"
+    build_quietly(tiny_config(tiny_inputs[0], root, text_path=tiny_inputs[1]))
     return root
 
 

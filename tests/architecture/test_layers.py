@@ -21,7 +21,7 @@ LAYERS = [
     {"executor"},
     {"verification"},
     {"builder"},
-    {"report", "integrations", "dataset", "transfer"},
+    {"report", "integrations", "dataset", "transfer", "export", "streaming"},
     {"demo"},
     {"cli"},
     {"__init__"},

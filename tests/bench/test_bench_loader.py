@@ -1,4 +1,5 @@
-"""bench/loader.py --tiny runs end to end and reports every configuration it was asked for."""
+"""bench/loader.py --tiny runs end to end (HDF5, and WebDataset tars locally and on a moto S3 server) and reports
+every configuration it was asked for."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def test_tiny_bench_runs_and_reports(tmp_path, capsys):
     rows = {(r["reader"], r["workers"], r["cache"]) for r in result["rows"]}
     expected = {(reader, w, state) for state in ("cold", "warm")
                 for reader, w in (("raw sequential read", None), ("LatentCacheDataset", 0), ("LatentCacheDataset", 2))}
+    expected |= {(f"{reader} ({where})", w, state) for where, state in (("local", "cold"), ("moto S3", "moto S3"))
+                 for reader, w in (("raw object read", None), ("StreamingLatentDataset", 0),
+                                   ("StreamingLatentDataset", 2))}
     assert rows == expected
     assert all(r["samples_per_s"] > 0 and r["mb_per_s"] > 0 for r in result["rows"])
     assert json.loads((tmp_path / "out.json").read_text())["samples"] == 16

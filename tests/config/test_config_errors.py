@@ -29,6 +29,9 @@ CASES = {
                                                                 "is not in modalities.names"]),
     "reader without modality": ("dataset.reader=cosmos_dir", ["the cosmos_dir reader provides rgb only"]),
     "bad choice": ("frames.resize=crop", ["frames.resize='crop' is not allowed; allowed: cover_crop, stretch"]),
+    "text storage": ("text.storage=packed", ["text.storage='packed' is not allowed; allowed: padded, trimmed"]),
+    "url root": ("output.root=gs://bucket/cache", ["output.root='gs://bucket/cache' is a URL",
+                                                   "latentforge publish LOCAL_FOLDER gs://bucket/cache"]),
 }
 
 
@@ -93,3 +96,15 @@ def test_cli_process_exits_2_with_the_config_error_not_a_model_error(tmp_path):
     assert "num_frames=92" in err and "(num_frames - 1) % 4 == 0" in err and "use 89 or 93" in err
     assert "missing" not in err
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("url", ["s3://bucket/x", "file:///tmp/x"])
+def test_an_object_store_url_as_out_is_refused_not_built_into_a_look_alike_folder(url, no_models, capsys, tmp_path,
+                                                                                monkeypatch):
+    _, config_file = no_models
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["build", "--config", str(config_file), "--out", url]) == 2
+    err = _flat(capsys.readouterr().err)
+    assert f"output.root='{url}' is a URL" in err and f"latentforge publish LOCAL_FOLDER {url}" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no 's3:' or 'file:' folder appeared

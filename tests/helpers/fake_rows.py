@@ -78,11 +78,12 @@ def stage_units(build_dir: Path, data: SampleData, unit_size: int, text: bool = 
     return paths
 
 
-def make_cache_config(rows_per_shard: int = 8, text: bool = True) -> CacheConfig:
+def make_cache_config(rows_per_shard: int = 8, text: bool = True, text_storage: str = "padded") -> CacheConfig:
     """A cache_config with the contract's typed sections and only a few recorded settings; counts left at 0."""
     text_section = None
     if text:
-        text_section = TextSection("t5", "t5_text_embeddings", "t5_text_length", TEXT_DIM, MAX_LENGTH, True)
+        details = {} if text_storage == "padded" else {"storage": text_storage}
+        text_section = TextSection("t5", "t5_text_embeddings", "t5_text_length", TEXT_DIM, MAX_LENGTH, True, details)
     modalities = (ModalityEntry("rgb", (0, 16), "conditioning+target"), ModalityEntry("mask", (16, 32), "target"),
                   ModalityEntry("depth", (32, 48), "target"))
     return CacheConfig(
@@ -107,9 +108,9 @@ def empty_prompt_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_cache(root: Path, data: SampleData | None = None, unit_size: int = 6, rows_per_shard: int = 8,
-                text: bool = True) -> CommitResult:
+                text: bool = True, text_storage: str = "padded") -> CommitResult:
     data = data or make_samples()
     units = stage_units(root / "build", data, unit_size, text)
-    return commit_cache(root, units, PLAN_REJECTS, make_cache_config(rows_per_shard, text),
+    return commit_cache(root, units, PLAN_REJECTS, make_cache_config(rows_per_shard, text, text_storage),
                         empty_prompt_arrays() if text else None,
                         {"text_note": "text embeddings come from an untrained tiny T5 (tests)."})

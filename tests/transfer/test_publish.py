@@ -254,6 +254,38 @@ def test_corrupt_remote_object_is_caught_by_fetch_and_replaced_by_publish(cache_
     assert seed_checks_pass(fetched) == []
 
 
+def test_fetch_refuses_a_shard_and_sha256sums_replaced_together_after_publish(cache_root, s3, tmp_path):
+    url = f"s3://{s3.bucket}/c"
+    publish(cache_root, [Destination(url, s3.options)], PublishOptions(workers=2, part_size=PART))
+    forged = tmp_path / "forged"
+    shutil.copytree(cache_root, forged)
+    data = bytearray((forged / SHARDS[1]).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (forged / SHARDS[1]).write_bytes(bytes(data))
+    listed = [line.split("  ", 1)[1] for line in (forged / "SHA256SUMS").read_text().splitlines()]
+    sums = subprocess.run(["sha256sum", *listed], cwd=forged, capture_output=True, text=True,
+                          check=True).stdout
+    (forged / "SHA256SUMS").write_text(sums)
+    assert sha256sum_c(forged).returncode == 0  # the pair agrees with itself: only _SUCCESS can tell
+    for rel in (SHARDS[1], "SHA256SUMS"):
+        s3.client.put_object(Bucket=s3.bucket, Key=f"c/{rel}", Body=(forged / rel).read_bytes())
+
+    fetched = tmp_path / "fetched"
+    with pytest.raises(CacheIntegrityError, match="SHA256SUMS has sha256 .* but _SUCCESS vouches for"):
+        fetch(Destination(url, s3.options), fetched)
+    assert not (fetched / "_SUCCESS").exists() and not (fetched / "_CACHE_COMPLETE").exists()
+    assert not (fetched / SHARDS[1]).exists()  # refused before a single shard came down
+
+    s3.client.put_object(Bucket=s3.bucket, Key="c/_SUCCESS", Body=b"published\n")
+    with pytest.raises(CacheIntegrityError, match="records no sha256sums_sha256"):
+        fetch(Destination(url, s3.options), fetched)
+    with pytest.raises(CacheIntegrityError, match="records no sha256sums_sha256"):  # present, so never ignored
+        fetch(Destination(url, s3.options), fetched, FetchOptions(require_success=False))
+    s3.client.delete_object(Bucket=s3.bucket, Key="c/_SUCCESS")
+    fetch(Destination(url, s3.options), fetched, FetchOptions(require_success=False))  # trusts SHA256SUMS as is
+    assert sha256sum_c(fetched).returncode == 0 and not (fetched / "_SUCCESS").exists()
+
+
 def test_verify_remote_reads_back_what_metadata_cannot_vouch_for(cache_root, s3):
     url = f"s3://{s3.bucket}/c"
     cheap = PublishOptions(workers=2, part_size=PART, server_checksum=False)

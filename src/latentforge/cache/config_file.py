@@ -23,6 +23,7 @@ from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, Te
 from .encoded_by import EncodedBy
 from .layout import CACHE_CONFIG, ShardSchema
 from .model_record import TextRecord
+from .text_rows import PADDED
 
 FORMAT = "latentforge-cache"
 FORMAT_VERSION = 1
@@ -106,6 +107,7 @@ class CacheConfig:
             text_prefix=None if text is None else text.prefix,
             text_dim=None if text is None else text.dim,
             max_length=0 if text is None else text.max_length,
+            text_storage=PADDED if text is None else text.storage,
         )
 
     def shard_paths(self) -> list[tuple[str, int, int]]:
@@ -274,6 +276,8 @@ class CacheConfig:
 
 def _text_section(config: BuildConfig, text: TextRecord) -> TextSection:
     details: dict[str, Any] = {"source": config.text.source}
+    if config.text.storage != PADDED:
+        details["storage"] = config.text.storage
     if uses_pickles(config.text):
         details["pickles"] = {"format": "cosmos-t5-pickle", "lookup": pickle_lookup_rule(config)}
     details.update({k: v for k, v in text.fingerprint.items() if k not in ("name", "max_length", "dim")})

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .layout import text_prefix
+from .text_rows import PADDED
 
 CONDITIONING_ROLE = "conditioning+target"
 
@@ -72,6 +73,11 @@ class TextSection:
     @property
     def precision(self) -> str:
         return str(self.details.get("precision", "fp32"))
+
+    @property
+    def storage(self) -> str:
+        """padded or trimmed (text_rows.py); recorded only when trimmed, so padded caches keep their bytes."""
+        return str(self.details.get("storage", PADDED))
 
     def to_json(self) -> dict[str, Any]:
         core = {"name": self.name, "embeddings_dataset": self.embeddings_dataset,

@@ -35,6 +35,7 @@ from .layout import (
 )
 from .manifest_table import manifest_table, read_manifest_table
 from .rows import MANIFEST_KEYS, ManifestRow, read_manifest
+from .text_rows import TRIMMED
 
 Shards = list[tuple[str, int, int]]
 
@@ -193,8 +194,10 @@ def _dataset_problems(handle: h5py.File, specs: DatasetSpecs) -> list[str]:
         dataset = handle.get(name)
         if not isinstance(dataset, h5py.Dataset):
             continue
-        got = (dataset.dtype, dataset.shape, dataset.chunks, dataset.id.get_create_plist().get_nfilters())
-        want = (dtype, shape, (1, *shape[1:]), 0)
+        # a trimmed text dataset's dtype is variable-length: its element dtype is compared too
+        got = (dataset.dtype, h5py.check_vlen_dtype(dataset.dtype), dataset.shape, dataset.chunks,
+               dataset.id.get_create_plist().get_nfilters())
+        want = (dtype, h5py.check_vlen_dtype(dtype), shape, (1, *shape[1:]), 0)
         if got != want:
             problems.append(f"{name}: dtype/shape/chunks/filters {got}, expected {want}")
     return problems
@@ -224,6 +227,10 @@ def _check_text_row(handle: h5py.File, schema: ShardSchema, row: int, index: int
         rec.fail("text_finite", f"{where}: {schema.embeddings_dataset} holds NaN or Inf", index)
     if length > schema.max_length:
         rec.fail("text_padding", f"{where}: {schema.length_dataset}={length} > max_length {schema.max_length}", index)
+    elif schema.text_storage == TRIMMED:  # no padding stored: the row must hold exactly its length's tokens
+        if embeddings.size != length * int(schema.text_dim or 0):
+            rec.fail("text_padding", f"{where}: the trimmed {schema.embeddings_dataset} row holds {embeddings.size} "
+                     f"values, length {length} x dim {schema.text_dim} expected", index)
     elif np.any(embeddings[length:]):
         rec.fail("text_padding", f"{where}: {schema.embeddings_dataset} rows at and past length {length} "
                  "are not all zero", index)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .text_rows import PADDED, TRIMMED, trimmed_dtype
+
 # --------------------------------------------------------------------------------------- the root
 CACHE_CONFIG = "cache_config.json"
 MANIFEST = "manifest.jsonl"
@@ -140,6 +142,7 @@ class ShardSchema:
     text_prefix: str | None  # "t5" -> t5_text_embeddings / t5_text_length; None: no text datasets
     text_dim: int | None
     max_length: int
+    text_storage: str = PADDED  # padded: [N, max_length, D]; trimmed: [N] variable-length (text_rows.py)
 
     @property
     def embeddings_dataset(self) -> str:
@@ -153,7 +156,9 @@ class ShardSchema:
         """{dataset name: (dtype, full shape)} of a shard with `rows` rows, in writing order."""
         specs = {self.latent_dataset: (np.dtype(self.storage_dtype), (rows, *self.latent_shape))}
         if self.text_prefix is not None:
-            specs[self.embeddings_dataset] = (np.dtype(self.storage_dtype), (rows, self.max_length, self.text_dim))
+            specs[self.embeddings_dataset] = (
+                (trimmed_dtype(self.storage_dtype), (rows,)) if self.text_storage == TRIMMED
+                else (np.dtype(self.storage_dtype), (rows, self.max_length, self.text_dim)))
             specs[self.length_dataset] = (np.dtype("uint16"), (rows,))
         specs[SOURCE_INDEX_DATASET] = (np.dtype("int64"), (rows,))
         return specs

@@ -23,6 +23,7 @@ from .layout import (
     SOURCE_INDEX_DATASET,
     SUMS,
 )
+from .text_rows import TRIMMED
 
 README_CONTEXT_KEYS = ("title", "description", "text_note", "tokenizer_note")
 
@@ -74,6 +75,10 @@ def _text_lines(config: CacheConfig, context: dict[str, Any]) -> list[str]:
     lines = [f"- Text: `{text.name}` last hidden state, `{text.embeddings_dataset}` {config.storage_dtype} "
              f"`[{text.max_length}, {text.dim}]` per sample, rows at and past `{text.length_dataset}` "
              "exactly 0; the length is `attention_mask.sum()` (counts `</s>`)."]
+    if text.storage == TRIMMED:
+        lines.append(f"  - Stored trimmed: `{text.embeddings_dataset}` holds only each row's first `length` tokens, "
+                     f"flattened (`[length * {text.dim}]`, variable length); reshape to `[length, {text.dim}]` and "
+                     f"zero-pad to `{text.max_length}` rows for the tensor above.")
     if text.empty_prompt:
         lines.append(f"  - `{EMPTY_PROMPT}` holds the empty prompt's embedding (for classifier-free guidance).")
     if context.get("text_note"):
@@ -85,7 +90,8 @@ def _dataset_table(config: CacheConfig) -> list[str]:
     latent, text, dtype = config.latent, config.text, config.storage_dtype
     rows = [f"{latent.dataset}  {dtype}  [N, {', '.join(str(v) for v in latent.shape)}]"]
     if text is not None:
-        rows.append(f"{text.embeddings_dataset}  {dtype}  [N, {text.max_length}, {text.dim}]")
+        shape = "[N] variable-length" if text.storage == TRIMMED else f"[N, {text.max_length}, {text.dim}]"
+        rows.append(f"{text.embeddings_dataset}  {dtype}  {shape}")
         rows.append(f"{text.length_dataset}  uint16  [N]")
     rows.append(f"{SOURCE_INDEX_DATASET}  int64  [N]")
     return ["```text", *rows, "```"]

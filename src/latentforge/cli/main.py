@@ -14,7 +14,8 @@ from ..version import __version__
 from .common import say
 
 # verb modules, each with add_parser(subparsers) and the run function it sets as the parser default
-VERB_MODULES = ("build", "scan", "verify", "inspect", "query", "demo", "cosmos", "publish", "stats", "preview")
+VERB_MODULES = ("build", "scan", "verify", "inspect", "query", "demo", "cosmos", "publish", "stats", "preview",
+                "export")
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -6,13 +6,14 @@ class methods looked up by name, so nothing here branches on a backend's name.""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from .. import registry
 from ..devices import check_device_name
 from ..errors import ConfigError
 from .buckets import parse_buckets
-from .schema import MODALITIES, BuildConfig, window_step
+from .schema import MODALITIES, TEXT_STORAGES, BuildConfig, window_step
 
 _CHOICES = {
     "dataset.on_missing_caption": ("reject", "empty"),
@@ -21,11 +22,13 @@ _CHOICES = {
     "frames.resize_backend": ("swscale", "torch"),
     "frames.decoder": ("cpu", "nvdec"),
     "text.source": ("encoder", "pickles", "pickles+encoder"),
+    "text.storage": TEXT_STORAGES,
     "output.storage_dtype": ("float16", "float32"),
     "modalities.depth.normalize": ("minmax",),
 }
 _FILTERS = {"swscale": ("bilinear", "bicubic", "area", "lanczos"), "torch": ("bilinear", "bicubic", "area")}
 _WINDOWS = re.compile(r"^(one|every \d+)$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, gs://, file://, ...: what fsspec takes as a URL
 
 
 def _get(config: BuildConfig, dotted: str) -> Any:
@@ -80,6 +83,16 @@ def _validate_buckets(config: BuildConfig, tokenizer_cls: Any) -> None:
             tokenizer_cls.check_geometry(bucket.num_frames, bucket.height, bucket.width)
         except ConfigError as error:
             raise ConfigError(f"frames.buckets[{i}] {bucket.name}: {error}") from None
+
+
+def _refuse_url_root(root: str) -> None:
+    """A cache is built into a local folder; a URL would otherwise become a folder named after it ('s3:/...')."""
+    if _URL.match(root):
+        raise ConfigError(
+            f"output.root={root!r} is a URL, but a cache is built into a local folder (as given, the build would "
+            f"write to a folder named {str(Path(root))!r}); build into a local folder with --out, then copy it "
+            f"there with `latentforge publish LOCAL_FOLDER {root}`"
+        )
 
 
 def validate(config: BuildConfig) -> None:
@@ -148,6 +161,7 @@ def validate(config: BuildConfig) -> None:
         raise ConfigError("dataset.path is empty; give the dataset folder or table file(s) with --dataset")
     if not config.output.root:
         raise ConfigError("output.root is empty; give the cache root folder with --out")
+    _refuse_url_root(config.output.root)
     tokenizer_cls = registry.resolve("tokenizer", config.tokenizer.name)
     tokenizer_cls.check_settings(config.tokenizer)
     tokenizer_cls.check_geometry(config.frames.num_frames, config.frames.height, config.frames.width)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MODALITIES = ("rgb", "mask", "depth")
+TEXT_STORAGES = ("padded", "trimmed")  # how shards hold text rows (cache/text_rows.py)
 
 
 @dataclass
@@ -98,6 +99,9 @@ class TextConfig:
     batch_size: int = 16
     empty_prompt: bool = True  # write empty_prompt.h5
     source: str = "encoder"  # encoder | pickles | pickles+encoder: where rows come from (docs/text.md)
+    # padded: every row [max_length, D], zero past its length; trimmed: only the valid tokens are stored, and
+    # readers restore the same zero-padded rows bit for bit (docs/cache-format.md)
+    storage: str = "padded"
 
 
 @dataclass

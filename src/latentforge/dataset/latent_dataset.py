@@ -14,6 +14,7 @@ from torch.utils.data import Dataset
 from ..cache.config_file import CacheConfig
 from ..cache.layout import EMPTY_PROMPT, SOURCE_INDEX_DATASET
 from ..cache.manifest_query import query_indices
+from ..cache.text_rows import TRIMMED, padded_row, trimmed_dtype
 from ..errors import CacheIntegrityError, ConfigError
 from .expect import CacheExpectation, CacheMismatch, check_expectation
 from .manifest_index import ManifestIndex, read_manifest_index
@@ -103,7 +104,12 @@ class LatentCacheDataset(Dataset):
         text = self.config.text
         if self.text:
             shape = (text.max_length, text.dim)
-            fields["text_embeddings"] = reader.gather(locations, text.embeddings_dataset, shape, [(0, shape[0], 0)])
+            if text.storage == TRIMMED:
+                fields["text_embeddings"] = reader.gather_trimmed(locations, text.embeddings_dataset,
+                                                                  text.length_dataset, shape, self.config.storage_dtype)
+            else:
+                fields["text_embeddings"] = reader.gather(locations, text.embeddings_dataset, shape,
+                                                          [(0, shape[0], 0)])
         items = []
         for slot, (index, (shard, row)) in enumerate(zip(indices, locations)):
             item: dict[str, Any] = {key: value[slot] for key, value in fields.items()}
@@ -161,9 +167,9 @@ class LatentCacheDataset(Dataset):
                     "use caption dropout"
                 )
             with h5py.File(path, "r") as handle:
-                embeddings = torch.from_numpy(handle[text.embeddings_dataset][0])
-                length = int(handle[text.length_dataset][0])
-            self._empty_prompt = _text_fields(embeddings, length)
+                embeddings, length = padded_row(handle, text.embeddings_dataset, text.length_dataset, 0,
+                                                text.max_length, text.dim)
+            self._empty_prompt = _text_fields(torch.from_numpy(embeddings), length)
         return self._empty_prompt
 
     def _reader(self) -> ShardReader:
@@ -176,7 +182,9 @@ class LatentCacheDataset(Dataset):
     def _check_shard(self, handle: h5py.File, path: Path) -> None:
         expected = {self.config.latent.dataset: (self.config.storage_dtype, self.config.latent.shape)}
         text = self.config.text
-        if self.text:
+        if self.text and text.storage == TRIMMED:
+            expected[text.embeddings_dataset] = (trimmed_dtype(self.config.storage_dtype), ())
+        elif self.text:
             expected[text.embeddings_dataset] = (self.config.storage_dtype, (text.max_length, text.dim))
             expected[text.length_dataset] = ("uint16", ())
         expected[SOURCE_INDEX_DATASET] = ("int64", ())
@@ -184,7 +192,8 @@ class LatentCacheDataset(Dataset):
             if name not in handle:
                 raise CacheIntegrityError(f"{path} has no dataset {name!r}; cache_config.json promises it")
             dataset = handle[name]
-            if dataset.dtype != np.dtype(dtype) or tuple(dataset.shape[1:]) != tuple(shape):
+            if (dataset.dtype != np.dtype(dtype) or tuple(dataset.shape[1:]) != tuple(shape)
+                    or h5py.check_vlen_dtype(dataset.dtype) != h5py.check_vlen_dtype(np.dtype(dtype))):
                 raise CacheIntegrityError(
                     f"{path}:{name} is {dataset.dtype} {list(dataset.shape)}; cache_config.json promises "
                     f"{dtype} [N, {', '.join(map(str, shape))}]"

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
+from ..cache.text_rows import restore_row
 from ..errors import CacheIntegrityError
 
 # Private torch API (what torch.multiprocessing uses to rebuild a shared storage from an fd); when it is absent
@@ -64,6 +65,18 @@ class ShardReader:
             dataset = self.file(shard)[name]
             for start, end, at in reads:
                 dataset.read_direct(target, np.s_[row, start:end], np.s_[slot, at : at + end - start])
+        return out
+
+    def gather_trimmed(self, locations: list[Location], name: str, length_name: str, shape: tuple[int, int],
+                       dtype: np.dtype | str) -> torch.Tensor:
+        """[len(locations), max_length, D] of a trimmed text dataset: each row's tokens, zero past its length."""
+        out = _buffer((len(locations), *shape), dtype)
+        target = out.numpy()
+        for slot, (shard, row) in enumerate(locations):
+            handle = self.file(shard)
+            length = int(handle[length_name][row])
+            where = f"{handle.filename}:{name}[{row}]"
+            target[slot] = restore_row(handle[name][row], length, shape[0], shape[1], where)
         return out
 
     def _chunk(self, shard: int, name: str, row: int) -> tuple[int, int] | None:

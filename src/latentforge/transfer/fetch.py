@@ -1,8 +1,10 @@
 """`latentforge fetch SOURCE ROOT`: download a published cache and run its SHA256SUMS check.
 
-The local `_CACHE_COMPLETE` and `_SUCCESS` are written only after every listed file matches, so a
-corrupted remote object can never produce a local cache that claims to be whole. A rerun keeps files that
-already match and downloads the rest.
+The SHA256SUMS downloaded must be the one the remote `_SUCCESS` vouches for: a remote whose shards and
+SHA256SUMS were both replaced after publish agrees with itself, but not with `_SUCCESS`. The local
+`_CACHE_COMPLETE` and `_SUCCESS` are written only after every listed file matches, so a corrupted remote object
+can never produce a local cache that claims to be whole. A rerun keeps files that already match and downloads
+the rest.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from ..cache.checksums import checksummed_files, read_sha256sums
 from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS, bucket_markers
 from ..errors import CacheIntegrityError, LatentforgeError
 from ..hashing import sha256_file
-from ..io import inside
+from ..io import inside, write_bytes_atomic
 from ..reporting import Progress, start_step
 from .destinations import Destination, TransferEvent, open_remote
 from .pool import run_parallel
 from .publish import PublishOptions
 from .stores import Remote
+from .success_marker import sums_digest_claimed
 
 MISSING_LOCALLY = "missing locally"
 DIFFERS_LOCALLY = "local copy differs from SHA256SUMS"
@@ -48,8 +51,8 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     root = Path(root)
     defaults = PublishOptions()
     remote = open_remote(source.url, source.storage_options, defaults.part_size, defaults.server_checksum)
-    published = remote.size(PUBLISHED_MARKER) is not None
-    if options.require_success and not published:
+    published = _read_marker(remote, PUBLISHED_MARKER)
+    if options.require_success and published is None:
         raise CacheIntegrityError(
             f"{source.url}: no {PUBLISHED_MARKER}, so its publish did not finish; publish it again, or pass "
             "--allow-unpublished to fetch it anyway (the SHA256SUMS check still runs)"
@@ -62,6 +65,8 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     for marker in (PUBLISHED_MARKER, COMPLETE_MARKER):
         (root / marker).unlink(missing_ok=True)
     remote.download(SUMS, root / SUMS)
+    if published is not None:
+        _refuse_sums_not_vouched_for(root / SUMS, published, source.url)
     listed, unparsable = read_sha256sums(root)
     if unparsable:
         raise CacheIntegrityError(f"{source.url}/{SUMS} does not parse:\n  " + "\n  ".join(unparsable))
@@ -93,9 +98,27 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     report.bytes_downloaded = sum(paths[rel].stat().st_size for rel in report.downloaded)
     for marker in [*markers, COMPLETE_MARKER]:  # the root's last
         remote.download(marker, root / marker)
-    if published:
-        remote.download(PUBLISHED_MARKER, root / PUBLISHED_MARKER)
+    if published is not None:  # the bytes checked above, not whatever the remote holds by now
+        write_bytes_atomic(root / PUBLISHED_MARKER, published)
     return report
+
+
+def _read_marker(remote: Remote, name: str) -> bytes | None:
+    if remote.size(name) is None:
+        return None
+    with remote.open_read(name) as handle:
+        return handle.read()
+
+
+def _refuse_sums_not_vouched_for(sums: Path, marker: bytes, url: str) -> None:
+    claimed = sums_digest_claimed(marker, url)
+    actual = sha256_file(sums)
+    if actual != claimed:
+        raise CacheIntegrityError(
+            f"{url}/{SUMS} has sha256 {actual}, but {PUBLISHED_MARKER} vouches for {claimed}: the cache was changed "
+            f"after it was published (its files may agree with the new {SUMS}); no marker written. Publish the "
+            "cache again from a trusted copy"
+        )
 
 
 def _local_paths(root: Path, listed: dict[str, str]) -> tuple[dict[str, Path], list[str]]:

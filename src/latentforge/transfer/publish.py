@@ -14,12 +14,13 @@ from typing import Callable, Sequence
 from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
 from ..errors import CacheIntegrityError, ConfigError
-from ..io import canonical_json, write_bytes_atomic
+from ..io import write_bytes_atomic
 from ..reporting import Progress, start_step
 from .destinations import Destination, TransferEvent, open_remote
 from .digests import VerifiedCache, hash_bytes, load_verified_cache
 from .pool import run_parallel
 from .stores import LocalDirRemote, Remote
+from .success_marker import success_marker
 
 MIB = 1 << 20
 # S3's limits on a multipart part (every part but the last).
@@ -84,7 +85,7 @@ def publish(
         report.bytes_uploaded = sum(cache.digests[rel].size for rel in report.uploaded)
     _confirm_all(remotes, cache, options, reports)
 
-    marker = _success_marker(cache)
+    marker = success_marker(cache)
     marker_digest = hash_bytes(marker, options.part_size)
     for remote in remotes:
         remote.upload(PUBLISHED_MARKER, marker, marker_digest)
@@ -206,12 +207,3 @@ def _confirm_all(
     if failed:
         raise CacheIntegrityError("objects not confirmed after upload; rerun publish:\n  " + "\n  ".join(failed))
 
-
-def _success_marker(cache: VerifiedCache) -> bytes:
-    summary = {
-        "format": "latentforge-publish",
-        "objects": len(cache.digests),
-        "bytes": cache.total_bytes,
-        "sha256sums_sha256": cache.digests[SUMS].sha256,
-    }
-    return (canonical_json(summary) + "\n").encode("utf-8")

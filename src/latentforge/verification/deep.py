@@ -25,6 +25,7 @@ from ..cache.config_file import CacheConfig
 from ..cache.integrity import verify_integrity
 from ..cache.layout import RUN_RECORDS_DIR, VERIFY_REPORT
 from ..cache.rows import ManifestRow, manifest_rows
+from ..cache.text_rows import padded_row
 from ..config import BuildConfig
 from ..devices import check_device_present
 from ..errors import ConfigError, LatentforgeError, SampleRejected
@@ -242,8 +243,8 @@ class _DeepRun:
         for row, fresh, length in zip(rows, encoded.embeddings, encoded.lengths):
             index = row.dataset_index
             with h5py.File(self.root / row.shard_path, "r") as shard:
-                stored = shard[recorded.embeddings_dataset][row.cache_row]
-                stored_length = int(shard[recorded.length_dataset][row.cache_row])
+                stored, stored_length = padded_row(shard, recorded.embeddings_dataset, recorded.length_dataset,
+                                                   row.cache_row, recorded.max_length, recorded.dim)
             if stored_length != int(length):
                 self.rec.fail("text_reencode", f"dataset_index {index}: stored length {stored_length}, the prompt "
                               f"encodes to {int(length)} tokens", index)

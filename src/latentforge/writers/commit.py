@@ -37,6 +37,7 @@ from ..cache.layout import (
 from ..cache.manifest_table import write_manifest_table
 from ..cache.readme import render_cache_readme
 from ..cache.rows import ManifestRow, write_manifest, write_rejects
+from ..cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
 from ..errors import CacheIntegrityError
 from ..faults import fault_point
 from ..io import canonical_json, write_text_atomic
@@ -59,7 +60,7 @@ class CommitResult:
 
 
 @dataclass(frozen=True)
-class _Placed:
+class PlacedRow:
     """Where an accepted row lives in staging; its list position is its dataset_index."""
 
     row: StagedRow
@@ -68,7 +69,7 @@ class _Placed:
 
 
 def _check_unit_arrays(path: Path, staged: OpenStagedUnit, schema: ShardSchema) -> None:
-    want = schema.dataset_specs(len(staged.rows))
+    want = dataclasses.replace(schema, text_storage=PADDED).dataset_specs(len(staged.rows))  # staged text is padded
     problems = []
     got_latent = (staged.latents.dtype, staged.latents.shape)
     if got_latent != want[schema.latent_dataset]:
@@ -86,15 +87,15 @@ def _check_unit_arrays(path: Path, staged: OpenStagedUnit, schema: ShardSchema) 
         raise CacheIntegrityError(f"staged unit {path}: " + "; ".join(problems))
 
 
-def _gather(schema: ShardSchema, unit_paths: list[Path]
-            ) -> tuple[list[_Placed], list[Reject], tuple[EncodedBy, ...] | None]:
-    placed: list[_Placed] = []
+def gather_staged(schema: ShardSchema, unit_paths: list[Path]
+            ) -> tuple[list[PlacedRow], list[Reject], tuple[EncodedBy, ...] | None]:
+    placed: list[PlacedRow] = []
     rejects: list[Reject] = []
     encoders: dict[int, dict] = {}
     for path in sorted(unit_paths):
         with open_staged_unit(path) as staged:
             _check_unit_arrays(path, staged, schema)
-            placed.extend(_Placed(row, path, i) for i, row in enumerate(staged.rows))
+            placed.extend(PlacedRow(row, path, i) for i, row in enumerate(staged.rows))
             rejects.extend(staged.rejects)
             if staged.encoded_by is not None:
                 encoders[staged.unit] = staged.encoded_by
@@ -114,7 +115,7 @@ def _gather(schema: ShardSchema, unit_paths: list[Path]
     return placed, rejects, group_units(encoders) if encoders else None
 
 
-def _fill_shard(schema: ShardSchema, rows: list[_Placed], units: dict[Path, OpenStagedUnit]) -> BlockFiller:
+def _fill_shard(schema: ShardSchema, rows: list[PlacedRow], units: dict[Path, OpenStagedUnit]) -> BlockFiller:
     def fill(datasets: dict[str, h5py.Dataset], start: int, stop: int) -> None:
         # Copy runs of rows that sit next to each other in one staged unit with one slice each.
         i = start
@@ -127,11 +128,15 @@ def _fill_shard(schema: ShardSchema, rows: list[_Placed], units: dict[Path, Open
             src = slice(first.position, first.position + j - i)
             datasets[schema.latent_dataset][i:j] = staged.latents[src]
             if schema.text_prefix is not None:
-                datasets[schema.embeddings_dataset][i:j] = staged.text_embeddings[src]
                 lengths = staged.text_lengths[src]
                 if lengths.min() < 0 or lengths.max() > schema.max_length:
                     raise CacheIntegrityError(f"staged unit {first.unit_path}: text lengths {lengths.tolist()} "
                                               f"outside [0, {schema.max_length}]")
+                if schema.text_storage == TRIMMED:
+                    write_trimmed(datasets[schema.embeddings_dataset], i,
+                                  trim_rows(staged.text_embeddings[src], lengths))
+                else:
+                    datasets[schema.embeddings_dataset][i:j] = staged.text_embeddings[src]
                 datasets[schema.length_dataset][i:j] = lengths.astype(np.uint16)
             i = j
         datasets[SOURCE_INDEX_DATASET][start:stop] = [p.row.source_index for p in rows[start:stop]]
@@ -139,7 +144,7 @@ def _fill_shard(schema: ShardSchema, rows: list[_Placed], units: dict[Path, Open
     return fill
 
 
-def _write_shards(root: Path, schema: ShardSchema, placed: list[_Placed], shards: list[tuple[str, int, int]]
+def _write_shards(root: Path, schema: ShardSchema, placed: list[PlacedRow], shards: list[tuple[str, int, int]]
                   ) -> list[str]:
     keep = {Path(rel).name for rel, _, _ in shards}
     shard_dir = root / SHARDS_DIR
@@ -147,7 +152,8 @@ def _write_shards(root: Path, schema: ShardSchema, placed: list[_Placed], shards
     for stale in shard_dir.iterdir():  # shards of an earlier commit with other counts, tmp leftovers
         if stale.name not in keep and stale.is_file():
             stale.unlink()
-    row_bytes = sum(np.dtype(d).itemsize * int(np.prod(s[1:])) for d, s in schema.dataset_specs(1).values())
+    padded = dataclasses.replace(schema, text_storage=PADDED)  # a trimmed row is at most as large
+    row_bytes = sum(np.dtype(d).itemsize * int(np.prod(s[1:])) for d, s in padded.dataset_specs(1).values())
     block_rows = max(1, _BLOCK_BYTES // row_bytes)
     for rel, start, end in shards:
         rows = placed[start:end]
@@ -159,13 +165,13 @@ def _write_shards(root: Path, schema: ShardSchema, placed: list[_Placed], shards
     return [rel for rel, _, _ in shards]
 
 
-def _manifest_rows(placed: list[_Placed], shards: list[tuple[str, int, int]]) -> list[ManifestRow]:
+def manifest_rows(placed: list[PlacedRow], shards: list[tuple[str, int, int]]) -> list[ManifestRow]:
     return [ManifestRow(dataset_index=index, shard_path=shard_path, cache_row=index - start,
                         **dataclasses.asdict(placed[index].row))
             for shard_path, start, end in shards for index in range(start, end)]
 
 
-def _ordered_rejects(plan_rejects: list[Reject], unit_rejects: list[Reject]) -> list[Reject]:
+def ordered_rejects(plan_rejects: list[Reject], unit_rejects: list[Reject]) -> list[Reject]:
     # Plan rejects have no place in the plan's order yet, so they come first, by sample_id.
     return sorted(plan_rejects, key=lambda r: r.sample_id) + sorted(unit_rejects,
                                                                    key=lambda r: (r.source_index, r.sample_id))
@@ -191,7 +197,7 @@ def commit_cache(
     schema = cache_config.shard_schema()
     if empty_prompt is not None and schema.text_prefix is None:
         raise CacheIntegrityError("an empty prompt was given but the cache has no text datasets")
-    placed, unit_rejects, encoded_by = _gather(schema, unit_paths)
+    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths)
     shards = schema.shard_paths(len(placed))
     config = cache_config.committed(len(placed), len(shards), encoded_by)
     readme = render_cache_readme(config, readme_context)
@@ -200,10 +206,10 @@ def commit_cache(
         write_empty_prompt(root / EMPTY_PROMPT, schema, *empty_prompt)
     else:
         (root / EMPTY_PROMPT).unlink(missing_ok=True)
-    rejects = _ordered_rejects(plan_rejects, unit_rejects)
+    rejects = ordered_rejects(plan_rejects, unit_rejects)
     write_rejects(root, rejects)
     config.write(root)
-    manifest = _manifest_rows(placed, shards)
+    manifest = manifest_rows(placed, shards)
     write_manifest(root, manifest)
     write_manifest_table(root, manifest)
     fault_point("manifest")

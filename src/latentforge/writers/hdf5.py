@@ -3,6 +3,7 @@ creation, tmp sibling + fsync + rename (docs/cache-format.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable
 
@@ -10,6 +11,7 @@ import h5py
 import numpy as np
 
 from ..cache.layout import DatasetSpecs, ShardSchema
+from ..cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
 from ..errors import CacheIntegrityError
 from ..io import atomic_path
 
@@ -23,7 +25,8 @@ def _create(handle: h5py.File, name: str, dtype: np.dtype, shape: tuple[int, ...
     # order or grouping of later writes; every chunk is then written in full, so no fill pass is needed.
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    if h5py.check_vlen_dtype(dtype) is None:  # HDF5 needs a fill value (the empty array) for variable-length data
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
     return handle.create_dataset(
         name, shape=shape, dtype=dtype, chunks=(1, *shape[1:]), track_times=False, dcpl=dcpl
     )
@@ -44,8 +47,9 @@ def write_h5_atomic(path: Path, specs: DatasetSpecs, block_rows: int, fill: Bloc
 
 
 def write_empty_prompt(path: Path, schema: ShardSchema, embeddings: np.ndarray, lengths: np.ndarray) -> None:
-    """empty_prompt.h5: the empty prompt's text datasets, [1, max_length, D] (storage dtype) and [1] (any int)."""
-    specs = schema.empty_prompt_specs()
+    """empty_prompt.h5: the empty prompt's text datasets from [1, max_length, D] (storage dtype) and [1] (any int),
+    stored as the shards store text (schema.text_storage)."""
+    specs = dataclasses.replace(schema, text_storage=PADDED).empty_prompt_specs()
     if lengths.shape != (1,) or not 0 <= int(lengths[0]) <= schema.max_length:
         raise CacheIntegrityError(f"empty prompt length {lengths.tolist()} is not one value in "
                                   f"[0, {schema.max_length}]")
@@ -57,8 +61,12 @@ def write_empty_prompt(path: Path, schema: ShardSchema, embeddings: np.ndarray, 
                 f"the schema needs {dtype} {list(shape)}; cast to the storage dtype and keep the batch axis"
             )
 
+
     def fill(datasets: dict[str, h5py.Dataset], start: int, stop: int) -> None:
         for name, dataset in datasets.items():
-            dataset[start:stop] = arrays[name][start:stop]
+            if name == schema.embeddings_dataset and schema.text_storage == TRIMMED:
+                write_trimmed(dataset, start, trim_rows(embeddings[start:stop], lengths[start:stop]))
+            else:
+                dataset[start:stop] = arrays[name][start:stop]
 
-    write_h5_atomic(path, specs, 1, fill)
+    write_h5_atomic(path, schema.empty_prompt_specs(), 1, fill)

@@ -1,0 +1,30 @@
+"""`latentforge export CACHE --to musubi|pt DIR`: thin wrapper over latentforge.export.export_cache."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..export.targets import TARGETS
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("export", help="write one file per sample in a trainer's own cache layout "
+                                   "(musubi-tuner Wan, LTX-2-style .pt); rerun to resume")
+    parser.add_argument("root", help="the cache root")
+    parser.add_argument("--to", required=True, choices=TARGETS, help="musubi | pt (docs/export.md)")
+    parser.add_argument("folder", help="the export folder (empty, or an earlier export of the same cache to resume)")
+    parser.add_argument("--modality", action="append", help="export this modality (repeatable, stacked in the "
+                        "order given; default: all of the cache's)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..export import export_cache
+    from .common import say
+    from .progress import progress_bars
+
+    with progress_bars("samples") as bars:
+        report = export_cache(args.root, args.to, args.folder, args.modality, bars.start)
+    say(f"exported {report.samples} samples to {report.folder}: {report.written} files written, "
+        f"{report.skipped} already there")
+    return 0

@@ -1,0 +1,83 @@
+"""`latentforge export CACHE --to musubi|pt DIR`: one file pair per sample in a trainer's own cache layout.
+
+Each file appears only after it was loaded back and compared with the cache (write.py), so a rerun skips
+every file that exists and writes the rest. `latentforge-export.json` in DIR names the cache (the SHA-256 of
+its SHA256SUMS), the target and the modalities; an export into a folder made from anything else is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..cache.layout import SUMS
+from ..dataset.latent_dataset import LatentCacheDataset
+from ..errors import ConfigError
+from ..hashing import sha256_file
+from ..io import canonical_json, write_text_atomic
+from ..reporting import Progress, start_step
+from .targets import MUSUBI, TARGETS, ExportFile, musubi_files, pt_files
+from .write import write_verified
+
+EXPORT_RECORD = "latentforge-export.json"
+_BATCH = 16
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    folder: Path
+    samples: int
+    written: int  # files written by this run
+    skipped: int  # files an earlier run had finished
+
+
+def export_cache(root: str | Path, target: str, folder: str | Path, modalities: Sequence[str] | None = None,
+                 progress: Progress | None = None) -> ExportReport:
+    """Export every sample of the cache at `root` (all its modalities, or `modalities` stacked in that order)."""
+    if target not in TARGETS:
+        raise ConfigError(f"export target {target!r} is not known; allowed: {', '.join(TARGETS)}")
+    dataset = LatentCacheDataset(root, modalities)
+    if dataset.config.text is None:
+        raise ConfigError(f"{dataset.root} holds no text embeddings, which every export target needs; export a "
+                          "cache built with text.name set")
+    folder = Path(folder)
+    _claim(folder, dataset, target)
+    config, index = dataset.config, dataset.index
+    target_fps = None if config.fps in (None, "source") else float(str(config.fps))
+    advance = start_step(progress, "samples", len(dataset), unit="samples")
+    written = skipped = 0
+    for start in range(0, len(dataset), _BATCH):
+        indices = list(range(start, min(start + _BATCH, len(dataset))))
+        files: list[ExportFile] = []
+        for i, item in zip(indices, dataset.__getitems__(indices)):
+            if target == MUSUBI:
+                files += musubi_files(config, i, item)
+            else:
+                files += pt_files(config, i, item, target_fps or float(index.source_fps[i]))
+        for file in files:
+            if (folder / file.rel).is_file():
+                skipped += 1
+            else:
+                write_verified(folder, file)
+                written += 1
+        advance(len(indices))
+    return ExportReport(folder, len(dataset), written, skipped)
+
+
+def _claim(folder: Path, dataset: LatentCacheDataset, target: str) -> None:
+    record = {"format": "latentforge-export", "target": target, "modalities": list(dataset.modalities),
+              "cache_sha256sums_sha256": sha256_file(dataset.root / SUMS)}
+    path = folder / EXPORT_RECORD
+    if path.is_file():
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        if earlier != record:
+            changed = [f"{key} {earlier.get(key)!r} there, {value!r} now" for key, value in record.items()
+                       if earlier.get(key) != value]
+            raise ConfigError(f"{folder} holds an export of another cache or other settings ({'; '.join(changed)}); "
+                              "export into an empty folder, or delete that one first")
+        return
+    if folder.is_dir() and any(folder.iterdir()):
+        raise ConfigError(f"{folder} is not empty and holds no {EXPORT_RECORD}; export into an empty folder")
+    write_text_atomic(path, canonical_json(record) + "\n")

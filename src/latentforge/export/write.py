@@ -1,0 +1,45 @@
+"""Writing one export file so that it exists only once it reads back equal: tmp sibling, load it back with
+safetensors or `torch.load(weights_only=True)`, compare every tensor and value, fsync, rename."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from ..errors import CacheIntegrityError
+from ..io import atomic_path
+from .targets import ExportFile
+
+
+def write_verified(folder: Path, file: ExportFile) -> None:
+    with atomic_path(folder / file.rel) as tmp:
+        if file.is_safetensors:
+            save_file(file.tensors, str(tmp), metadata=file.metadata)
+            loaded: dict[str, Any] = load_file(str(tmp))
+            with safe_open(str(tmp), framework="pt") as handle:
+                metadata = handle.metadata()
+            if metadata != file.metadata:
+                raise CacheIntegrityError(f"{folder / file.rel}: metadata read back {metadata}, wrote {file.metadata}")
+        else:
+            torch.save(file.tensors, tmp)
+            loaded = torch.load(tmp, map_location="cpu", weights_only=True)
+        problem = _difference(file.tensors, loaded)
+        if problem:
+            raise CacheIntegrityError(f"{folder / file.rel}: read back differs from the cache: {problem}")
+
+
+def _difference(wrote: dict[str, Any], read: dict[str, Any]) -> str | None:
+    if list(read) != list(wrote) and sorted(read) != sorted(wrote):
+        return f"keys {sorted(read)}, wrote {sorted(wrote)}"
+    for key, value in wrote.items():
+        back = read[key]
+        if isinstance(value, torch.Tensor):
+            if not (isinstance(back, torch.Tensor) and back.dtype == value.dtype and torch.equal(back, value)):
+                return f"{key} differs"
+        elif back != value:
+            return f"{key}: {back!r}, wrote {value!r}"
+    return None

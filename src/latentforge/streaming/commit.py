@@ -1,0 +1,195 @@
+"""Commit staged units as a WebDataset cache written straight to a store URL (s3://, gs://, file://, memory://).
+
+The same staged units and the same rules as the HDF5 commit (writers/commit.py): dense dataset_index in
+source_index order, shard contents a function of the content alone, manifest, rejects, cache_config, README,
+SHA256SUMS, and `_CACHE_COMPLETE` last. Each tar is written to a node-local staging folder, hashed, uploaded and
+confirmed (by the store's checksums, or read back where it keeps none); an object already there with the same
+bytes is kept, so a rerun after a kill uploads only what is missing and leaves identical objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..cache.config_file import CacheConfig
+from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, PUBLISHED_MARKER, README, REJECTS, SUMS
+from ..cache.rows import ManifestRow
+from ..errors import CacheIntegrityError, ConfigError
+from ..hashing import format_sums
+from ..io import canonical_json
+from ..records import Reject
+from ..transfer.destinations import Destination, open_remote
+from ..transfer.digests import FileDigest, hash_bytes, hash_file
+from ..transfer.stores import Remote
+from ..writers.commit import PlacedRow, gather_staged, manifest_rows, ordered_rejects
+from ..writers.staging import OpenStagedUnit, open_staged_unit
+from .layout import (
+    EMPTY_PROMPT_KEY,
+    EMPTY_PROMPT_TAR,
+    LATENT,
+    LENGTH,
+    ROW,
+    SINK,
+    TEXT,
+    cut_shards,
+    npy_bytes,
+    sample_key,
+    tar_shard_path,
+)
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class WebDatasetOptions:
+    staging: Path  # node-local folder for one tar at a time
+    shard_bytes: int = 512 * MIB  # a shard is closed once its samples' arrays reach this many bytes
+    part_size: int = 64 * MIB  # multipart part size on S3
+    server_checksum: bool = True  # S3 ChecksumAlgorithm SHA256; off for S3-compatible servers without it
+
+
+@dataclass
+class WebDatasetCommit:
+    url: str
+    num_samples: int
+    shard_paths: list[str]
+    uploaded: list[str] = field(default_factory=list)  # objects this run wrote
+    kept: list[str] = field(default_factory=list)  # objects already there with the same bytes
+
+
+def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rejects: list[Reject],
+                      cache_config: CacheConfig, empty_prompt: tuple[np.ndarray, np.ndarray] | None,
+                      options: WebDatasetOptions) -> WebDatasetCommit:
+    if options.shard_bytes < 1:
+        raise ConfigError(f"shard_bytes={options.shard_bytes}; use 1 or more")
+    remote = open_remote(destination.url, destination.storage_options, options.part_size, options.server_checksum)
+    for marker in (COMPLETE_MARKER, PUBLISHED_MARKER, SUMS):  # nothing may vouch for what is about to change
+        remote.delete(marker)
+    remote.discard_partials()
+    schema = cache_config.shard_schema()
+    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths)
+    lengths = _text_lengths(placed)
+    text_row = 0 if schema.text_dim is None else schema.text_dim * np.dtype(schema.storage_dtype).itemsize
+    latent_bytes = int(np.prod(schema.latent_shape)) * np.dtype(schema.storage_dtype).itemsize
+    ranges = cut_shards([latent_bytes + int(n) * text_row for n in lengths], options.shard_bytes)
+    shards = [(tar_shard_path(k, len(ranges), s, e), s, e) for k, (s, e) in enumerate(ranges)]
+    config = cache_config.committed(len(placed), len(shards), encoded_by)
+    rows = manifest_rows(placed, shards)
+    result = WebDatasetCommit(remote.url, len(placed), [rel for rel, _, _ in shards])
+    digests: dict[str, FileDigest] = {}
+    options.staging.mkdir(parents=True, exist_ok=True)
+    for rel, start, end in shards:
+        with contextlib.ExitStack() as stack:  # samples stream into the tar: one shard is never held in memory
+            paths = sorted({r.unit_path for r in placed[start:end]})
+            units = {path: stack.enter_context(open_staged_unit(path)) for path in paths}
+            samples = (_sample(placed[i], units[placed[i].unit_path], rows[i], schema.text_prefix is not None)
+                       for i in range(start, end))
+            digests[rel] = _put_tar(remote, rel, samples, options, result)
+    if empty_prompt is not None:
+        embeddings, length = empty_prompt
+        sample = {"__key__": EMPTY_PROMPT_KEY, TEXT: npy_bytes(embeddings[0][: int(length[0])]),
+                  LENGTH: str(int(length[0])).encode()}
+        digests[EMPTY_PROMPT_TAR] = _put_tar(remote, EMPTY_PROMPT_TAR, [sample], options, result)
+    small = {
+        REJECTS: "".join(canonical_json(r.to_json()) + "\n" for r in ordered_rejects(plan_rejects, unit_rejects)),
+        CACHE_CONFIG: canonical_json({**config.to_json(), "sink": {"name": SINK, "shard_bytes": options.shard_bytes}})
+        + "\n",
+        MANIFEST: "".join(canonical_json(row.to_json()) + "\n" for row in rows),
+        README: _readme(config, len(shards)),
+    }
+    for rel, text in small.items():
+        digests[rel] = _put_bytes(remote, rel, text.encode("utf-8"), options, result)
+    _remove_stale(remote, set(digests))
+    sums = format_sums((digests[rel].sha256, rel) for rel in sorted(digests)).encode("utf-8")
+    digests[SUMS] = _put_bytes(remote, SUMS, sums, options, result)
+    failed = [f"{rel}: {reason}" for rel, digest in digests.items()
+              if (reason := remote.problem(rel, digest, deep=not remote.stores_checksums))]
+    if failed:
+        raise CacheIntegrityError(f"{remote.url}: objects not confirmed; rerun the commit:\n  " + "\n  ".join(failed))
+    stamp = canonical_json({"num_samples": len(placed), "num_shards": len(shards), "sink": SINK}) + "\n"
+    _put_bytes(remote, COMPLETE_MARKER, stamp.encode("utf-8"), options, result)
+    return result
+
+
+def _text_lengths(placed: list[PlacedRow]) -> list[int]:
+    """Each placed row's text length (0 without text), read once per staged unit."""
+    by_unit: dict[Path, np.ndarray | None] = {}
+    for path in sorted({p.unit_path for p in placed}):
+        with open_staged_unit(path) as staged:
+            by_unit[path] = None if staged.text_lengths is None else staged.text_lengths[()]
+    return [0 if by_unit[p.unit_path] is None else int(by_unit[p.unit_path][p.position]) for p in placed]
+
+
+def _sample(placed: PlacedRow, staged: OpenStagedUnit, row: ManifestRow, text: bool) -> dict[str, Any]:
+    sample: dict[str, Any] = {"__key__": sample_key(row.dataset_index),
+                              LATENT: npy_bytes(staged.latents[placed.position])}
+    if text:
+        length = int(staged.text_lengths[placed.position])
+        sample[TEXT] = npy_bytes(staged.text_embeddings[placed.position][:length])
+        sample[LENGTH] = str(length).encode()
+    sample[ROW] = canonical_json(row.to_json()).encode("utf-8")
+    return sample
+
+
+def _put_tar(remote: Remote, rel: str, samples: Iterable[dict[str, Any]], options: WebDatasetOptions,
+             result: WebDatasetCommit) -> FileDigest:
+    from webdataset import TarWriter
+
+    local = options.staging / rel.replace("/", "__")
+    try:
+        with open(local, "wb") as handle:
+            writer = TarWriter(handle, encoder=False, mtime=0.0, format=tarfile.USTAR_FORMAT)
+            for sample in samples:
+                writer.write(sample)
+            writer.close()
+        digest = hash_file(local, options.part_size)
+        _upload_unless_there(remote, rel, local, digest, result)
+    finally:
+        local.unlink(missing_ok=True)
+    return digest
+
+
+def _put_bytes(remote: Remote, rel: str, data: bytes, options: WebDatasetOptions,
+               result: WebDatasetCommit) -> FileDigest:
+    digest = hash_bytes(data, options.part_size)
+    _upload_unless_there(remote, rel, data, digest, result)
+    return digest
+
+
+def _upload_unless_there(remote: Remote, rel: str, source: Path | bytes, digest: FileDigest,
+                         result: WebDatasetCommit) -> None:
+    if remote.problem(rel, digest, deep=not remote.stores_checksums) is None:
+        result.kept.append(rel)
+        return
+    remote.upload(rel, source, digest)
+    result.uploaded.append(rel)
+
+
+def _remove_stale(remote: Remote, keep: set[str]) -> None:
+    """Objects of an earlier commit with other counts (other shard names) would otherwise sit beside this one."""
+    for rel in remote.list_files():
+        if rel not in keep and rel not in (SUMS, COMPLETE_MARKER, PUBLISHED_MARKER):
+            remote.delete(rel)
+
+
+def _readme(config: CacheConfig, num_shards: int) -> str:
+    text = config.text
+    lines = [
+        "# latentforge cache (WebDataset)", "",
+        f"{config.num_samples} samples in {num_shards} tar shards under `shards/`, one key per sample (its "
+        "`dataset_index`, nine digits): `KEY.latent.npy` "
+        f"({config.storage_dtype} {list(config.latent.shape)}), "
+        + (f"`KEY.text.npy` (the first `length` of {text.max_length} tokens, D = {text.dim}; zero-pad to "
+           f"{text.max_length} rows for the padded tensor), `KEY.length.cls`, " if text is not None else "")
+        + "`KEY.json` (the manifest row).", "",
+        "Read it with `latentforge.streaming.StreamingLatentDataset(URL)`, or any WebDataset reader. "
+        "`sha256sum -c SHA256SUMS` checks a downloaded copy.", "",
+    ]
+    return "\n".join(lines)
+

@@ -1,0 +1,60 @@
+"""The WebDataset cache on disk or in object storage (docs/webdataset.md): shard names, sample members, and how
+samples are cut into shards of a target size.
+
+```
+ROOT/shards/part-KKKKK-of-NNNNN-START-END.tar   samples in dataset_index order, one key each
+ROOT/empty_prompt.tar  manifest.jsonl  rejects.jsonl  cache_config.json  README.md  SHA256SUMS  _CACHE_COMPLETE
+```
+A sample `KEY` (its dataset_index, nine digits) is the members `KEY.latent.npy` ([C, T', H', W'], storage dtype),
+`KEY.text.npy` (its first `length` tokens, [length, D]), `KEY.length.cls` (the length, ASCII) and `KEY.json`
+(its manifest row), in that name order, as webdataset's TarWriter writes them (mtime 0, so the bytes are a
+function of the content alone).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from ..cache.layout import SHARDS_DIR
+
+SINK = "webdataset"
+EMPTY_PROMPT_TAR = "empty_prompt.tar"
+EMPTY_PROMPT_KEY = "empty_prompt"
+LATENT, TEXT, LENGTH, ROW = "latent.npy", "text.npy", "length.cls", "json"
+
+
+def sample_key(dataset_index: int) -> str:
+    return f"{dataset_index:09d}"
+
+
+def tar_shard_path(k: int, n: int, start: int, end: int) -> str:
+    return f"{SHARDS_DIR}/part-{k:05d}-of-{n:05d}-{start:09d}-{end:09d}.tar"
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def npy_array(data: bytes) -> np.ndarray:
+    return np.load(io.BytesIO(data), allow_pickle=False)
+
+
+def cut_shards(sample_bytes: list[int], target_bytes: int) -> list[tuple[int, int]]:
+    """[start, end) of each shard: samples in order, a shard closed once its samples' array bytes reach
+    `target_bytes` (so a shard holds at least one sample); a function of the content alone, so reruns cut the
+    same shards."""
+    ranges: list[tuple[int, int]] = []
+    start, filled = 0, 0
+    for index, size in enumerate(sample_bytes):
+        filled += size
+        if filled >= target_bytes:
+            ranges.append((start, index + 1))
+            start, filled = index + 1, 0
+    if start < len(sample_bytes):
+        ranges.append((start, len(sample_bytes)))
+    return ranges
+

@@ -1,0 +1,153 @@
+"""StreamingLatentDataset: a training IterableDataset over a WebDataset cache, local or in object storage.
+
+Each epoch the shard list is shuffled with (seed, epoch) and dealt round-robin to the streams, one stream per
+(rank, DataLoader worker), unless `shuffle_buffer` is 0 or 1 (then shards and samples keep dataset_index
+order): stream g = rank * workers + worker reads shards g, g + G, ... (G streams in all)
+through a shuffle buffer seeded with (seed, epoch, g). A stream's order is thus a function of the cache, the
+seed, the epoch and G alone. Every item says which `stream` it came from and its `stream_index` there; a trainer
+that records, per stream, how many items it has consumed resumes mid-epoch at exactly the next item of every
+stream (`load_state_dict`); skipped items are read through but never decoded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tarfile
+from collections import deque
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from ..cache.config_file import CacheConfig
+from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, SUMS
+from ..dataset.expect import CacheExpectation, check_expectation
+from ..errors import CacheIntegrityError, ConfigError
+from .layout import EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array
+from .store import CacheStore
+
+
+class StreamingLatentDataset(IterableDataset):
+    """Items as LatentCacheDataset's (`latent`, `text_embeddings` zero-padded [max_length, D], `text_length`,
+    `text_mask`, `dataset_index`, `source_index`, `sample_id`, `prompt`) plus `stream` and `stream_index`."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
+                 modalities: Sequence[str] | None = None,
+                 expect: CacheExpectation | dict[str, Any] | None = None, *, rank: int = 0, world_size: int = 1,
+                 seed: int = 0, shuffle_buffer: int = 0, text: bool = True):
+        if not 0 <= rank < world_size:
+            raise ConfigError(f"rank={rank} with world_size={world_size}; give 0 <= rank < world_size")
+        if shuffle_buffer < 0:
+            raise ConfigError(f"shuffle_buffer={shuffle_buffer}; use 0 (no shuffling) or more")
+        self.url, self.storage_options = url, dict(storage_options or {})
+        self.store = CacheStore(url, self.storage_options)
+        self._pid = os.getpid()
+        if not self.store.exists(COMPLETE_MARKER):
+            raise CacheIntegrityError(f"{url}: no {COMPLETE_MARKER}, so the cache is not committed; finish its build")
+        data = json.loads(self.store.read(CACHE_CONFIG))
+        if (data.get("sink") or {}).get("name") != SINK:
+            raise ConfigError(f"{url} is not a WebDataset cache; read an HDF5 cache with LatentCacheDataset")
+        self.config = CacheConfig.from_json(data)
+        available = self.config.modality_names
+        self.modalities = tuple(modalities) if modalities is not None else available
+        if not self.modalities or len(set(self.modalities)) != len(self.modalities):
+            raise ConfigError(f"modalities={list(self.modalities)}: give distinct names from the cache's "
+                              f"{list(available)}")
+        self._channels = [self.config.modality(name).channels for name in self.modalities]
+        check_expectation(url, self.config, self.modalities, CacheExpectation.coerce(expect))
+        self.text = text and self.config.text is not None
+        listed = self.store.read(SUMS).decode("utf-8").splitlines()
+        self.shards = sorted(line.split("  ", 1)[1] for line in listed if line.endswith(".tar")
+                             and line.split("  ", 1)[1].startswith("shards/"))
+        self.rank, self.world_size, self.seed, self.shuffle_buffer = rank, world_size, seed, shuffle_buffer
+        self.epoch = 0
+        self._consumed: dict[int, int] = {}
+
+    def set_epoch(self, epoch: int) -> None:
+        """A new epoch starts every stream from its beginning."""
+        self.epoch, self._consumed = epoch, {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """{"epoch": e, "consumed": {stream: items consumed}}: the next iteration resumes each stream after those."""
+        self.epoch = int(state["epoch"])
+        self._consumed = {int(stream): int(count) for stream, count in state["consumed"].items()}
+
+    def _store(self) -> CacheStore:
+        # A DataLoader worker forked from the process that opened the store gets its own (fsspec's async stores
+        # are not fork-safe).
+        if self._pid != os.getpid():
+            self.store, self._pid = CacheStore(self.url, self.storage_options), os.getpid()
+        return self.store
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = get_worker_info()
+        workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
+        stream, streams = self.rank * workers + worker, self.world_size * workers
+        order = list(self.shards)
+        if self.shuffle_buffer > 1:  # without a buffer, one stream reads the cache in dataset_index order
+            random.Random(f"{self.seed}:{self.epoch}").shuffle(order)
+        skip = self._consumed.get(stream, 0)
+        for index, raw in enumerate(self._shuffled(self._samples(order[stream::streams]), stream)):
+            if index >= skip:
+                yield {**self._decode(raw), "stream": stream, "stream_index": index}
+
+    def empty_prompt(self) -> dict[str, torch.Tensor]:
+        """The empty prompt's `text_embeddings`, `text_length`, `text_mask`, for caption dropout."""
+        if self.config.text is None or not self.config.text.empty_prompt:
+            raise ConfigError(f"{self.url} has no {EMPTY_PROMPT_TAR}; commit the cache with an empty prompt to use "
+                              "caption dropout")
+        raw = next(self._samples([EMPTY_PROMPT_TAR]))
+        return self._text_fields(raw)
+
+    def _samples(self, shards: list[str]) -> Iterator[dict[str, bytes]]:
+        for rel in shards:
+            with self._store().open(rel) as handle, tarfile.open(fileobj=handle, mode="r|") as tar:
+                key, members = None, {}
+                for member in tar:
+                    name_key, _, suffix = member.name.partition(".")
+                    if key is not None and name_key != key:
+                        yield members
+                        members = {}
+                    key = name_key
+                    extracted = tar.extractfile(member)
+                    members[suffix] = extracted.read() if extracted is not None else b""
+                if members:
+                    yield members
+
+    def _shuffled(self, samples: Iterator[dict[str, bytes]], stream: int) -> Iterator[dict[str, bytes]]:
+        if self.shuffle_buffer <= 1:
+            yield from samples
+            return
+        rng = random.Random(f"{self.seed}:{self.epoch}:{stream}")
+        buffer: deque[dict[str, bytes]] = deque()
+        for sample in samples:
+            buffer.append(sample)
+            if len(buffer) >= self.shuffle_buffer:
+                buffer.rotate(-rng.randrange(len(buffer)))
+                yield buffer.popleft()
+        while buffer:
+            buffer.rotate(-rng.randrange(len(buffer)))
+            yield buffer.popleft()
+
+    def _decode(self, raw: dict[str, bytes]) -> dict[str, Any]:
+        row = json.loads(raw[ROW])
+        latent = npy_array(raw[LATENT])
+        parts = [latent[start:end] for start, end in self._channels]
+        item: dict[str, Any] = {"latent": torch.from_numpy(np.ascontiguousarray(np.concatenate(parts)))}
+        if self.text:
+            item.update(self._text_fields(raw))
+        item.update({"dataset_index": int(row["dataset_index"]), "source_index": int(row["source_index"]),
+                     "sample_id": row["sample_id"], "prompt": row["prompt"]})
+        return item
+
+    def _text_fields(self, raw: dict[str, bytes]) -> dict[str, torch.Tensor]:
+        """The zero-padded [max_length, D] row from the stored valid tokens, its length and mask."""
+        text = self.config.text
+        length = int(raw[LENGTH])
+        padded = np.zeros((text.max_length, text.dim), dtype=self.config.storage_dtype)
+        padded[:length] = npy_array(raw[TEXT])
+        return {"text_embeddings": torch.from_numpy(padded), "text_length": torch.tensor(length, dtype=torch.int64),
+                "text_mask": torch.from_numpy(np.arange(text.max_length) < length)}
