@@ -58,7 +58,8 @@ def run(args) -> dict:
         vae.save_pretrained(folder)  # a diffusers folder: the tokenizer loads it through its real loading code
         fp32 = Wan22Tokenizer(folder, "fp32", device=device)
         # the default: plans from the books shipped for this GPU, timed into a fresh folder (the warm-up call)
-        plans = Wan22Tokenizer(folder, "bf16", device=device, conv_plans_dir=str(Path(folder) / "conv-plans"))
+        plans = Wan22Tokenizer(folder, "bf16", device=device,
+                               conv_plans_dir=str(args.plans_dir or Path(folder) / "conv-plans"))
         heuristics = Wan22Tokenizer(folder, "bf16", device=device, conv_kernels="heuristics")
         diffusers_bf16 = vae.to(device=device, dtype=torch.bfloat16)
         mean, inv_std = fp32._mean, fp32._inv_std
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", nargs="+", default=["93x480x832", "121x704x1280"])
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--plans-dir", type=Path, help="the shared plan books to use and keep (default: a fresh temp)")
     parser.add_argument("--tiny", action="store_true", help="CPU, width 8, 5x32x48: checks the script")
     args = parser.parse_args(argv)
     if args.tiny:
