@@ -38,9 +38,11 @@ from .wan21_kernels import add_rms_silu
 
 Convs = Callable[..., torch.Tensor]  # (x, weight, bias, stride, padding) -> conv output
 
-# Peak memory of one encode ~ (window + _FIXED_FRAMES) x _LIVE_FRAMES_PER_FRAME full-resolution 96-channel
-# frames: measured on an H200 at 93x480x832 (12.4 GiB at window 16, 19.2 GiB at window 32; BENCHMARKS.md).
+# Peak memory of one encode ~ (window + _FIXED_FRAMES) x live frames per frame x one full-resolution stage-0
+# frame. Measured on an H200: Wan2.1 (96 channels) 12.4 GiB at window 16 and 19.2 GiB at window 32 at 93x480x832;
+# Wan2.2 (160 channels, residual down blocks) 28.1 GiB at window 44 at 121x704x1280, 7.33 frames per frame.
 _LIVE_FRAMES_PER_FRAME = 6
+_LIVE_FRAMES_PER_FRAME_RESIDUAL_DOWN = 7.5
 _FIXED_FRAMES = 13
 _MAX_WINDOW = 64
 
@@ -51,9 +53,10 @@ def stacked_channels(channels: int) -> int:
     return -(-3 * channels // 8) * 8
 
 
-def choose_window(batch: int, height: int, width: int, max_gib: float, base_dim: int = 96) -> int:
+def choose_window(batch: int, height: int, width: int, max_gib: float, base_dim: int = 96,
+                  live_frames: float = _LIVE_FRAMES_PER_FRAME) -> int:
     """The largest causal window (a multiple of 4, at most 64) whose stage-0 activations fit in max_gib."""
-    bytes_per_frame = batch * base_dim * height * width * 2 * _LIVE_FRAMES_PER_FRAME
+    bytes_per_frame = batch * base_dim * height * width * 2 * live_frames
     frames = int(max_gib * 2**30 // bytes_per_frame) - _FIXED_FRAMES
     return max(4, min(_MAX_WINDOW, frames // 4 * 4))
 
@@ -104,6 +107,8 @@ class FastWanEncoder(nn.Module):
         self.convs = convs or TorchConvs()  # who runs each convolution (cudnn_convs.py)
         self.base_dim = encoder.conv_in.out_channels  # stage-0 width, for the memory estimate of the window
         self.layers = _flatten_encoder(encoder)
+        residual_down = any(kind == "resdown" for kind, _ in self.layers)
+        self.live_frames = _LIVE_FRAMES_PER_FRAME_RESIDUAL_DOWN if residual_down else _LIVE_FRAMES_PER_FRAME
         # A private copy in the compute dtype and layout; the caller's module stays untouched.
         self._params = _prepare_params(self.layers + [("quant", quant_conv)], dtype)
 
@@ -115,7 +120,8 @@ class FastWanEncoder(nn.Module):
         if (frames - 1) % 4 != 0:
             raise ValueError(f"{frames} frames: the causal 4x encoder needs (T - 1) % 4 == 0")
         x = video.to(self.dtype)
-        window = self.window or choose_window(x.shape[0], x.shape[3], x.shape[4], self.max_gib, self.base_dim)
+        window = self.window or choose_window(x.shape[0], x.shape[3], x.shape[4], self.max_gib, self.base_dim,
+                                              self.live_frames)
         caches: dict = {}
         outputs = []
         start, size = 0, 1 + window
