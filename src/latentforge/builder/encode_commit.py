@@ -39,10 +39,12 @@ def remove_tmp_leftovers(build_dir: Path) -> None:
 
 def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sample], plan_rejects: list[Reject],
                       probes: dict[int, ProbeResult | Reject], progress: BuildProgress, stats: RunStats,
-                      earlier_rejects: tuple[list[Reject], int] = ([], 0)) -> CommitResult:
+                      earlier_rejects: tuple[list[Reject], int] = ([], 0),
+                      unit_of: dict[int, int] | None = None) -> CommitResult:
     """Encode the probed samples that are not staged yet and commit the cache at config.output.root.
     `earlier_rejects`: rejects (and their candidates) found before this cache's plan, counted against
-    run.max_reject_fraction with this cache's own."""
+    run.max_reject_fraction with this cache's own. `unit_of`: an extended plan's unit numbering
+    (builder/extend.py); the commit takes every staged unit, also those of samples not passed here."""
     root, build_dir = Path(config.output.root), executor.build_dir
     earlier, earlier_candidates = earlier_rejects
     probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
@@ -53,7 +55,7 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
                                    config.output.storage_dtype, rows_per_shard=config.output.rows_per_shard)
     check_free_disk(root, needed, config.output.min_free_bytes)
 
-    units = cut_units(samples, probes, config.output.unit_size)
+    units = cut_units(samples, probes, config.output.unit_size, unit_of)
     done = completed_units(build_dir)
     todo: list[Unit] = [u for u in units if u.index not in done]
     todo_samples = sum(len(u.samples) for u in todo)

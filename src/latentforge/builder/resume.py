@@ -60,13 +60,14 @@ def _previous(build_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def check_config(build_dir: Path, key: dict[str, Any]) -> None:
-    """Refuse, listing every changed key as `key: old -> new`, when the staged work used another config."""
+def check_config(build_dir: Path, key: dict[str, Any], may_differ: tuple[str, ...] = ()) -> None:
+    """Refuse, listing every changed key as `key: old -> new`, when the staged work used another config.
+    `may_differ`: flattened keys left out (--extend reads a grown listing from a new dataset.path)."""
     previous = _previous(build_dir)
     if previous is None:
         return
     old, new = _flatten(previous["key"]), _flatten(key)
-    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in may_differ)
     if changed:
         lines = "\n".join(f"  {k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
         raise LatentforgeError(f"this cache root holds a build with a different config; refusing to resume:\n"

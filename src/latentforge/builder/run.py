@@ -26,8 +26,10 @@ from ..executor.process_setup import stop_on_signals
 from ..faults import arm_main_process
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.probe import probe_all
+from ..writers.staging import completed_units
 from .bucket_run import build_buckets
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
+from .extend import plan_extension, refuse_plain_rerun, unit_numbers
 from .lock import BuildLock
 from .preflight import preflight
 from .progress import BuildProgress
@@ -43,6 +45,8 @@ class BuildResult:
     seconds: float
     stats: dict[str, Any] = field(default_factory=dict)
     stats_path: Path | None = None  # ROOT/build/stats-<utc>.json: timings, throughput, settings of this run
+    added_ids: list[str] = field(default_factory=list)  # --extend: ids this run added to the plan
+    removed_ids: list[str] = field(default_factory=list)  # --extend: ids no longer in the input, rows kept
 
 
 def _clear_root(root: Path) -> None:
@@ -58,9 +62,13 @@ def _clear_root(root: Path) -> None:
             child.unlink()
 
 
-def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> BuildResult:
-    """Build (or resume) the cache at config.output.root. Raises StopRequested on SIGTERM/SIGINT."""
+def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, extend: bool = False) -> BuildResult:
+    """Build (or resume) the cache at config.output.root. Raises StopRequested on SIGTERM/SIGINT.
+    `extend`: add the samples the input gained to the cache built there (docs/extend.md)."""
     root = Path(config.output.root)
+    if extend and (overwrite or config.frames.buckets):
+        raise LatentforgeError("--extend grows a single-shape cache in place; it cannot be combined with "
+                               f"{'--overwrite' if overwrite else 'frames.buckets'}")
     if overwrite and root.exists() and any(root.iterdir()):
         if not ((root / RUN_RECORDS_DIR).is_dir() or (root / CACHE_CONFIG).exists()):
             raise LatentforgeError(f"--overwrite refused: {root} is not empty and is not a latentforge cache")
@@ -74,7 +82,10 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False) -> 
     try:
         with guard, BuildLock(build_dir), _serve_metrics(config, stats):
             try:
-                result = _build_locked(config, executor, root, overwrite, BuildProgress(quiet), stats)
+                if extend:
+                    result = _extend_locked(config, executor, root, BuildProgress(quiet), stats)
+                else:
+                    result = _build_locked(config, executor, root, overwrite, BuildProgress(quiet), stats)
             except StopRequested:
                 stats.outcome = "interrupted"
                 raise
@@ -110,6 +121,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     key = resume_key(config)
     check_existing_cache(root, config, key)
     check_config(build_dir, key)
+    refuse_plain_rerun(build_dir)
     started = time.perf_counter()
     samples, plan_rejects = plan_samples(config)
     check_inputs(build_dir, key, plan_fingerprint(samples))
@@ -127,3 +139,31 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     stats.rejects_by_reason = dict(rejects)
     stats.outcome = "complete"
     return BuildResult(root, num_samples, rejects, time.time() - stats.started_unix, stats.summary())
+
+
+def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress: BuildProgress,
+                   stats: RunStats) -> BuildResult:
+    """Merge the input into the recorded plan, encode the units not staged yet, commit all staged units."""
+    build_dir = executor.build_dir
+    remove_tmp_leftovers(build_dir)
+    key = resume_key(config)
+    check_existing_cache(root, config, key)
+    check_config(build_dir, key, may_differ=("config.dataset.path",))
+    started = time.perf_counter()
+    listing, plan_rejects = plan_samples(config)
+    extension = plan_extension(build_dir, key, listing, plan_rejects)
+    unit_of = unit_numbers(extension.samples, config.output.unit_size, extension.segment_starts)
+    done = completed_units(build_dir)
+    todo = [s for s in extension.samples if unit_of[s.source_index] not in done]
+    with progress.task("probe", len(todo)) as advance:
+        probes = probe_all(todo, config, advance)
+    stats.main_seconds["probe"] = time.perf_counter() - started
+    stats.samples_planned = len(extension.samples)
+    staged = len(extension.samples) - len(todo)
+    num_samples = encode_and_commit(config, executor, todo, plan_rejects, probes, progress, stats,
+                                    earlier_rejects=([], staged), unit_of=unit_of).num_samples
+    rejects = dict(sorted(Counter(r.reason for r in read_rejects(root)).items()))
+    stats.rejects_by_reason = dict(rejects)
+    stats.outcome = "complete"
+    return BuildResult(root, num_samples, rejects, time.time() - stats.started_unix, stats.summary(),
+                       added_ids=extension.added, removed_ids=extension.removed)

@@ -15,6 +15,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_input_arguments(parser)
     parser.add_argument("--no-encode", action="store_true", help="only probe the input (same as `scan`)")
     parser.add_argument("--overwrite", action="store_true", help="start over instead of resuming")
+    parser.add_argument("--extend", action="store_true",
+                        help="add the samples the input gained to the cache built here; existing rows keep "
+                             "their dataset_index and bytes (docs/extend.md)")
     parser.add_argument("--quiet", action="store_true")
     parser.set_defaults(run=run)
 
@@ -27,7 +30,12 @@ def run(args: argparse.Namespace) -> int:
         return run_scan(args)
     from ..builder.run import build
 
-    result = build(config_from_args(args), overwrite=args.overwrite, quiet=args.quiet)
+    result = build(config_from_args(args), overwrite=args.overwrite, quiet=args.quiet, extend=args.extend)
+    if args.extend:
+        say(f"extended: {len(result.added_ids)} new sample id(s) planned")
+    if result.removed_ids:
+        shown = ", ".join(result.removed_ids[:5]) + (" ..." if len(result.removed_ids) > 5 else "")
+        say(f"  {len(result.removed_ids)} id(s) no longer in the input were kept in the cache: {shown}")
     rejects = sum(result.rejects_by_reason.values())
     say(f"built {result.root}: {result.num_samples} samples, {rejects} rejected{by_reason(result.rejects_by_reason)} "
         f"in {result.seconds:.1f} s; verified")

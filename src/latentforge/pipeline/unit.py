@@ -96,12 +96,17 @@ class Decoded:
     cpu_seconds: float  # CPU core-seconds the worker spent on it
 
 
-def cut_units(samples: list[Sample], probes: dict[int, ProbeResult | Reject], unit_size: int) -> list[Unit]:
-    units = []
-    for start in range(0, len(samples), unit_size):
-        chunk = tuple(samples[start : start + unit_size])
-        units.append(Unit(start // unit_size, chunk, {s.source_index: probes[s.source_index] for s in chunk}))
-    return units
+def cut_units(samples: list[Sample], probes: dict[int, ProbeResult | Reject], unit_size: int,
+              unit_of: dict[int, int] | None = None) -> list[Unit]:
+    """Consecutive runs of unit_size samples, or, given `unit_of` ({source_index: unit}, an extended plan's
+    numbering), the samples grouped by their unit."""
+    if unit_of is None:
+        unit_of = {s.source_index: position // unit_size for position, s in enumerate(samples)}
+    chunks: dict[int, list[Sample]] = defaultdict(list)
+    for sample in samples:
+        chunks[unit_of[sample.source_index]].append(sample)
+    return [Unit(index, tuple(chunk), {s.source_index: probes[s.source_index] for s in chunk})
+            for index, chunk in sorted(chunks.items())]
 
 
 def decode_sample(sample: Sample, probe: ProbeResult | Reject, config: BuildConfig) -> Decoded:

@@ -1,0 +1,101 @@
+"""`build --extend`: grow a built cache with the samples its input gained, without touching the rows it has.
+
+The recorded plan (build/plan.jsonl) keeps every old sample's source_index, so its dataset_index stays; new
+sample ids, in codepoint order, get the indices after the largest old one. Each extension is a segment of
+the plan, recorded in build/run.json before the plan is rewritten, and units are numbered segment after
+segment, so an interrupted extend rerun with the same command finds the same units staged (docs/extend.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..cache.layout import RUN_RECORD
+from ..errors import LatentforgeError
+from ..io import canonical_json, write_text_atomic
+from ..pipeline.plan import FINGERPRINT_VERSION, content_key, read_plan, write_plan
+from ..records import Reject, Sample
+
+_EXAMPLES = 5  # ids quoted in a message
+
+
+@dataclass(frozen=True)
+class Extension:
+    """The plan an extend builds: old samples with their indices, then the new ones."""
+
+    samples: list[Sample]  # in source_index order
+    added: list[str]  # ids this run added to the plan (none when it resumes an interrupted extend)
+    removed: list[str]  # ids the recorded plan holds that the input no longer lists: their rows are kept
+    segment_starts: list[int]  # first source_index of the first build and of each extension
+
+
+def _quote(ids: list[str]) -> str:
+    more = f" and {len(ids) - _EXAMPLES} more" if len(ids) > _EXAMPLES else ""
+    return ", ".join(repr(i) for i in ids[:_EXAMPLES]) + more
+
+
+def _record(build_dir: Path) -> dict[str, Any] | None:
+    path = Path(build_dir) / RUN_RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def refuse_plain_rerun(build_dir: Path) -> None:
+    """A plain build renumbers the plan from 0, which an extended cache's staged units do not follow."""
+    record = _record(build_dir)
+    if record is not None and len(record.get("segments", [0])) > 1:
+        raise LatentforgeError(f"{Path(build_dir).parent} was extended; a plain rerun would renumber its rows. "
+                               "Rerun with --extend (or --overwrite to start over)")
+
+
+def _fingerprint(entries: dict[str, str]) -> dict[str, Any]:
+    digest = hashlib.sha256(canonical_json(entries).encode("utf-8")).hexdigest()
+    return {"version": FINGERPRINT_VERSION, "count": len(entries), "sha256": digest, "entries": entries}
+
+
+def plan_extension(build_dir: Path, key: dict[str, Any], listing: list[Sample], plan_rejects: list[Reject]
+                   ) -> Extension:
+    """Merge the input's listing into the recorded plan; record it and `key` (run.json first, then the plan).
+
+    Refuses when there is nothing to extend or when a recorded sample's source changed (same id, other
+    content: its row would no longer be what the input says)."""
+    build_dir = Path(build_dir)
+    record, old = _record(build_dir), read_plan(build_dir)
+    if record is None or not old:
+        raise LatentforgeError(f"--extend needs a cache built here before: {build_dir} holds no run.json and "
+                               "plan.jsonl. Build it once without --extend")
+    recorded: dict[str, str] = record["inputs"]["entries"]
+    now = {s.sample_id: content_key(s) for s in listing}
+    changed = sorted(i for i in now if i in recorded and recorded[i] != now[i])
+    if changed:
+        raise LatentforgeError(f"--extend refused: {len(changed)} source(s) changed since they were encoded "
+                               f"(same id, other file size, mtime, caption or window): {_quote(changed)}. "
+                               "Restore them, give the new content new ids, or rebuild with --overwrite")
+    first_new = max(s.source_index for s in old.values()) + 1
+    new = [Sample(s.sample_id, first_new + i, s.entry, s.start_frame)
+           for i, s in enumerate(s for s in listing if s.sample_id not in old)]
+    segments = list(record.get("segments", [0]))
+    if new and segments[-1] != first_new:
+        segments.append(first_new)
+    samples = sorted(old.values(), key=lambda s: s.source_index) + new
+    write_text_atomic(build_dir / RUN_RECORD, canonical_json({"key": key,
+                                                              "inputs": _fingerprint({**recorded, **now}),
+                                                              "segments": segments}))
+    write_plan(build_dir, samples, plan_rejects)
+    return Extension(samples, [s.sample_id for s in new], sorted(set(old) - set(now)), segments)
+
+
+def unit_numbers(samples: list[Sample], unit_size: int, segment_starts: list[int]) -> dict[int, int]:
+    """{source_index: unit}: each segment cut into units of unit_size, numbered after the previous segment's."""
+    bounds = [*segment_starts, max((s.source_index for s in samples), default=-1) + 1]
+    first_unit = [0]
+    for start, end in zip(bounds, bounds[1:]):
+        first_unit.append(first_unit[-1] + -(-(end - start) // unit_size))
+    numbers = {}
+    for sample in samples:
+        segment = max(i for i, start in enumerate(segment_starts) if start <= sample.source_index)
+        numbers[sample.source_index] = first_unit[segment] + (sample.source_index - bounds[segment]) // unit_size
+    return numbers
