@@ -26,6 +26,10 @@ _BACKENDS: dict[str, dict[str, str]] = {
         "local": "executor.local:LocalExecutor",
         "ray": "executor.ray_executor:RayExecutor",
     },
+    "sink": {
+        "hdf5": "writers.hdf5_sink:Hdf5Sink",
+        "webdataset": "streaming.sink:WebDatasetSink",
+    },
 }
 
 

@@ -15,7 +15,7 @@ from latentforge.cli.main import main
 from latentforge.config import FramesConfig, load_config
 from latentforge.errors import ConfigError
 
-# (override, phrases the message must hold: the offending value and what is allowed instead)
+# (overrides separated by spaces, phrases the message must hold: the offending value and what is allowed instead)
 FRAMES_KEYS = [f.name for f in dataclasses.fields(FramesConfig)]
 CASES = {
     "unknown key": ("frames.num_frame=9", ["unknown key frames.num_frame", "allowed keys in frames: "
@@ -31,7 +31,14 @@ CASES = {
     "bad choice": ("frames.resize=crop", ["frames.resize='crop' is not allowed; allowed: cover_crop, stretch"]),
     "text storage": ("text.storage=packed", ["text.storage='packed' is not allowed; allowed: padded, trimmed"]),
     "url root": ("output.root=gs://bucket/cache", ["output.root='gs://bucket/cache' is a URL",
-                                                   "latentforge publish LOCAL_FOLDER gs://bucket/cache"]),
+                                                   "latentforge publish LOCAL_FOLDER gs://bucket/cache",
+                                                   "output.sink=webdataset"]),
+    "unknown sink": ("output.sink=zarr", ["output.sink='zarr'; allowed: hdf5, webdataset"]),
+    "shard bytes": ("output.shard_bytes=0", ["output.shard_bytes=0 must be >= 1"]),
+    "webdataset buckets": ("output.sink=webdataset frames.buckets=[[9,32,48],[9,40,48]]",
+                           ["output.sink='webdataset' writes one cache, but frames.buckets gives several"]),
+    "url staging": ("output.sink=webdataset output.staging_dir=s3://b/x",
+                    ["output.staging_dir='s3://b/x' is a URL; give a node-local folder"]),
 }
 
 
@@ -63,13 +70,13 @@ def _flat(text: str) -> str:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_config_error_names_the_allowed_values_before_any_model_load(case, no_models, capsys, tmp_path):
     extra, config_file = no_models
-    override, phrases = CASES[case]
+    overrides, phrases = CASES[case][0].split(" "), CASES[case][1]
     with pytest.raises(ConfigError) as raised:
-        load_config(preset="openvid-perception-stage1", extra=extra, overrides=[override])
+        load_config(preset="openvid-perception-stage1", extra=extra, overrides=overrides)
     for phrase in phrases:
         assert phrase in str(raised.value)
 
-    assert main(["build", "--config", str(config_file), "--set", override]) == 2
+    assert main(["build", "--config", str(config_file), *(a for o in overrides for a in ("--set", o))]) == 2
     err = _flat(capsys.readouterr().err)
     assert "config error" in err
     for phrase in phrases:

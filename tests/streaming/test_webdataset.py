@@ -155,3 +155,9 @@ def test_streaming_refuses_what_latent_cache_dataset_refuses(staged):
         StreamingLatentDataset(f"file://{hdf5}")
     with pytest.raises(ConfigError, match="modalities"):
         StreamingLatentDataset(f"file://{local}", modalities=["rgb", "rgb"])
+
+
+def test_latent_cache_dataset_refuses_a_webdataset_root_naming_the_streaming_reader(staged):
+    local = staged[3]
+    with pytest.raises(ConfigError, match="is a WebDataset cache.*StreamingLatentDataset"):
+        LatentCacheDataset(local)

@@ -7,6 +7,7 @@ import dataclasses
 import time
 from pathlib import Path
 
+from .. import registry
 from ..cache.config_file import CacheConfig
 from ..cache.layout import STAGING_DIR, TMP_LEFTOVER
 from ..cache.model_record import ModelRecord, read_model_record
@@ -20,7 +21,7 @@ from ..pipeline.models import load_models, model_record
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Unit, cut_units
 from ..records import Reject, Sample
-from ..writers.commit import CommitResult, commit_cache
+from ..writers.sink import SinkCommit, StagedCache
 from ..writers.staging import completed_units, read_staged_rejects
 from .estimate import check_free_disk, estimate_output_bytes, output_shapes
 from .progress import BuildProgress
@@ -40,12 +41,13 @@ def remove_tmp_leftovers(build_dir: Path) -> None:
 def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sample], plan_rejects: list[Reject],
                       probes: dict[int, ProbeResult | Reject], progress: BuildProgress, stats: RunStats,
                       earlier_rejects: tuple[list[Reject], int] = ([], 0),
-                      unit_of: dict[int, int] | None = None) -> CommitResult:
-    """Encode the probed samples that are not staged yet and commit the cache at config.output.root.
+                      unit_of: dict[int, int] | None = None) -> SinkCommit:
+    """Encode the probed samples that are not staged yet and commit the cache at config.output.root with the
+    configured sink (output.sink).
     `earlier_rejects`: rejects (and their candidates) found before this cache's plan, counted against
     run.max_reject_fraction with this cache's own. `unit_of`: an extended plan's unit numbering
     (builder/extend.py); the commit takes every staged unit, also those of samples not passed here."""
-    root, build_dir = Path(config.output.root), executor.build_dir
+    build_dir = executor.build_dir
     earlier, earlier_candidates = earlier_rejects
     probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
     candidates = len(samples) + len(plan_rejects) + earlier_candidates
@@ -53,7 +55,8 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     total_shape, text_shape = output_shapes(config)
     needed = estimate_output_bytes(len(samples) - len(probe_rejects), total_shape, text_shape,
                                    config.output.storage_dtype, rows_per_shard=config.output.rows_per_shard)
-    check_free_disk(root, needed, config.output.min_free_bytes)
+    # staged units take about the output's size on the disk that holds the build records (ROOT/build for hdf5)
+    check_free_disk(build_dir.parent, needed, config.output.min_free_bytes)
 
     units = cut_units(samples, probes, config.output.unit_size, unit_of)
     done = completed_units(build_dir)
@@ -77,7 +80,7 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     staged_rejects = [r for path in completed_units(build_dir).values() for r in read_staged_rejects(path)]
     _check_rejects(candidates, earlier + plan_rejects + staged_rejects, config, "in all")
     started = time.perf_counter()
-    result = _commit(config, root, build_dir, total_shape, plan_rejects, executor.main_device())
+    result = _commit(config, build_dir, total_shape, plan_rejects, executor.main_device())
     stats.main_seconds["commit"] = stats.main_seconds.get("commit", 0.0) + time.perf_counter() - started
     return result
 
@@ -88,11 +91,11 @@ def _check_rejects(candidates: int, rejects: list[Reject], config: BuildConfig, 
         raise LatentforgeError(problem)
 
 
-def _commit(config: BuildConfig, root: Path, build_dir: Path, total_shape: tuple[int, ...],
-            plan_rejects: list[Reject], device: str) -> CommitResult:
-    """Every unit is staged: shards, manifest, SHA256SUMS, verify, marker. Fingerprints and the empty prompt
-    come from the record the first rank wrote (cache/model_record.py); only without one do the models load
-    here, on the executor's main device, so the result is the same for any split."""
+def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], plan_rejects: list[Reject],
+            device: str) -> SinkCommit:
+    """Every unit is staged: the sink writes shards, manifest, SHA256SUMS and, last, the marker. Fingerprints
+    and the empty prompt come from the record the first rank wrote (cache/model_record.py); only without one do
+    the models load here, on the executor's main device, so the result is the same for any split."""
     record: ModelRecord | None = read_model_record(build_dir)
     if record is None:  # staged by a build that left no record: load the models for their fingerprints
         tokenizer, text_encoder = load_models(config, device)
@@ -106,4 +109,5 @@ def _commit(config: BuildConfig, root: Path, build_dir: Path, total_shape: tuple
     cache_config = dataclasses.replace(cache_config, conv_plans=recorded_books(build_dir) or None)
     unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]
     readme_context = {"text_note": text.provenance_note if text is not None else None}
-    return commit_cache(root, unit_paths, plan_rejects, cache_config, empty_prompt, readme_context)
+    staged = StagedCache(unit_paths, plan_rejects, cache_config, empty_prompt, readme_context)
+    return registry.resolve("sink", config.output.sink).commit(config.output, build_dir, staged)

@@ -15,22 +15,25 @@ from ..errors import ConfigError, StorageError, environment_message
 from ..executor.base import Executor
 
 
-def check_output_root(root: Path) -> None:
+def check_output_root(root: Path, key: str = "output.root") -> None:
     """The root is a folder, or can be created as one where its nearest existing ancestor is a writable folder."""
     if root.exists() and not root.is_dir():
-        raise ConfigError(f"output.root={str(root)!r} is a file, not a folder; give a folder with --out")
+        raise ConfigError(f"{key}={str(root)!r} is a file, not a folder; give a folder with --out")
     ancestor = root.absolute()
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise ConfigError(f"output.root={str(root)!r} cannot be created: {ancestor} is a file; give a folder "
+        raise ConfigError(f"{key}={str(root)!r} cannot be created: {ancestor} is a file; give a folder "
                           "with --out")
     if not os.access(ancestor, os.W_OK | os.X_OK):  # a fault of the machine, like a full disk: exit 1
         raise StorageError(environment_message(OSError(errno.EACCES, os.strerror(errno.EACCES), str(ancestor))))
 
 
 def preflight(config: BuildConfig, executor: Executor) -> None:
-    check_output_root(Path(config.output.root))
+    if registry.resolve("sink", config.output.sink).remote_root:  # the root is the sink's; records stay local
+        check_output_root(executor.build_dir.parent, "output.staging_dir")
+    else:
+        check_output_root(Path(config.output.root))
     executor.preflight()
     registry.resolve("tokenizer", config.tokenizer.name).preflight(config.tokenizer, config.run.device)
     if config.text.name != "none":

@@ -11,13 +11,12 @@ import contextlib
 import shutil
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import registry
 from ..cache.layout import CACHE_CONFIG, LOCK, RUN_RECORDS_DIR
-from ..cache.rows import read_rejects
 from ..config import BuildConfig
 from ..errors import LatentforgeError, StopRequested, storage_error
 from ..executor.base import Executor, executor_for
@@ -33,6 +32,7 @@ from .extend import plan_extension, refuse_plain_rerun, unit_numbers
 from .lock import BuildLock
 from .preflight import preflight
 from .progress import BuildProgress
+from .records_dir import build_records_dir
 from .resume import check_config, check_existing_cache, check_inputs, resume_key
 from .run_stats import RunStats
 
@@ -47,6 +47,14 @@ class BuildResult:
     stats_path: Path | None = None  # ROOT/build/stats-<utc>.json: timings, throughput, settings of this run
     added_ids: list[str] = field(default_factory=list)  # --extend: ids this run added to the plan
     removed_ids: list[str] = field(default_factory=list)  # --extend: ids no longer in the input, rows kept
+
+
+def _clear_records(build_dir: Path) -> None:
+    """--overwrite with a sink whose records live apart from the root: start them over, all but the lock file
+    (the commit then replaces every object under the root)."""
+    for item in build_dir.iterdir():
+        if item.name != LOCK:
+            shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
 
 
 def _clear_root(root: Path) -> None:
@@ -66,13 +74,14 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, ext
     """Build (or resume) the cache at config.output.root. Raises StopRequested on SIGTERM/SIGINT.
     `extend`: add the samples the input gained to the cache built there (docs/extend.md)."""
     root = Path(config.output.root)
-    if extend and (overwrite or config.frames.buckets):
-        raise LatentforgeError("--extend grows a single-shape cache in place; it cannot be combined with "
-                               f"{'--overwrite' if overwrite else 'frames.buckets'}")
-    if overwrite and root.exists() and any(root.iterdir()):
+    if extend and (overwrite or config.frames.buckets or config.output.sink != "hdf5"):
+        other = "--overwrite" if overwrite else "frames.buckets" if config.frames.buckets else "output.sink=webdataset"
+        raise LatentforgeError(f"--extend grows a single-shape HDF5 cache in place; it cannot be combined with {other}")
+    in_root = not registry.resolve("sink", config.output.sink).remote_root
+    if in_root and overwrite and root.exists() and any(root.iterdir()):
         if not ((root / RUN_RECORDS_DIR).is_dir() or (root / CACHE_CONFIG).exists()):
             raise LatentforgeError(f"--overwrite refused: {root} is not empty and is not a latentforge cache")
-    build_dir = root / RUN_RECORDS_DIR
+    build_dir = build_records_dir(config)
     arm_main_process()
     executor = executor_for(config, build_dir, quiet)
     preflight(config, executor)
@@ -115,11 +124,15 @@ def _serve_metrics(config: BuildConfig, stats: RunStats) -> contextlib.AbstractC
 def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite: bool, progress: BuildProgress,
                   stats: RunStats) -> BuildResult:
     build_dir = executor.build_dir
-    if overwrite:
+    in_root = not registry.resolve("sink", config.output.sink).remote_root
+    if overwrite and in_root:
         _clear_root(root)
+    elif overwrite:
+        _clear_records(build_dir)
     remove_tmp_leftovers(build_dir)
     key = resume_key(config)
-    check_existing_cache(root, config, key)
+    if in_root:  # a remote root's commit replaces every object under it
+        check_existing_cache(root, config, key)
     check_config(build_dir, key)
     refuse_plain_rerun(build_dir)
     started = time.perf_counter()
@@ -134,8 +147,8 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
         bucketed = build_buckets(config, root, samples, plan_rejects, probes, progress, stats)
         num_samples, rejects = bucketed.num_samples, bucketed.rejects_by_reason
     else:
-        num_samples = encode_and_commit(config, executor, samples, plan_rejects, probes, progress, stats).num_samples
-        rejects = dict(sorted(Counter(r.reason for r in read_rejects(root)).items()))
+        committed = encode_and_commit(config, executor, samples, plan_rejects, probes, progress, stats)
+        num_samples, rejects = committed.num_samples, committed.rejects_by_reason
     stats.rejects_by_reason = dict(rejects)
     stats.outcome = "complete"
     return BuildResult(root, num_samples, rejects, time.time() - stats.started_unix, stats.summary())
@@ -160,9 +173,9 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     stats.main_seconds["probe"] = time.perf_counter() - started
     stats.samples_planned = len(extension.samples)
     staged = len(extension.samples) - len(todo)
-    num_samples = encode_and_commit(config, executor, todo, plan_rejects, probes, progress, stats,
-                                    earlier_rejects=([], staged), unit_of=unit_of).num_samples
-    rejects = dict(sorted(Counter(r.reason for r in read_rejects(root)).items()))
+    committed = encode_and_commit(config, executor, todo, plan_rejects, probes, progress, stats,
+                                  earlier_rejects=([], staged), unit_of=unit_of)
+    num_samples, rejects = committed.num_samples, committed.rejects_by_reason
     stats.rejects_by_reason = dict(rejects)
     stats.outcome = "complete"
     return BuildResult(root, num_samples, rejects, time.time() - stats.started_unix, stats.summary(),

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..cache.layout import RUN_RECORDS_DIR, SCAN_REJECTS, scan_record_name
+from ..cache.layout import SCAN_REJECTS, scan_record_name
 from ..config import BuildConfig
 from ..config.buckets import parse_buckets
 from ..executor.base import Executor, executor_for
@@ -31,6 +31,7 @@ from .estimate import estimate_output_bytes, output_shapes
 from .lock import BuildLock
 from .preflight import preflight
 from .progress import BuildProgress
+from .records_dir import build_records_dir
 from .reject_limit import reject_problem
 
 
@@ -90,8 +91,7 @@ def _caches(config: BuildConfig, accepted: int, histogram: dict[str, int] | None
 
 
 def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanResult:
-    root = Path(config.output.root)
-    build_dir = root / RUN_RECORDS_DIR
+    build_dir = build_records_dir(config)
     executor = executor_for(config, build_dir, quiet)
     preflight(config, executor)
     with BuildLock(build_dir):
@@ -108,7 +108,7 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
             latent, text = output_shapes(shaped)
             needed += estimate_output_bytes(count, latent, text, config.output.storage_dtype,
                                             rows_per_shard=config.output.rows_per_shard)
-        free = _free_bytes(root)
+        free = _free_bytes(build_dir.parent)  # where staged units go: the root for hdf5
         per_sample = _calibrate(config, executor, samples, probes, calibrate) if calibrate > 0 else None
         hours = None if per_sample is None else per_sample * accepted / executor.parallel_ranks() / 3600
         problem = reject_problem(len(samples) + len(plan_rejects), rejects, config.run.max_reject_fraction,

@@ -85,13 +85,32 @@ def _validate_buckets(config: BuildConfig, tokenizer_cls: Any) -> None:
             raise ConfigError(f"frames.buckets[{i}] {bucket.name}: {error}") from None
 
 
+def _validate_sink(config: BuildConfig) -> None:
+    output = config.output
+    if output.sink not in registry.names("sink"):
+        raise ConfigError(f"output.sink={output.sink!r}; allowed: {', '.join(registry.names('sink'))}")
+    if output.shard_bytes < 1:
+        raise ConfigError(f"output.shard_bytes={output.shard_bytes} must be >= 1")
+    remote = registry.resolve("sink", output.sink).remote_root
+    if not remote:
+        _refuse_url_root(output.root)
+    if remote and config.frames.buckets:
+        raise ConfigError(f"output.sink={output.sink!r} writes one cache, but frames.buckets gives several; build "
+                          "each bucket shape as its own cache, or use output.sink=hdf5 for a bucketed root")
+    if remote and output.staging_dir and _URL.match(output.staging_dir):
+        raise ConfigError(f"output.staging_dir={output.staging_dir!r} is a URL; give a node-local folder (the "
+                          "build records and staged units live there), or leave it empty for one under the "
+                          "system temp dir")
+
+
 def _refuse_url_root(root: str) -> None:
     """A cache is built into a local folder; a URL would otherwise become a folder named after it ('s3:/...')."""
     if _URL.match(root):
         raise ConfigError(
             f"output.root={root!r} is a URL, but a cache is built into a local folder (as given, the build would "
             f"write to a folder named {str(Path(root))!r}); build into a local folder with --out, then copy it "
-            f"there with `latentforge publish LOCAL_FOLDER {root}`"
+            f"there with `latentforge publish LOCAL_FOLDER {root}`, or write tar shards straight there with "
+            "--set output.sink=webdataset"
         )
 
 
@@ -161,7 +180,7 @@ def validate(config: BuildConfig) -> None:
         raise ConfigError("dataset.path is empty; give the dataset folder or table file(s) with --dataset")
     if not config.output.root:
         raise ConfigError("output.root is empty; give the cache root folder with --out")
-    _refuse_url_root(config.output.root)
+    _validate_sink(config)
     tokenizer_cls = registry.resolve("tokenizer", config.tokenizer.name)
     tokenizer_cls.check_settings(config.tokenizer)
     tokenizer_cls.check_geometry(config.frames.num_frames, config.frames.height, config.frames.width)

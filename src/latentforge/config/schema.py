@@ -113,6 +113,12 @@ class OutputConfig:
     unit_size: int = 256  # samples per unit of work
     batch_size: int = 1  # samples per tokenizer call within a unit
     min_free_bytes: int = 1 << 30  # free-disk margin kept on top of the estimate
+    # hdf5: sharded HDF5 in a local folder; webdataset: tar shards at a local folder or an fsspec URL (s3://...)
+    sink: str = "hdf5"
+    shard_bytes: int = 512 << 20  # webdataset: a tar shard is closed once its samples' arrays reach this size
+    # webdataset: node-local folder for the build records and staged units; empty: one under the system temp dir
+    # named by a digest of output.root (docs/webdataset.md)
+    staging_dir: str = ""
 
 
 @dataclass

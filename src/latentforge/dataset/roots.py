@@ -5,6 +5,7 @@ The cache carries its own description, so a trainer needs no flags beyond the ro
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -32,7 +33,20 @@ def resolve_cache_root(root: str | os.PathLike[str] | None) -> Path:
                           "and BucketBatchSampler, or one bucket with LatentCacheDataset(ROOT/buckets/<bucket>)")
     if not (path / CACHE_CONFIG).is_file():
         raise ConfigError(f"{path} is not a latentforge cache: it has no {CACHE_CONFIG}")
+    if _sink_name(path) == "webdataset":
+        raise ConfigError(f"{path} is a WebDataset cache (tar shards), which LatentCacheDataset cannot read: "
+                          f"stream it with latentforge.streaming.StreamingLatentDataset({str(path)!r})")
     return path
+
+
+def _sink_name(path: Path) -> str:
+    """The sink cache_config.json records (a WebDataset cache records one; an HDF5 cache none)."""
+    try:
+        data = json.loads((path / CACHE_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "hdf5"  # unreadable: the format checks that follow say what is wrong
+    sink = data.get("sink") if isinstance(data, dict) else None
+    return str(sink.get("name", "hdf5")) if isinstance(sink, dict) else "hdf5"
 
 
 def load_for_training(root: Path, require_complete: bool = True) -> CacheConfig:

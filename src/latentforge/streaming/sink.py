@@ -1,0 +1,29 @@
+"""The webdataset sink: tar shards committed straight to output.root, a local folder or an fsspec URL."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from ..config.schema import OutputConfig
+from ..transfer.destinations import Destination
+from ..writers.commit import ordered_rejects
+from ..writers.sink import SinkCommit, StagedCache
+from ..writers.staging import read_staged_rejects
+from .commit import WebDatasetOptions, commit_webdataset
+
+TARS_DIR = "tars"  # under the build records: the one tar being written and uploaded
+
+
+class WebDatasetSink:
+    remote_root = True
+
+    @staticmethod
+    def commit(output: OutputConfig, build_dir: Path, staged: StagedCache) -> SinkCommit:
+        # Credentials and endpoint come from the environment (AWS_* for s3://), as fsspec reads them.
+        result = commit_webdataset(Destination(output.root), staged.unit_paths, staged.plan_rejects,
+                                   staged.cache_config, staged.empty_prompt,
+                                   WebDatasetOptions(build_dir / TARS_DIR, shard_bytes=output.shard_bytes))
+        unit_rejects = [r for path in staged.unit_paths for r in read_staged_rejects(path)]
+        rejects = ordered_rejects(staged.plan_rejects, unit_rejects)
+        return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in rejects).items())))

@@ -1,0 +1,65 @@
+"""`latentforge build --set output.sink=webdataset --out s3://...` on the moto S3 server on loopback: the build
+records stay in a node-local staging folder, a build killed mid-run and rerun as the same command leaves the
+objects an uninterrupted build leaves, and `latentforge fetch` + `sha256sum -c` pass on them."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from helpers.exec_world import build_args, make_table, run_cli
+from latentforge.builder.records_dir import STAGING_PARENT
+from latentforge.writers.staging import completed_units
+
+BUCKET = "caches"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="testing",
+                          aws_secret_access_key="testing", region_name="us-east-1")
+    client.create_bucket(Bucket=BUCKET)
+    yield client, env
+    server.stop()
+
+
+def _objects(client, prefix: str) -> dict[str, bytes]:
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/").get("Contents", [])
+    return {o["Key"].removeprefix(f"{prefix}/"): client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+            for o in listed}
+
+
+def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3, tmp_path):
+    client, env = s3
+    table = make_table(tmp_path / "data", count=5)
+    wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000")  # 2 samples of 1536 B a tar
+    clean = run_cli(build_args(table, f"s3://{BUCKET}/clean", *wds, "--set",
+                               f"output.staging_dir={tmp_path / 'clean-staging'}"), **env)
+    assert clean.returncode == 0, clean.stderr
+    reference = _objects(client, "clean")
+    assert "_CACHE_COMPLETE" in reference and sum(k.startswith("shards/") for k in reference) == 3
+    assert not [k for k in reference if k.startswith("build/")]  # the build records stayed node-local
+
+    args = build_args(table, f"s3://{BUCKET}/killed", *wds)  # default staging: under TMPDIR, keyed by the URL
+    killed = run_cli(args, TMPDIR=str(tmp_path), LATENTFORGE_FAULT="stage:2", **env)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert "_CACHE_COMPLETE" not in _objects(client, "killed")
+    [staging] = (tmp_path / STAGING_PARENT).iterdir()
+    assert completed_units(staging / "build"), "the staged units are not in the node-local staging folder"
+    rerun = run_cli(args, TMPDIR=str(tmp_path), **env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _objects(client, "killed") == reference
+
+    fetched = tmp_path / "fetched"
+    done = run_cli(["fetch", f"s3://{BUCKET}/killed", str(fetched), "--allow-unpublished"], **env)
+    assert done.returncode == 0, done.stderr
+    assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=fetched).returncode == 0
