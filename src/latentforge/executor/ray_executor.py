@@ -22,7 +22,7 @@ from typing import Any
 from ..cache.layout import LOCK
 from ..config import BuildConfig
 from ..errors import ConfigError, LatentforgeError, StopRequested
-from ..faults import FAULT_ENV
+from ..faults import FAULT_ENV, MAIN_PID_ENV
 from ..pipeline.unit import Unit
 from ..version import __version__
 from .base import Executor
@@ -71,8 +71,10 @@ def worker_shape(ray: Any, config: BuildConfig, units: int) -> WorkerShape:
 
 
 def _fault_env(rank: int) -> dict[str, str]:
+    """The fault for this rank's worker, which kills only itself: a main process id left in the driver's
+    environment by an earlier in-process build must not reach it."""
     target, _, fault = os.environ.get(RAY_FAULT_ENV, "").partition(":")
-    return {FAULT_ENV: fault} if fault and target == str(rank) else {}
+    return {FAULT_ENV: fault, MAIN_PID_ENV: ""} if fault and target == str(rank) else {}
 
 
 def _one_line(text: str, limit: int = 300) -> str:
