@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _encode_probes import timed  # noqa: E402
+from _random_wan import spread_norms_and_biases  # noqa: E402
 
 from latentforge.tokenizers.wan22 import Wan22Tokenizer  # noqa: E402
 from latentforge.tokenizers.wan22_checkpoint import RELEASED_WIDTHS, diffusers_config  # noqa: E402
@@ -32,12 +33,7 @@ def random_wan22_vae(widths: dict, seed: int = 0):
 
     torch.manual_seed(seed)
     vae = AutoencoderKLWan.from_config(diffusers_config(**widths)).eval()
-    with torch.no_grad():
-        for name, param in vae.named_parameters():
-            if name.endswith("gamma"):
-                param.uniform_(0.5, 1.5)
-            elif name.endswith("bias"):
-                param.uniform_(-0.1, 0.1)
+    spread_norms_and_biases(vae)
     return vae
 
 

@@ -69,6 +69,19 @@ def require_cudnn_frontend() -> None:
         ) from None
 
 
+def check_fast_path_packages(cfg: TokenizerConfig, device: str) -> None:
+    """The pre-flight's part for the fast path: the cuDNN frontend where recorded plans will run."""
+    if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and device.startswith("cuda"):
+        require_cudnn_frontend()
+
+
+def deterministic_cudnn(device: torch.device) -> None:
+    """On CUDA, cuDNN's deterministic algorithms and no timing race for PyTorch's own convolutions."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+
+
 def check_conv_kernels(cfg: TokenizerConfig) -> None:
     """The bf16 fast path's kernel settings: a known tokenizer.conv_kernels, not both recorded plans and timing."""
     if cfg.conv_kernels not in CONV_KERNELS:
@@ -201,9 +214,7 @@ class Wan21Tokenizer(Tokenizer):
         if precision == "bf16":
             self._fast = fast_encoder(self._vae, self.device, max_gpu_mem_gib, cudnn_benchmark, planned,
                                       conv_plans_dir)
-        if self.device.type == "cuda":
-            torch.backends.cudnn.benchmark = False
-            torch.backends.cudnn.deterministic = True
+        deterministic_cudnn(self.device)
 
     @classmethod
     def check_settings(cls, cfg: TokenizerConfig) -> None:
@@ -218,8 +229,7 @@ class Wan21Tokenizer(Tokenizer):
 
     @classmethod
     def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
-        if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and device.startswith("cuda"):
-            require_cudnn_frontend()
+        check_fast_path_packages(cfg, device)
         source = resolve_checkpoint(cfg.checkpoint)
         check_sha256(source, checkpoint_sha256(source), cfg.sha256)
         load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return

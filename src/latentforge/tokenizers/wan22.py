@@ -27,11 +27,12 @@ from .base import Tokenizer
 from .wan21 import (
     OFFICIAL_WINDOW,
     check_conv_kernels,
+    check_fast_path_packages,
+    deterministic_cudnn,
     encode_mu,
     fast_encoder,
     prepare_fast_path,
     record_fast_plans,
-    require_cudnn_frontend,
     tf32_off,
 )
 from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
@@ -74,9 +75,7 @@ class Wan22Tokenizer(Tokenizer):
         self._mean = torch.tensor(list(LATENTS_MEAN), dtype=torch.float32, device=self.device).view(1, -1, 1, 1, 1)
         self._inv_std = (1.0 / torch.tensor(list(LATENTS_STD), dtype=torch.float32, device=self.device)
                          ).view(1, -1, 1, 1, 1)  # fmt: skip
-        if self.device.type == "cuda":
-            torch.backends.cudnn.benchmark = False
-            torch.backends.cudnn.deterministic = True
+        deterministic_cudnn(self.device)
 
     @classmethod
     def check_settings(cls, cfg: TokenizerConfig) -> None:
@@ -90,8 +89,7 @@ class Wan22Tokenizer(Tokenizer):
 
     @classmethod
     def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
-        if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and device.startswith("cuda"):
-            require_cudnn_frontend()
+        check_fast_path_packages(cfg, device)
         source = resolve_checkpoint(cfg.checkpoint, LOCAL_FILE_ADVICE)
         check_sha256(source, checkpoint_sha256(source), cfg.sha256)
         load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
