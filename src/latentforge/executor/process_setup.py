@@ -42,18 +42,33 @@ def die_with_parent() -> None:
 HELD_FOR_CHILDREN = {signal.SIGUSR1, signal.SIGINT}
 
 
+DEFERRED_WHILE_STARTING = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
 def child_signals_held() -> Iterator[None]:
     """Start children inside this: they inherit SIGUSR1 and SIGINT blocked (the mask survives exec). SIGUSR1
     stays held until dump_stacks_on_sigusr1 has set their handler, so one forwarded during their start-up does
     not kill them by the default action; SIGINT until child_process_setup ignores it, so a terminal's Ctrl-C
     that reaches the whole process group while a child still imports torch does not print its traceback.
-    This thread gets what arrived meanwhile as soon as the block ends."""
+    The mask holds signals for this thread only: one delivered to another thread of the process would still run
+    its Python handler here, between the child's spawn and the start-up data sent to it (the child then dies of
+    EOFError, traceback and all). So the stop handlers are deferred too, and run as soon as the start is done."""
+    arrived: list[int] = []
+    saved = {signum: signal.getsignal(signum) for signum in DEFERRED_WHILE_STARTING}
+    for signum, handler in saved.items():
+        if callable(handler):
+            signal.signal(signum, lambda received, frame: arrived.append(received))
     signal.pthread_sigmask(signal.SIG_BLOCK, HELD_FOR_CHILDREN)
     try:
         yield
     finally:
+        for signum, handler in saved.items():
+            if callable(handler):
+                signal.signal(signum, handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_FOR_CHILDREN)
+        for signum in dict.fromkeys(arrived):
+            signal.raise_signal(signum)
 
 
 def stacks_file(build_dir: str | Path, role: str) -> TextIO | None:
