@@ -142,9 +142,9 @@ def check_sha256(source: CheckpointSource, actual: str, expected: str | None) ->
 # ------------------------------------------------------------------------------------------ key map
 
 
-def _block_prefixes() -> list[tuple[str, str]]:
-    """(Wan prefix, diffusers prefix) per block; indices follow the Wan2.1 architecture (11 encoder
-    downsample entries, 15 decoder upsample entries = 4 up blocks of 3 resnets + an upsampler)."""
+def outer_block_prefixes() -> list[tuple[str, str]]:
+    """(Wan prefix, diffusers prefix) of the blocks Wan2.1 and Wan2.2 share around their stages: the quant convs,
+    and each coder's first conv, middle blocks and head."""
     pairs = [("conv1.", "quant_conv."), ("conv2.", "post_quant_conv.")]
     for part in ("encoder", "decoder"):
         pairs += [
@@ -155,6 +155,13 @@ def _block_prefixes() -> list[tuple[str, str]]:
             (f"{part}.head.0.", f"{part}.norm_out."),
             (f"{part}.head.2.", f"{part}.conv_out."),
         ]
+    return pairs
+
+
+def _block_prefixes() -> list[tuple[str, str]]:
+    """(Wan prefix, diffusers prefix) per block; indices follow the Wan2.1 architecture (11 encoder
+    downsample entries, 15 decoder upsample entries = 4 up blocks of 3 resnets + an upsampler)."""
+    pairs = outer_block_prefixes()
     pairs += [(f"encoder.downsamples.{i}.", f"encoder.down_blocks.{i}.") for i in range(11)]
     for i in range(15):
         inner = f"resnets.{i % 4}." if i % 4 < 3 else "upsamplers.0."

@@ -16,6 +16,7 @@ from .wan21_checkpoint import (
     CheckpointError,
     CheckpointSource,
     check_keys,
+    outer_block_prefixes,
     read_state_dict,
     read_weight_files,
     rename_key,
@@ -62,16 +63,7 @@ def _block_prefixes() -> list[tuple[str, str]]:
     """(Wan prefix, diffusers prefix) per block. Each of the 4 encoder stages holds 2 residual blocks, then (but
     the last) a downsample; each decoder stage 3 residual blocks, then (but the last) an upsample. Their
     parameter-free shortcuts (AvgDown3D, DupUp3D) hold no keys."""
-    pairs = [("conv1.", "quant_conv."), ("conv2.", "post_quant_conv.")]
-    for part in ("encoder", "decoder"):
-        pairs += [
-            (f"{part}.conv1.", f"{part}.conv_in."),
-            (f"{part}.middle.0.", f"{part}.mid_block.resnets.0."),
-            (f"{part}.middle.1.", f"{part}.mid_block.attentions.0."),
-            (f"{part}.middle.2.", f"{part}.mid_block.resnets.1."),
-            (f"{part}.head.0.", f"{part}.norm_out."),
-            (f"{part}.head.2.", f"{part}.conv_out."),
-        ]
+    pairs = outer_block_prefixes()
     for stage in range(_STAGES):
         down, up = f"encoder.downsamples.{stage}.downsamples.", f"decoder.upsamples.{stage}.upsamples."
         pairs += [(f"{down}{j}.", f"encoder.down_blocks.{stage}.resnets.{j}.") for j in range(_RES_BLOCKS)]
