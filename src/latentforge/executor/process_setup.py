@@ -98,8 +98,8 @@ def remove_empty_stack_files(build_dir: str | Path) -> None:
 def dump_stacks_on_sigusr1(children: Callable[[], list[int]], file: TextIO | None = None,
                            note: str | None = None) -> None:
     """SIGUSR1: this process's threads go to `file` (stderr by default; faulthandler, so it works even while
-    stuck in C code), then the signal is forwarded to `children()` so one `kill -USR1 <main pid>` reaches
-    every process, and `note` (where the children's dumps go) is printed to stderr. Calling it again
+    stuck in C code), then `note` (where the children's dumps go) is printed to stderr and the signal is forwarded to
+    `children()`, so one `kill -USR1 <main pid>` reaches every process. Calling it again
     replaces the children and the file. Only the main thread may set signal handlers: elsewhere (a build
     run from a library thread) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
@@ -107,11 +107,11 @@ def dump_stacks_on_sigusr1(children: Callable[[], list[int]], file: TextIO | Non
 
     def forward(signum: int, frame: object) -> None:
         pids = children()
+        if note and pids:  # before forwarding: a reader who sees the children's dumps has the note already
+            print(note, file=sys.stderr, flush=True)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGUSR1)
-        if note and pids:
-            print(note, file=sys.stderr, flush=True)
 
     # faulthandler keeps its first registration's sigaction; unregister so the dump is installed again on top
     # of the new forwarder instead of being replaced by it.
