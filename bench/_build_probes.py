@@ -25,7 +25,7 @@ from latentforge.pipeline.plan import plan_samples
 from latentforge.pipeline.probe import probe_sample
 from latentforge.pipeline.sample import load_sample_pixels
 from latentforge.text.prompt_cache import PromptCache
-from latentforge.tokenizers.base import pixels_to_input
+from latentforge.tokenizers.base import frames_to_input, pixels_to_input
 
 
 def _sync(device: torch.device) -> None:
@@ -45,7 +45,7 @@ def pure_encode(config: BuildConfig, device: str, batches: int) -> dict[str, Any
     tokenizer = registry.resolve("tokenizer", config.tokenizer.name).from_config(config.tokenizer, dev)
     batch = config.output.batch_size
     pixels = [load_sample_pixels(s, p, config) for s, p in _first_probed(config, batch)]
-    on_device = {name: torch.as_tensor(np.stack([px.modalities[name] for px in pixels])).to(dev)
+    on_device = {name: frames_to_input([px.modalities[name] for px in pixels], dev)
                  for name in config.modalities.names}
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
@@ -55,7 +55,7 @@ def pure_encode(config: BuildConfig, device: str, batches: int) -> dict[str, Any
             _sync(dev)
             started = time.perf_counter()
             with torch.inference_mode():
-                tokenizer.encode(pixels_to_input(frames, dev))
+                tokenizer.encode(frames)
             _sync(dev)
             if repeat:
                 seconds[name].append(time.perf_counter() - started)

@@ -78,16 +78,60 @@ class Sample:
     start_frame: int | None = None  # fixed by `windows: every N`; None lets the window policy choose
 
 
-@dataclass
-class SamplePixels:
-    """Decoded, transformed frames of every modality of a sample, ready for the tokenizer.
+@dataclass(frozen=True)
+class ModalityFrames:
+    """One modality's frames in the compact form decode produces; the encoder's device expands them exactly.
 
-    Each array is [T, H, W, 3]; uint8 arrays are mapped to [-1, 1] by the 256-entry table on the device,
-    float32 arrays are already in [-1, 1].
+    `values` is one of:
+    - [T, H, W, 3] uint8 (mapped to [-1, 1] by the 256-entry pixel table) or float32 already in [-1, 1];
+    - [T, H, W] uint8/uint16 ids with `palette`, uint8 [N, 3]: frame pixel = palette[id] (masks);
+    - [T, H, W] float32 in [-1, 1] without a palette: the value repeated in 3 channels (depth).
+    The compact forms carry a third (masks, depth) of the bytes from decode workers to the device.
     """
 
+    values: np.ndarray
+    palette: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        compact = self.values.ndim == 3
+        if not compact and (self.values.ndim != 4 or self.values.shape[-1] != 3):
+            raise ValueError(f"frames must be [T, H, W, 3] or [T, H, W], got {self.values.shape}")
+        if self.palette is not None and not (compact and self.values.dtype in (np.uint8, np.uint16)):
+            raise ValueError("a palette goes with [T, H, W] uint8/uint16 ids")
+        if compact and self.palette is None and self.values.dtype != np.float32:
+            raise ValueError(f"[T, H, W] frames without a palette must be float32, got {self.values.dtype}")
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes)
+
+    def head(self, count: int) -> ModalityFrames:
+        """The first `count` frames."""
+        return ModalityFrames(self.values[:count], self.palette)
+
+    def with_values(self, values: np.ndarray) -> ModalityFrames:
+        """The same frames held in another array (a shared-memory copy)."""
+        return ModalityFrames(values, self.palette)
+
+    def expanded(self) -> np.ndarray:
+        """[T, H, W, 3]: uint8 colours or float32 values, as the tokenizer sees them before the pixel table."""
+        if self.palette is not None:
+            return np.take(self.palette, self.values, axis=0)
+        if self.values.ndim == 3:
+            return np.repeat(self.values[..., None], 3, axis=-1)
+        return self.values
+
+
+@dataclass
+class SamplePixels:
+    """Decoded, transformed frames of every modality of a sample, ready for the tokenizer."""
+
     sample: Sample
-    modalities: dict[str, np.ndarray]
+    modalities: dict[str, ModalityFrames]
     provenance: dict[str, Any]  # frame indices, timestamps, source fps and size, crop box, per-modality params
 
 

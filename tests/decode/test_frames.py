@@ -97,8 +97,8 @@ def test_window_and_pixels_match_pyav_swscale(clip, window, fps, resize):
     assert pixels.provenance["timestamps"] == pytest.approx([times[i] for i in indices], abs=1e-9)
     sw, sh, x0, y0 = scaled_size(64, 48, 40, 24, resize)
     expected = np.stack([reference_swscale(frames[i], size=(sw, sh))[y0 : y0 + 24, x0 : x0 + 40] for i in indices])
-    assert pixels.modalities["rgb"].dtype == np.uint8
-    np.testing.assert_array_equal(pixels.modalities["rgb"], expected)
+    assert pixels.modalities["rgb"].expanded().dtype == np.uint8
+    np.testing.assert_array_equal(pixels.modalities["rgb"].expanded(), expected)
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_torch_backend_within_one_level_of_torch_on_pyav_rgb(clip, resize, filte
     pixels = load_sample_pixels(sample, probe_sample(sample, config), config)
     frames = pyav_frames(clip)
     sw, sh, x0, y0 = scaled_size(64, 48, 40, 24, resize)
-    for out, index in zip(pixels.modalities["rgb"], pixels.provenance["frame_indices"]):
+    for out, index in zip(pixels.modalities["rgb"].expanded(), pixels.provenance["frame_indices"]):
         source = torch.from_numpy(reference_swscale(frames[index])).permute(2, 0, 1)[None].float()
         kwargs = {} if filter_name == "area" else {"align_corners": False, "antialias": True}
         ref = F.interpolate(source, size=(sh, sw), mode=filter_name, **kwargs).round().clamp(0, 255)
@@ -151,7 +151,7 @@ def test_window_decodes_only_its_stretch_of_a_long_clip(tmp_path, monkeypatch):
         pixels = load_sample_pixels(sample, probe, config)
         assert len(demuxed) < 30, f"window at {start_frame} demuxed {len(demuxed)} of 240 packets"
         expected = np.stack([reference_swscale(frames[i]) for i in range(start_frame, start_frame + 5)])
-        np.testing.assert_array_equal(pixels.modalities["rgb"], expected)
+        np.testing.assert_array_equal(pixels.modalities["rgb"].expanded(), expected)
 
 
 def test_variable_frame_rate_follows_the_timestamp_rule(tmp_path):
@@ -166,7 +166,7 @@ def test_variable_frame_rate_follows_the_timestamp_rule(tmp_path):
     assert len(set(indices)) == 5 and indices != list(range(5))
     assert pixels.provenance["frame_indices"] == indices
     expected = np.stack([reference_swscale(frames[i], size=(40, 30))[3:27] for i in indices])
-    np.testing.assert_array_equal(pixels.modalities["rgb"], expected)
+    np.testing.assert_array_equal(pixels.modalities["rgb"].expanded(), expected)
 
 
 def test_rotation_metadata_gives_upright_portrait_frames(tmp_path):
@@ -177,7 +177,7 @@ def test_rotation_metadata_gives_upright_portrait_frames(tmp_path):
     sample = make_sample(path)
     probe = probe_sample(sample, config)
     assert probe.info.display_size == (48, 64)
-    rgb = load_sample_pixels(sample, probe, config).modalities["rgb"]
+    rgb = load_sample_pixels(sample, probe, config).modalities["rgb"].values
     assert rgb.shape == (5, 64, 48, 3)
     assert np.abs(rgb.astype(int) - upright[:5].astype(int)).mean() < 4  # wrong orientation gives ~60
     # FFmpeg's own autorotation for a +90 (counter-clockwise) display matrix is transpose=cclock.
@@ -197,14 +197,14 @@ def test_odd_size_yuv444_and_tagged_bt709_10bit(tmp_path):
     odd = write_video(tmp_path / "odd.mp4", pattern_frames(9, 65, 49), pix_fmt="yuv444p")
     config = make_config(resize="cover_crop")
     sample = make_sample(odd)
-    rgb = load_sample_pixels(sample, probe_sample(sample, config), config).modalities["rgb"]
+    rgb = load_sample_pixels(sample, probe_sample(sample, config), config).modalities["rgb"].values
     sw, sh, x0, y0 = scaled_size(65, 49, 40, 24, "cover_crop")
     expected = np.stack([reference_swscale(f, size=(sw, sh))[y0 : y0 + 24, x0 : x0 + 40] for f in pyav_frames(odd)[:5]])
     np.testing.assert_array_equal(rgb, expected)
 
     tagged = write_video(tmp_path / "hd.mkv", pattern_frames(9, 64, 48), pix_fmt="yuv420p10le", colorspace="ITU709")
     sample = make_sample(tagged)
-    rgb = load_sample_pixels(sample, probe_sample(sample, config), config).modalities["rgb"]
+    rgb = load_sample_pixels(sample, probe_sample(sample, config), config).modalities["rgb"].values
     frames = pyav_frames(tagged)[:5]
     as_709 = np.stack([reference_swscale(f, "ITU709", (40, 30))[3:27] for f in frames])
     as_601 = np.stack([reference_swscale(f, "ITU601", (40, 30))[3:27] for f in frames])

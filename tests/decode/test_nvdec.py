@@ -22,7 +22,7 @@ def test_nvdec_falls_back_per_video_to_identical_cpu_frames(tmp_path):
     sample = Sample("clip", 0, SourceEntry(key="clip", video=str(path), video_rel="clip.mp4", caption="a clip"))
     cpu = load_sample_pixels(sample, probe_sample(sample, _config("cpu")), _config("cpu"))
     nvdec = load_sample_pixels(sample, probe_sample(sample, _config("nvdec")), _config("nvdec"))
-    np.testing.assert_array_equal(nvdec.modalities["rgb"], cpu.modalities["rgb"])
+    np.testing.assert_array_equal(nvdec.modalities["rgb"].values, cpu.modalities["rgb"].values)
     assert "decoder" not in cpu.provenance
     if torch.cuda.is_available():  # a GPU machine: the hardware decoder ran, or says why it could not
         assert nvdec.provenance["decoder"] == "nvdec" or nvdec.provenance["decoder"].startswith("cpu (nvdec failed")

@@ -48,7 +48,7 @@ def test_preview_files_show_source_and_reconstruction(built_cache, tmp_path):
         latent = torch.from_numpy(shard["perception_latent_state"][row["cache_row"]][None, :16].astype(np.float32))
     decoded = HaarTokenizer().decode(latent)[0].clamp(-1, 1).permute(1, 2, 3, 0).numpy()
     x0, y0 = (len(times) - 1) * (_tile_width() + GAP), H + GAP
-    assert np.array_equal(sheet[y0 : y0 + H, x0 : x0 + W], pixels.modalities["rgb"][T - 1])
+    assert np.array_equal(sheet[y0 : y0 + H, x0 : x0 + W], pixels.modalities["rgb"].expanded()[T - 1])
     expected = np.round((decoded[T - 1].astype(np.float64) + 1) * 127.5).astype(np.uint8)
     assert np.abs(sheet[y0 : y0 + H, x0 + W + GAP : x0 + 2 * W + GAP].astype(int) - expected).max() <= 1
     # the mp4 is lossy: its reconstruction tile only resembles the PNG's

@@ -33,7 +33,7 @@ def run(video, depth_path, png_scale=1000.0):
 
 
 def check_inverts(pixels, source_depth):
-    stored = pixels.modalities["depth"]
+    stored = pixels.modalities["depth"].expanded()
     assert stored.dtype == np.float32 and stored.shape == (5, 24, 40, 3)
     assert stored.min() >= -1 and stored.max() <= 1
     np.testing.assert_array_equal(stored[..., 0], stored[..., 2])

@@ -72,7 +72,7 @@ def test_16bit_png_ids_survive_cover_crop(tmp_path, video):
     config = config_for([0, 7, 300, 65535])
     sample = sample_for(video, mask_dir)
     pixels = load_sample_pixels(sample, probe_sample(sample, config), config)
-    mask = pixels.modalities["mask"]
+    mask = pixels.modalities["mask"].expanded()
     assert mask.dtype == np.uint8 and mask.shape == (5, 24, 40, 3)
     stored_ids = doc_colour_to_id(mask)
     assert set(np.unique(stored_ids)) <= set(SOURCE_IDS.tolist())
@@ -88,7 +88,7 @@ def test_ffv1_8bit_mask_video_ids_exact(tmp_path, video):
     config = config_for()
     sample = sample_for(video, write_ffv1(tmp_path / "mask.mkv", ids))
     pixels = load_sample_pixels(sample, probe_sample(sample, config), config)
-    for out, index in zip(doc_colour_to_id(pixels.modalities["mask"]), pixels.provenance["frame_indices"]):
+    for out, index in zip(doc_colour_to_id(pixels.modalities["mask"].expanded()), pixels.provenance["frame_indices"]):
         ref = skimage_resize(ids[index], (30, 40), order=0, preserve_range=True, anti_aliasing=False)[3:27]
         np.testing.assert_array_equal(out, ref)
 

@@ -116,6 +116,7 @@ def test_psnr_and_ssim_equal_numpy_and_skimage(built_cache):
         lo = 16 * ["rgb", "mask", "depth"].index(name)
         decoded = HaarTokenizer().decode(torch.from_numpy(latent[None, lo : lo + 16]))[0].numpy()
         decoded = np.clip(decoded.astype(np.float64), -1, 1).transpose(1, 2, 3, 0)  # [T,H,W,3]
+        frames = frames.expanded()
         source = frames.astype(np.float64) / 127.5 - 1 if frames.dtype == np.uint8 else frames.astype(np.float64)
         mse = np.mean((decoded - source) ** 2)
         assert q.modality == name and q.psnr_db == pytest.approx(10 * np.log10(4.0 / mse), abs=1e-4)

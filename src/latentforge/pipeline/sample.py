@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..config import BuildConfig
 from ..decode.nvdec import decode_rgb_nvdec
 from ..decode.pyav import decode_rgb
-from ..records import Sample, SamplePixels
+from ..records import ModalityFrames, Sample, SamplePixels
 from ..transforms.depth import load_depth
 from ..transforms.masks import load_mask
 from .probe import ProbeResult
@@ -34,17 +32,18 @@ def provenance_of(probe: ProbeResult) -> dict[str, Any]:
 def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig) -> SamplePixels:
     """Every modality in config.modalities.names order, all on the same source frame indices."""
     indices = list(probe.window.indices)
-    modalities: dict[str, np.ndarray] = {}
+    modalities: dict[str, ModalityFrames] = {}
     provenance = provenance_of(probe)
     for name in config.modalities.names:
         if name == "rgb" and config.frames.decoder == "nvdec":
-            modalities["rgb"], provenance["decoder"] = decode_rgb_nvdec(
+            rgb, provenance["decoder"] = decode_rgb_nvdec(
                 sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id
             )
+            modalities["rgb"] = ModalityFrames(rgb)
         elif name == "rgb":
-            modalities["rgb"] = decode_rgb(
+            modalities["rgb"] = ModalityFrames(decode_rgb(
                 sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id
-            )
+            ))
         elif name == "mask":
             modalities["mask"], provenance["mask"] = load_mask(
                 probe.modality_info["mask"], indices, probe.plan, config.modalities.mask, sample.sample_id

@@ -22,7 +22,7 @@ from ..errors import SampleRejected
 from ..faults import fault_point
 from ..records import Reject, Sample, SamplePixels
 from ..text.prompt_cache import PromptCache
-from ..tokenizers.base import Tokenizer, pixels_to_input
+from ..tokenizers.base import Tokenizer, frames_to_input
 from ..writers.staging import StagedRow, write_staged_unit
 from .environment import environment_record
 from .probe import ProbeResult
@@ -125,13 +125,13 @@ def decode_sample(sample: Sample, probe: ProbeResult | Reject, config: BuildConf
 def encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
     """[B, C_total, T', H', W'] in the storage dtype: each modality through the tokenizer, channels concatenated."""
     latents = []
-    for name in ctx.config.modalities.names:
-        stacked = np.stack([pixels.modalities[name] for pixels in batch])
-        video = pixels_to_input(stacked, ctx.tokenizer.device)
-        with torch.inference_mode():
-            latents.append(ctx.tokenizer.encode(video).float().cpu())
+    with torch.inference_mode():
+        for name in ctx.config.modalities.names:  # no host sync between modalities: one copy back at the end
+            video = frames_to_input([pixels.modalities[name] for pixels in batch], ctx.tokenizer.device)
+            latents.append(ctx.tokenizer.encode(video).float())
+        stacked = torch.cat(latents, dim=1).cpu()
     fault_point("encode")
-    return torch.cat(latents, dim=1).numpy().astype(ctx.storage_dtype)
+    return stacked.numpy().astype(ctx.storage_dtype)
 
 
 def _row_shape(ctx: UnitContext) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ import torch
 from ..config import TokenizerConfig
 from ..errors import ConfigError
 from ..hashing import sha256_file
+from ..records import ModalityFrames
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
@@ -105,14 +106,40 @@ class Tokenizer(ABC):
 PIXEL_TABLE = torch.from_numpy(np.arange(256, dtype=np.float64) / 127.5 - 1.0).to(torch.float32)
 
 
-def pixels_to_input(frames: np.ndarray | torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    """[T,H,W,3] (or [B,T,H,W,3]) uint8 or float32-in-[-1,1] -> float32 [3,T,H,W] (or [B,3,T,H,W]) on device.
+def pixels_to_input(frames: np.ndarray | torch.Tensor | ModalityFrames, device: torch.device | str) -> torch.Tensor:
+    """[T,H,W,3] (or [B,T,H,W,3]) uint8 or float32-in-[-1,1], or one sample's ModalityFrames -> float32
+    [3,T,H,W] (or [B,3,T,H,W]) on device.
 
     uint8 travels to the device as uint8 and is mapped there by the 256-entry table.
     """
+    if isinstance(frames, ModalityFrames):
+        return frames_to_input([frames], device)[0]
     tensor = torch.as_tensor(frames).to(device, non_blocking=True)
     if tensor.dtype == torch.uint8:
         tensor = PIXEL_TABLE.to(tensor.device)[tensor.long()]
     elif tensor.dtype != torch.float32:
         raise TypeError(f"frames must be uint8 or float32, got {tensor.dtype}")
     return tensor.movedim(-1, -4).contiguous()
+
+
+def frames_to_input(batch: list[ModalityFrames], device: torch.device | str) -> torch.Tensor:
+    """One modality of B samples -> float32 [B,3,T,H,W] on device. Each sample's frames travel in their compact
+    form (without waiting: from pinned memory the copy is DMA) and are expanded on the device, exactly as
+    ModalityFrames.expanded() followed by the pixel table would on the host."""
+    table = PIXEL_TABLE.to(device)
+    expanded = []
+    for frames in batch:
+        values = torch.as_tensor(frames.values).to(device, non_blocking=True)
+        if frames.palette is not None:  # ids -> palette colour -> [-1, 1], one gather
+            colours = table[torch.as_tensor(frames.palette).to(device).long()]
+            expanded.append(colours[values.long()])
+        elif values.ndim == 3:  # depth: the value in 3 channels
+            expanded.append(values.unsqueeze(-1).expand(*values.shape, 3))
+        elif values.dtype == torch.uint8:
+            expanded.append(table[values.long()])
+        elif values.dtype == torch.float32:
+            expanded.append(values)
+        else:
+            raise TypeError(f"frames must be uint8 or float32, got {values.dtype}")
+    stacked = expanded[0][None] if len(expanded) == 1 else torch.stack(expanded)
+    return stacked.movedim(-1, -4).contiguous()

@@ -12,6 +12,7 @@ from ..config import DepthConfig
 from ..decode.resize import ResizePlan, resize_nearest
 from ..decode.sources import ModalitySource, read_source_frames
 from ..errors import SampleRejected
+from ..records import ModalityFrames
 
 
 def source_values(source: ModalitySource, indices: list[int], sample_id: str) -> np.ndarray:
@@ -37,17 +38,22 @@ def to_units(values: np.ndarray, source: ModalitySource, depth_cfg: DepthConfig)
 
 
 def normalize_minmax(depth: np.ndarray) -> tuple[np.ndarray, float, float]:
-    """x = 2 (d - lo) / (hi - lo) - 1 with lo, hi the row's min and max; a constant row maps to 0."""
+    """x = 2 (d - lo) / (hi - lo) - 1 with lo, hi the row's min and max; a constant row maps to 0.
+    Computed in place in `depth` (float64, the caller's), operation by operation in that order."""
     lo, hi = float(depth.min()), float(depth.max())
     if hi > lo:
-        return (2.0 * (depth - lo) / (hi - lo) - 1.0).astype(np.float32), lo, hi
+        np.subtract(depth, lo, out=depth)
+        np.multiply(2.0, depth, out=depth)
+        np.divide(depth, hi - lo, out=depth)
+        np.subtract(depth, 1.0, out=depth)
+        return depth.astype(np.float32), lo, hi
     return np.zeros(depth.shape, np.float32), lo, hi
 
 
 def load_depth(
     source: ModalitySource, indices: list[int], plan: ResizePlan, depth_cfg: DepthConfig, sample_id: str
-) -> tuple[np.ndarray, dict[str, Any]]:
-    """float32 [T, out_h, out_w, 3] in [-1, 1] (the value repeated in 3 channels), and the row's params."""
+) -> tuple[ModalityFrames, dict[str, Any]]:
+    """float32 [T, out_h, out_w] in [-1, 1] (the encoder repeats it into 3 channels), and the row's params."""
     # Select the kept pixels first, then convert: the mapping is per pixel, and float64 copies of whole
     # full-resolution sources cost more than the rest of the depth path.
     kept = to_units(resize_nearest(source_values(source, indices, sample_id), plan), source, depth_cfg)
@@ -62,4 +68,4 @@ def load_depth(
         )
     normalized, lo, hi = normalize_minmax(kept)
     params = {"normalize": depth_cfg.normalize, "lo": lo, "hi": hi, "source_kind": source.kind}
-    return np.repeat(normalized[..., None], 3, axis=-1), params
+    return ModalityFrames(normalized), params

@@ -11,6 +11,7 @@ from ..config import MaskConfig
 from ..decode.resize import ResizePlan, resize_nearest
 from ..decode.sources import ModalitySource, read_source_frames
 from ..errors import ConfigError, SampleRejected
+from ..records import ModalityFrames
 
 # Fibonacci hashing: floor(2^24 / golden ratio), odd, so id -> id * GOLDEN_24 mod 2^24 is a bijection and
 # no two ids below 2^24 share a colour; consecutive ids land far apart in RGB.
@@ -29,13 +30,13 @@ def palette_colours(ids: np.ndarray, palette: str = "golden") -> np.ndarray:
     )
 
 
-def _colour(ids: np.ndarray, palette: str) -> np.ndarray:
-    """palette_colours for a whole mask: through a lookup table for 8/16-bit ids (one gather instead of
-    64-bit arithmetic per pixel), directly otherwise."""
+def _colour(ids: np.ndarray, palette: str) -> ModalityFrames:
+    """palette_colours for a whole mask: 8/16-bit ids travel as they are with the table of every id's colour
+    (the encoder's device does the gather), other ids are coloured here."""
     if ids.dtype in (np.uint8, np.uint16):
         table = palette_colours(np.arange(np.iinfo(ids.dtype).max + 1, dtype=np.uint32), palette)
-        return np.take(table, ids, axis=0)
-    return palette_colours(ids, palette)
+        return ModalityFrames(np.ascontiguousarray(ids), table)
+    return ModalityFrames(palette_colours(ids, palette))
 
 
 def _present_ids(ids: np.ndarray) -> np.ndarray:
@@ -47,8 +48,9 @@ def _present_ids(ids: np.ndarray) -> np.ndarray:
 
 def load_mask(
     source: ModalitySource, indices: list[int], plan: ResizePlan, mask_cfg: MaskConfig, sample_id: str
-) -> tuple[np.ndarray, dict[str, Any]]:
-    """uint8 [T, out_h, out_w, 3] palette colours for the source frames `indices`, and the row's params."""
+) -> tuple[ModalityFrames, dict[str, Any]]:
+    """The palette colours of the source frames `indices` ([T, out_h, out_w] ids with their palette, or uint8
+    [T, out_h, out_w, 3] colours), and the row's params."""
     frames = read_source_frames(source, indices, sample_id)
     ids = np.stack([frames[i] for i in indices])
     if mask_cfg.ids is not None:

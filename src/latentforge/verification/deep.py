@@ -186,7 +186,7 @@ class _DeepRun:
             stored = stored_row(self.root, row, self.latent_dataset)
             for name, frames in pixels[row.dataset_index].modalities.items():
                 lo, hi = self.channels[name]
-                video = pixels_to_input(frames[:1], tokenizer.device).unsqueeze(0)
+                video = pixels_to_input(frames.head(1), tokenizer.device).unsqueeze(0)
                 with torch.inference_mode():
                     alone = tokenizer.encode(video)[0].float().cpu().numpy().astype(self.storage)
                 problem = comparison.problem(stored[lo:hi, :1], alone)
