@@ -166,6 +166,8 @@ def validate(config: BuildConfig) -> None:
         if getattr(config.output, key) < 1:
             raise ConfigError(f"output.{key}={getattr(config.output, key)} must be >= 1")
     check_device_name(config.run.device, "run.device")
+    if config.run.decode_threads < 0:
+        raise ConfigError(f"run.decode_threads={config.run.decode_threads} must be >= 0 (0: FFmpeg's choice)")
     if config.run.procs < 1 or config.run.workers_per_gpu < 0:
         raise ConfigError(f"run.procs={config.run.procs} must be >= 1 and run.workers_per_gpu="
                           f"{config.run.workers_per_gpu} >= 0")

@@ -132,6 +132,8 @@ class RunConfig:
     procs: int = 1  # encoder processes on run.device when run.gpus is empty
     gpus: str = ""  # "all" or "0,1": one encoder process per GPU (indices within CUDA_VISIBLE_DEVICES)
     workers_per_gpu: int = 2  # CPU decode workers per encoder process; 0 decodes on the encoder thread
+    # FFmpeg threads per video decode; 0 lets FFmpeg choose (one per core: many workers then oversubscribe)
+    decode_threads: int = 1
     executor: str = "local"  # local | ray (docs/execution.md)
     ray_address: str = ""  # ray: auto | HOST:PORT; empty joins RAY_ADDRESS or starts a local Ray
     max_unit_tries: int = 3  # ray: a unit whose worker fails this many times stops the build with its error

@@ -111,10 +111,11 @@ def probe_video(path: str, sample_id: str) -> VideoInfo:
 
 
 def decode_frames(
-    path: str, info: VideoInfo, indices: list[int], sample_id: str, hwaccel=None
+    path: str, info: VideoInfo, indices: list[int], sample_id: str, hwaccel=None, threads: int = 0
 ) -> Iterator[tuple[int, av.VideoFrame]]:
     """Yield (index, frame) once per distinct needed index, ascending. Seeks to the keyframe at or before the
-    first needed frame and stops after the last one, so a window decodes only its own stretch of the clip."""
+    first needed frame and stops after the last one, so a window decodes only its own stretch of the clip.
+    threads: FFmpeg decoding threads (0: FFmpeg's choice); decoded pixels do not depend on it."""
     needed = sorted(set(indices))
     by_time = {info.pts[i]: i for i in needed}
     first_t, last_t = info.pts[needed[0]], info.pts[needed[-1]]
@@ -124,6 +125,8 @@ def decode_frames(
         container = _open(path, sample_id, hwaccel)
         with container:
             stream = container.streams.video[0]
+            if threads:
+                stream.codec_context.thread_count = threads
             try:
                 if seek:
                     tb = stream.time_base
@@ -205,9 +208,9 @@ def frame_to_output(frame: av.VideoFrame, info: VideoInfo, plan: ResizePlan, fra
 
 def decode_rgb(
     path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
-    hwaccel=None,
+    hwaccel=None, threads: int = 0,
 ) -> np.ndarray:
     """uint8 [T, out_h, out_w, 3] for the source frames `indices` (repeats allowed)."""
-    frames = decode_frames(path, info, indices, sample_id, hwaccel)
+    frames = decode_frames(path, info, indices, sample_id, hwaccel, threads)
     converted = {i: frame_to_output(frame, info, plan, frames_cfg) for i, frame in frames}
     return np.stack([converted[i] for i in indices])

@@ -4,11 +4,16 @@ The encoder thread pulls samples in source_index order; each pull first tops the
 (`2 x workers` samples in flight), taking the next unit from the shared queue when the current one is
 fully submitted, so the encoder does not wait at unit boundaries. All submissions happen on the rank's
 main thread, which is therefore the thread that spawned the workers (PR_SET_PDEATHSIG is per thread).
+
+Decoded frames come back through shared-memory slots (frame_slots.py); only their layout is pickled.
+Workers run one FFmpeg thread each (run.decode_threads) at a lower priority than the encoder's process,
+whose single Python thread launches the GPU's work and must not queue behind decoding.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -18,23 +23,44 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import torch
+
 from ..config import BuildConfig
+from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Decoded, Unit, decode_sample
+from ..records import Reject, Sample, SamplePixels
+from .frame_slots import FrameSlots, SlotArray, SlotWriter, slot_bytes_for
 from .process_setup import child_process_setup, child_signals_held, dump_stacks_on_sigusr1, stacks_file
 
+# Decode workers yield the CPU to the encoder's process (niceness is relative: +5 of the rank's).
+WORKER_NICENESS = 5
+
 _worker_config: BuildConfig | None = None
+_worker_slots: SlotWriter | None = None
 
 
-def _init_worker(config: BuildConfig, stacks: tuple[str, str] | None) -> None:
-    global _worker_config
+def _init_worker(config: BuildConfig, stacks: tuple[str, str] | None, slots: tuple[str, int] | None) -> None:
+    global _worker_config, _worker_slots
     child_process_setup()
     dump_stacks_on_sigusr1(lambda: [], stacks_file(*stacks) if stacks is not None else None)
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
+    torch.set_num_threads(1)  # workers are the parallelism; torch's own threads would oversubscribe the cores
     _worker_config = config
+    _worker_slots = SlotWriter(*slots) if slots is not None else None
 
 
-def _decode_in_worker(unit: Unit, position: int) -> Decoded:
-    sample = unit.samples[position]
-    return decode_sample(sample, unit.probes[sample.source_index], _worker_config)
+def _decode_in_worker(sample: Sample, probe: ProbeResult | Reject, slot: int | None
+                      ) -> tuple[Decoded, list[SlotArray] | None]:
+    """The decode outcome; with a slot, the frames go into it and only their layout travels back."""
+    decoded = decode_sample(sample, probe, _worker_config)
+    pixels = decoded.result
+    if slot is None or _worker_slots is None or not isinstance(pixels, SamplePixels):
+        return decoded, None
+    layout = _worker_slots.write(slot, pixels.modalities)
+    if layout is None:  # larger than a slot: pickled with the result
+        return decoded, None
+    return dataclasses.replace(decoded, result=dataclasses.replace(pixels, modalities={})), layout
 
 
 @dataclass
@@ -42,21 +68,33 @@ class _Slot:
     unit: Unit
     position: int
     outcome: Future | None  # None: decode inline when pulled (workers = 0)
+    frame_slot: int | None = None  # the shared-memory slot the worker writes the frames into
 
 
 class DecodeStream:
     """Yields (unit, decoded samples of that unit) for every unit `next_unit()` hands out, in order."""
 
     def __init__(self, config: BuildConfig, next_unit: Callable[[], Unit | None], workers: int,
-                 stacks: tuple[str, str] | None = None):
-        """stacks: (build_dir, role) of the workers' SIGUSR1 dump files; None dumps to stderr."""
+                 stacks: tuple[str, str] | None = None, device: torch.device | None = None):
+        """stacks: (build_dir, role) of the workers' SIGUSR1 dump files; None dumps to stderr. device: where
+        the frames go next (a GPU gets page-locked slots)."""
         self.config = config
         self._next_unit = next_unit
         self._window = 2 * workers
         self._pool: ProcessPoolExecutor | None = None
+        self._frame_slots: FrameSlots | None = None
+        self.transport = "inline (no decode workers)"
         if workers > 0:
+            slots_arg = None
+            try:  # every sample in flight, the batch being filled, and one spare
+                self._frame_slots = FrameSlots(self._window + config.output.batch_size + 1, slot_bytes_for(config),
+                                               device or torch.device("cpu"))
+                slots_arg = (self._frame_slots.path, self._frame_slots.slot_bytes)
+                self.transport = "shared memory" + (", page-locked" if self._frame_slots.pinned else "")
+            except OSError as error:  # no memory for the slots: the frames travel pickled, slower
+                self.transport = f"pickled through the worker pipes (shared memory failed: {error})"
             self._pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _init_worker,
-                                             (config, stacks))
+                                             (config, stacks, slots_arg))
         self._slots: deque[_Slot] = deque()
         self._feeding: Unit | None = None
         self._fed = 0
@@ -92,11 +130,14 @@ class DecodeStream:
                     return
                 continue
             unit, position = self._feeding, self._fed
-            outcome = None
+            outcome, frame_slot = None, None
             if self._pool is not None:
+                sample = unit.samples[position]
+                frame_slot = self._frame_slots.acquire() if self._frame_slots is not None else None
                 with child_signals_held():  # a submit may start a worker process
-                    outcome = self._pool.submit(_decode_in_worker, unit, position)
-            self._slots.append(_Slot(unit, position, outcome))
+                    outcome = self._pool.submit(_decode_in_worker, sample, unit.probes[sample.source_index],
+                                                frame_slot)
+            self._slots.append(_Slot(unit, position, outcome, frame_slot))
             self._fed += 1
 
     def _pull(self) -> Decoded:
@@ -108,11 +149,24 @@ class DecodeStream:
             self.wait_seconds += decoded.seconds  # the encoder itself decoded: all of it is waiting
         else:
             started = time.perf_counter()
-            decoded = slot.outcome.result()
+            decoded, layout = slot.outcome.result()
             self.wait_seconds += time.perf_counter() - started
+            decoded = self._with_frames(decoded, slot.frame_slot, layout)
         self.decode_seconds += decoded.seconds
         self.worker_cpu_seconds += decoded.cpu_seconds if slot.outcome is not None else 0.0
         return decoded
+
+    def _with_frames(self, decoded: Decoded, frame_slot: int | None, layout: list[SlotArray] | None) -> Decoded:
+        """Point the sample at its frames in the slot (released when the encoder calls decoded.release), or
+        free the slot at once when the worker did not use it."""
+        if frame_slot is None:
+            return decoded
+        slots = self._frame_slots
+        if layout is None:
+            slots.release(frame_slot)
+            return decoded
+        pixels = dataclasses.replace(decoded.result, modalities=slots.read(frame_slot, layout))
+        return dataclasses.replace(decoded, result=pixels, release=lambda: slots.release(frame_slot))
 
     def _samples_of(self, unit: Unit) -> Iterator[Decoded]:
         while self._slots and self._slots[0].unit is unit:
@@ -130,6 +184,9 @@ class DecodeStream:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._frame_slots is not None:
+            self._frame_slots.close()
+            self._frame_slots = None
 
     def abort(self) -> None:
         """Stop now (a signal or an error): terminate the workers instead of waiting for their decodes."""

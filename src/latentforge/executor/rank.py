@@ -26,6 +26,7 @@ from .metrics import MetricsServer, current_rss_bytes, rank_metrics_port
 from .process_setup import child_process_setup, dump_stacks_on_sigusr1, stacks_file
 from .rank_stats import RankStats
 from .staging_writer import StagingWriter
+from .unit_profile import UnitProfiler
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
         index = next_index()
         return None if index is None else units[index]
 
-    stream = DecodeStream(spec.config, next_unit, spec.workers, (spec.build_dir, f"rank{spec.rank}-decode"))
+    stream = DecodeStream(spec.config, next_unit, spec.workers, (spec.build_dir, f"rank{spec.rank}-decode"), device)
     on_stream(stream)
 
     def staged(payload: StagedPayload, seconds: float) -> None:  # on the writer thread
@@ -91,10 +92,12 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
     writer = StagingWriter(Path(spec.build_dir), staged)
     live.update(decode=lambda: stream.queued_samples, staging=lambda: writer.pending)
     ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, writer)
+    profiler = UnitProfiler(spec.rank, device)
     try:
         for unit, decoded in stream.units():
             try:
-                run_unit(unit, ctx, decoded)
+                with profiler.around_unit():
+                    run_unit(unit, ctx, decoded)
             except Exception as error:
                 if isinstance(error, LatentforgeError) or as_os_error(error) is not None:
                     raise  # already says what and where
@@ -102,6 +105,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
     except BaseException:
         stream.abort()
         raise
+    profiler.close()
     stream.close()
     writer.close()
     for key in ("encode", "text"):

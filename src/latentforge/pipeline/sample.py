@@ -42,7 +42,8 @@ def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig) 
             modalities["rgb"] = ModalityFrames(rgb)
         elif name == "rgb":
             modalities["rgb"] = ModalityFrames(decode_rgb(
-                sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id
+                sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id,
+                threads=config.run.decode_threads,
             ))
         elif name == "mask":
             modalities["mask"], provenance["mask"] = load_mask(

@@ -86,6 +86,10 @@ class UnitContext:
         return np.dtype(self.config.output.storage_dtype)
 
 
+def _nothing_held() -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class Decoded:
     """A sample's decode outcome as a decode worker returns it, with the worker's clocks."""
@@ -94,6 +98,8 @@ class Decoded:
     result: SamplePixels | Reject
     seconds: float  # wall seconds reading, decoding and transforming
     cpu_seconds: float  # CPU core-seconds the worker spent on it
+    # Called once the frames have been encoded: they may live in a shared slot that then takes another sample.
+    release: Callable[[], None] = field(default=_nothing_held, compare=False, repr=False)
 
 
 def cut_units(samples: list[Sample], probes: dict[int, ProbeResult | Reject], unit_size: int,
@@ -152,6 +158,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     prompts: list[str] = []
     pickled: list[PickledText | None] = []
     pending: list[SamplePixels] = []
+    held: list[Callable[[], None]] = []  # the pending samples' releases
 
     def flush() -> None:
         if not pending:
@@ -160,6 +167,9 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         latents.append(encode_batch(pending, ctx))
         ctx.seconds["encode"] += time.perf_counter() - started
         pending.clear()
+        for release in held:
+            release()
+        held.clear()
 
     expected = iter(unit.samples)
     for item in decoded:
@@ -168,6 +178,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
             raise RuntimeError(f"unit {unit.index}: decoded source_index {item.source_index} arrived where "
                                f"{sample.source_index} was due; decoders must keep plan order")
         if isinstance(item.result, Reject):
+            item.release()
             rejects.append(item.result)
             continue
         pixels = item.result
@@ -175,6 +186,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         try:  # before the tokenizer, so a sample without usable text costs no encode and shifts no batch
             pickled_text = ctx.text_source.pickled(sample) if ctx.text_source is not None else None
         except SampleRejected as error:
+            item.release()
             rejects.append(Reject.of(sample, error, "encode"))
             continue
         rows.append(StagedRow(sample_id=sample.sample_id, source_index=sample.source_index, prompt=probe.caption,
@@ -184,6 +196,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         prompts.append(probe.caption)
         pickled.append(pickled_text)
         pending.append(pixels)
+        held.append(item.release)
         if len(pending) == batch_size:
             flush()
     flush()
