@@ -134,13 +134,16 @@ def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
     path, info = sample.entry.video, probe.info
     indices = list(probe.window.indices)
 
+    threads = config.run.decode_threads
+
     def decode_only() -> None:
-        for _ in decode_pyav.decode_frames(path, info, indices, sample.sample_id):
+        for _ in decode_pyav.decode_frames(path, info, indices, sample.sample_id, threads=threads):
             pass
 
-    def build_rgb(flags: Interpolation | None = None) -> np.ndarray:
+    def build_rgb(flags: Interpolation | None = None, threads: int = threads) -> np.ndarray:
         with swscale_flags(decode_pyav.SWSCALE_FLAGS if flags is None else flags):
-            return decode_pyav.decode_rgb(path, info, indices, probe.plan, config.frames, sample.sample_id)
+            return decode_pyav.decode_rgb(path, info, indices, probe.plan, config.frames, sample.sample_id,
+                                          threads=threads)
 
     def modality(name: str) -> Callable[[], Any]:
         cfg = dataclasses.replace(config, modalities=dataclasses.replace(config.modalities, names=["rgb", name]))
@@ -151,6 +154,7 @@ def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
     rows = {
         "decode only (no colour conversion)": decode_only,
         "build path: decode + swscale resize (BITEXACT); normalise on GPU": build_rgb,
+        "build path with FFmpeg's thread choice (run.decode_threads=0)": lambda: build_rgb(threads=0),
         "build path + normalise on CPU (256-entry table)": lambda: pixels_to_input(build_rgb(), "cpu"),
         "swscale without BITEXACT": lambda: build_rgb(no_bitexact),
         "swscale without BITEXACT + normalise on CPU": lambda: pixels_to_input(build_rgb(no_bitexact), "cpu"),
@@ -169,7 +173,7 @@ def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
     return {
         "clip": {"source": f"{info.width}x{info.height}", "frames": len(indices),
                  "output": f"{config.frames.height}x{config.frames.width}", "filter": config.frames.resize_filter},
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads(), "decode_threads": threads,
         "nvdec_decoder_used": nvdec_used[-1] if nvdec_used else None,  # "nvdec", or why it fell back
         "rows": [{"path": label, "core_s": c, "wall_s": w} for label, (c, w) in measured.items()],
     }

@@ -20,7 +20,8 @@ def print_tables(results: dict[str, Any]) -> None:
         c = phases["cpu"]
         clip = c["clip"]
         print(f"\nCPU cost of one {clip['frames']}-frame {clip['source']} clip -> {clip['output']} ({clip['filter']}), "
-              f"torch threads {c['torch_threads']} (target: decode+resize+normalise <= 1.0 core-s)")
+              f"torch threads {c['torch_threads']}, FFmpeg threads {c.get('decode_threads', 0)} "
+              "(target: decode+resize+normalise <= 1.0 core-s)")
         for row in c["rows"]:
             print(f"  {row['path']:<62} {row['core_s']:7.3f} core-s {row['wall_s']:7.3f} s wall")
         print(f"  NVDEC row decoded with: {c.get('nvdec_decoder_used')}")

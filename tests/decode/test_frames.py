@@ -218,3 +218,18 @@ def test_fixed_start_frame_past_the_last_valid_start_is_too_short(clip):
         probe_sample(make_sample(clip, start_frame=10), config)
     assert rejected.value.reason == "too_short"
     assert "0..8" in rejected.value.detail
+
+
+def test_ffmpeg_and_swscale_threads_do_not_change_the_pixels(tmp_path):
+    """run.decode_threads is execution only: one thread (the build's default) and FFmpeg's own choice decode
+    and resize to the same bytes, for the swscale and the torch resize backends."""
+    path = write_video(tmp_path / "clip.mp4", pattern_frames(12, 320, 240, seed=3))
+    for backend in ("swscale", "torch"):
+        config = make_config(num_frames=9, height=144, width=200, resize_backend=backend)
+        sample = make_sample(path)
+        probe = probe_sample(sample, config)
+        by_threads = {}
+        for threads in (1, 0, 3):
+            config.run.decode_threads = threads
+            by_threads[threads] = load_sample_pixels(sample, probe, config).modalities["rgb"].values
+        assert np.array_equal(by_threads[1], by_threads[0]) and np.array_equal(by_threads[1], by_threads[3]), backend

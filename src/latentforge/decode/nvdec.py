@@ -20,16 +20,17 @@ from .resize import ResizePlan
 
 
 def decode_rgb_nvdec(
-    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str
+    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
+    threads: int = 0,
 ) -> tuple[np.ndarray, str]:
     """(uint8 [T, out_h, out_w, 3], the decoder that produced it: "nvdec" or "cpu (nvdec failed: <error>)")."""
     try:
         accel = HWAccel(device_type="cuda", allow_software_fallback=False)
-        return decode_rgb(path, info, indices, plan, frames_cfg, sample_id, hwaccel=accel), "nvdec"
+        return decode_rgb(path, info, indices, plan, frames_cfg, sample_id, hwaccel=accel, threads=threads), "nvdec"
     except Exception as error:  # noqa: BLE001 - any failure (no GPU, unsupported profile): decode on the CPU
         # Only the error's kind goes into the (checksummed) manifest: messages can hold paths. Our decode
         # wraps FFmpeg's errors as rejects; the FFmpeg error underneath is the one that says why.
         cause = error.__context__ if isinstance(error, SampleRejected) and error.__context__ else error
         reason = type(cause).__name__
-        frames = decode_rgb(path, info, indices, plan, frames_cfg, sample_id)
+        frames = decode_rgb(path, info, indices, plan, frames_cfg, sample_id, threads=threads)
         return frames, f"cpu (nvdec failed: {reason})"

@@ -161,9 +161,12 @@ def _frames(container, stream) -> Iterator[av.VideoFrame]:
 
 
 def to_rgb24(
-    frame: av.VideoFrame, width: int | None = None, height: int | None = None, filter_name: str = "bicubic"
+    frame: av.VideoFrame, width: int | None = None, height: int | None = None, filter_name: str = "bicubic",
+    threads: int = 0,
 ) -> np.ndarray:
-    """The frame as full-range RGB (coded orientation), converted with its own colour tags."""
+    """The frame as full-range RGB (coded orientation), converted with its own colour tags. threads: swscale's
+    (0: one per core, which on a many-core host costs several times the CPU of one thread); the pixels do not
+    depend on it."""
     matrix = _MATRICES.get(frame.colorspace, Colorspace.ITU601)
     value_range = ColorRange.JPEG if frame.color_range == _AVCOL_RANGE_JPEG else ColorRange.MPEG
     converted = frame.reformat(
@@ -174,6 +177,7 @@ def to_rgb24(
         src_color_range=value_range,
         dst_color_range=ColorRange.JPEG,
         interpolation=SWSCALE_FILTERS[filter_name] | SWSCALE_FLAGS,
+        threads=threads,
     )
     return converted.to_ndarray()
 
@@ -195,13 +199,14 @@ def torch_resize(rgb: np.ndarray, plan: ResizePlan, filter_name: str) -> np.ndar
     return out.round().clamp(0, 255).to(torch.uint8)[0].permute(1, 2, 0).numpy()
 
 
-def frame_to_output(frame: av.VideoFrame, info: VideoInfo, plan: ResizePlan, frames_cfg: FramesConfig) -> np.ndarray:
+def frame_to_output(frame: av.VideoFrame, info: VideoInfo, plan: ResizePlan, frames_cfg: FramesConfig,
+                    threads: int = 0) -> np.ndarray:
     """One decoded frame -> uint8 [out_h, out_w, 3]: colour, upright, resize per backend, crop."""
     if frames_cfg.resize_backend == "swscale":
         coded_w, coded_h = (plan.scaled_h, plan.scaled_w) if info.rotation % 180 else (plan.scaled_w, plan.scaled_h)
-        scaled = upright(to_rgb24(frame, coded_w, coded_h, frames_cfg.resize_filter), info.rotation)
+        scaled = upright(to_rgb24(frame, coded_w, coded_h, frames_cfg.resize_filter, threads), info.rotation)
     else:
-        scaled = torch_resize(upright(to_rgb24(frame), info.rotation), plan, frames_cfg.resize_filter)
+        scaled = torch_resize(upright(to_rgb24(frame, threads=threads), info.rotation), plan, frames_cfg.resize_filter)
     x0, y0, x1, y1 = plan.crop
     return np.ascontiguousarray(scaled[y0:y1, x0:x1])
 
@@ -210,7 +215,8 @@ def decode_rgb(
     path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
     hwaccel=None, threads: int = 0,
 ) -> np.ndarray:
-    """uint8 [T, out_h, out_w, 3] for the source frames `indices` (repeats allowed)."""
+    """uint8 [T, out_h, out_w, 3] for the source frames `indices` (repeats allowed). threads: FFmpeg's, for
+    decoding and for swscale (0: FFmpeg's choice)."""
     frames = decode_frames(path, info, indices, sample_id, hwaccel, threads)
-    converted = {i: frame_to_output(frame, info, plan, frames_cfg) for i, frame in frames}
+    converted = {i: frame_to_output(frame, info, plan, frames_cfg, threads) for i, frame in frames}
     return np.stack([converted[i] for i in indices])

@@ -73,4 +73,4 @@ def nearest_source_indices(plan: ResizePlan) -> tuple[np.ndarray, np.ndarray]:
 def resize_nearest(frames: np.ndarray, plan: ResizePlan) -> np.ndarray:
     """[T, src_h, src_w, ...] -> [T, out_h, out_w, ...] by nearest-neighbour sampling on the plan's grid."""
     rows, cols = nearest_source_indices(plan)
-    return frames[:, rows][:, :, cols]
+    return np.take(np.take(frames, rows, axis=1), cols, axis=2)  # take: several times faster than [:, rows]

@@ -37,7 +37,8 @@ def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig) 
     for name in config.modalities.names:
         if name == "rgb" and config.frames.decoder == "nvdec":
             rgb, provenance["decoder"] = decode_rgb_nvdec(
-                sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id
+                sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id,
+                threads=config.run.decode_threads,
             )
             modalities["rgb"] = ModalityFrames(rgb)
         elif name == "rgb":

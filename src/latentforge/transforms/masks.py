@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..config import MaskConfig
 from ..decode.resize import ResizePlan, resize_nearest
@@ -35,14 +36,21 @@ def _colour(ids: np.ndarray, palette: str) -> ModalityFrames:
     (the encoder's device does the gather), other ids are coloured here."""
     if ids.dtype in (np.uint8, np.uint16):
         table = palette_colours(np.arange(np.iinfo(ids.dtype).max + 1, dtype=np.uint32), palette)
-        return ModalityFrames(np.ascontiguousarray(ids), table)
+        return ModalityFrames(ids, table)
     return ModalityFrames(palette_colours(ids, palette))
 
 
 def _present_ids(ids: np.ndarray) -> np.ndarray:
-    """Sorted distinct ids; a histogram for 8/16-bit masks (linear) instead of a sort."""
-    if ids.dtype in (np.uint8, np.uint16):
-        return np.flatnonzero(np.bincount(ids.ravel(), minlength=1))
+    """Sorted distinct ids; a histogram for 8/16-bit masks (linear) instead of a sort. numpy's bincount widens
+    every id to int64 first (8 bytes per pixel of a whole clip), so 8-bit ids count in torch, which does not,
+    and 16-bit ids (which torch cannot count) one frame at a time."""
+    if ids.dtype == np.uint8:
+        return np.flatnonzero(torch.bincount(torch.from_numpy(ids).reshape(-1), minlength=1).numpy())
+    if ids.dtype == np.uint16:
+        seen = np.zeros(1 << 16, dtype=bool)
+        for frame in ids:
+            seen[np.flatnonzero(np.bincount(frame.ravel(), minlength=1))] = True
+        return np.flatnonzero(seen)
     return np.unique(ids)
 
 
