@@ -37,6 +37,9 @@ CASES = {
     "shard bytes": ("output.shard_bytes=0", ["output.shard_bytes=0 must be >= 1"]),
     "webdataset buckets": ("output.sink=webdataset frames.buckets=[[9,32,48],[9,40,48]]",
                            ["output.sink='webdataset' writes one cache, but frames.buckets gives several"]),
+    "decode workers": ("run.workers_per_gpu=many", ["run.workers_per_gpu='many'; allowed: auto, or a whole number "
+                                                    ">= 0"]),
+    "decode threads": ("run.decode_threads=-1", ["run.decode_threads=-1 must be >= 0"]),
     "url staging": ("output.sink=webdataset output.staging_dir=s3://b/x",
                     ["output.staging_dir='s3://b/x' is a URL; give a node-local folder"]),
 }

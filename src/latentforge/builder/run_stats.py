@@ -99,6 +99,8 @@ class RunStats:
             "stage_seconds": dict(sorted(per_stage.items())),
             "stage_seconds_per_sample": per_sample,
             "encoder_wait_seconds": sum(r.seconds.get("encoder_wait", 0.0) for r in ranks),
+            # why the encoders waited for decoded samples, by rank, where they did (executor/input_waits.py)
+            "input_waits": {str(r.rank): r.input_waits for r in ranks if r.input_waits},
             "cpu_core_seconds": cpu,
             "cpu_core_seconds_per_sample": cpu / encoded if encoded else None,
             "ranks": [r.to_json() for r in ranks],

@@ -36,7 +36,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
                         "is rejected (default 0.5)")
     parser.add_argument("--procs", type=int, help="encoder processes on --device (default 1)")
     parser.add_argument("--gpus", help="all | 0,1,...: one encoder process per GPU")
-    parser.add_argument("--workers-per-gpu", type=int, help="CPU decode workers per encoder process (0: inline)")
+    parser.add_argument("--workers-per-gpu",
+                        help="CPU decode workers per encoder process: auto (default) or N (0: inline)")
     parser.add_argument("--executor", help="local | ray: where units run (docs/execution.md)")
     parser.add_argument("--ray-address", help="with --executor ray: auto | HOST:PORT of the Ray cluster")
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT (the main "

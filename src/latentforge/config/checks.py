@@ -15,6 +15,8 @@ from ..errors import ConfigError
 from .buckets import parse_buckets
 from .schema import MODALITIES, TEXT_STORAGES, BuildConfig, window_step
 
+AUTO_WORKERS = "auto"
+
 _CHOICES = {
     "dataset.on_missing_caption": ("reject", "empty"),
     "frames.window": ("start", "center", "random"),
@@ -168,9 +170,9 @@ def validate(config: BuildConfig) -> None:
     check_device_name(config.run.device, "run.device")
     if config.run.decode_threads < 0:
         raise ConfigError(f"run.decode_threads={config.run.decode_threads} must be >= 0 (0: FFmpeg's choice)")
-    if config.run.procs < 1 or config.run.workers_per_gpu < 0:
-        raise ConfigError(f"run.procs={config.run.procs} must be >= 1 and run.workers_per_gpu="
-                          f"{config.run.workers_per_gpu} >= 0")
+    if config.run.procs < 1:
+        raise ConfigError(f"run.procs={config.run.procs} must be >= 1")
+    parse_workers(config.run.workers_per_gpu)
     if config.run.max_unit_tries < 1:
         raise ConfigError(f"run.max_unit_tries={config.run.max_unit_tries} must be >= 1")
     if not 0 <= config.run.metrics_port <= 65535:
@@ -188,3 +190,17 @@ def validate(config: BuildConfig) -> None:
     tokenizer_cls.check_geometry(config.frames.num_frames, config.frames.height, config.frames.width)
     _validate_buckets(config, tokenizer_cls)
     registry.resolve("executor", config.run.executor).check_config(config)
+
+
+def parse_workers(setting: str) -> int | None:
+    """run.workers_per_gpu: None for auto, else the number; ConfigError naming the key for anything else."""
+    if setting == AUTO_WORKERS:
+        return None
+    try:
+        workers = int(setting)
+    except ValueError:
+        workers = -1
+    if workers < 0:
+        raise ConfigError(f"run.workers_per_gpu={setting!r}; allowed: auto, or a whole number >= 0 (0 decodes on "
+                          "the encoder thread)")
+    return workers

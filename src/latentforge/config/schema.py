@@ -131,7 +131,9 @@ class RunConfig:
     # Execution only: never part of the output (docs/execution.md).
     procs: int = 1  # encoder processes on run.device when run.gpus is empty
     gpus: str = ""  # "all" or "0,1": one encoder process per GPU (indices within CUDA_VISIBLE_DEVICES)
-    workers_per_gpu: int = 2  # CPU decode workers per encoder process; 0 decodes on the encoder thread
+    # CPU decode workers per encoder process: auto (from the host's cores, docs/execution.md) or N; 0 decodes on
+    # the encoder thread
+    workers_per_gpu: str = "auto"
     # FFmpeg threads per video decode; 0 lets FFmpeg choose (one per core: many workers then oversubscribe)
     decode_threads: int = 1
     executor: str = "local"  # local | ray (docs/execution.md)

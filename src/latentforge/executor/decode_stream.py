@@ -100,6 +100,7 @@ class DecodeStream:
         self._fed = 0
         self._exhausted = False
         self.wait_seconds = 0.0  # time the encoder spent waiting for decoded samples
+        self.first_wait_seconds: float | None = None  # of it, for the first sample (workers starting)
         self.decode_seconds = 0.0
         self.worker_cpu_seconds = 0.0
 
@@ -152,6 +153,8 @@ class DecodeStream:
             decoded, layout = slot.outcome.result()
             self.wait_seconds += time.perf_counter() - started
             decoded = self._with_frames(decoded, slot.frame_slot, layout)
+        if self.first_wait_seconds is None:
+            self.first_wait_seconds = self.wait_seconds
         self.decode_seconds += decoded.seconds
         self.worker_cpu_seconds += decoded.cpu_seconds if slot.outcome is not None else 0.0
         return decoded

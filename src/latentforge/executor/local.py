@@ -22,6 +22,7 @@ from .base import Executor
 from .events import RankEvent, RankFinished
 from .process_setup import child_signals_held, dump_stacks_on_sigusr1, remove_empty_stack_files
 from .rank import RankSpec, rank_process_main, run_rank
+from .worker_sizing import decode_workers
 
 _POLL_SECONDS = 0.2
 _STOP_GRACE_SECONDS = 5.0
@@ -61,8 +62,10 @@ def resolve_slots(config: BuildConfig) -> Slots:
         if not indices or bad or len(set(indices)) != len(indices):
             raise ConfigError(f"run.gpus={run.gpus!r}: this machine shows {available} GPU(s) (indices within "
                               f"CUDA_VISIBLE_DEVICES); allowed: all or distinct indices below {available}")
-        return Slots(tuple(f"cuda:{i}" for i in indices), run.workers_per_gpu)
-    return Slots((run.device,) * run.procs, run.workers_per_gpu)
+        devices = tuple(f"cuda:{i}" for i in indices)
+    else:
+        devices = (run.device,) * run.procs
+    return Slots(devices, decode_workers(run.workers_per_gpu, devices[0], len(devices)))
 
 
 class LocalExecutor(Executor):
@@ -73,7 +76,9 @@ class LocalExecutor(Executor):
             check_device_present(device, "run.device" if not self.config.run.gpus else "run.gpus")
 
     def settings(self) -> dict[str, Any]:
-        return {"slots": list(resolve_slots(self.config).devices), "workers_per_gpu": self.config.run.workers_per_gpu}
+        slots = resolve_slots(self.config)
+        return {"slots": list(slots.devices), "workers_per_gpu": self.config.run.workers_per_gpu,
+                "decode_workers_per_rank": slots.workers}
 
     def main_device(self) -> str:
         return resolve_slots(self.config).devices[0]

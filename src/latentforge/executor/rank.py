@@ -22,11 +22,13 @@ from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit
 from ..text.prompt_cache import PromptCache
 from .decode_stream import DecodeStream
 from .events import RankEvent, RankFinished, UnitStaged
+from .input_waits import explain_input_waits
 from .metrics import MetricsServer, current_rss_bytes, rank_metrics_port
 from .process_setup import child_process_setup, dump_stacks_on_sigusr1, stacks_file
 from .rank_stats import RankStats
 from .staging_writer import StagingWriter
 from .unit_profile import UnitProfiler
+from .worker_sizing import usable_cores
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
         return None if index is None else units[index]
 
     stream = DecodeStream(spec.config, next_unit, spec.workers, (spec.build_dir, f"rank{spec.rank}-decode"), device)
+    stats.transport = stream.transport
     on_stream(stream)
 
     def staged(payload: StagedPayload, seconds: float) -> None:  # on the writer thread
@@ -84,10 +87,15 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
         stats.add_rejects(r.reason for r in payload.rejects)
         stats.queues = {name: depth() for name, depth in live.items()}
         # Live clocks with every staged unit, so a run stopped by SIGTERM still reports them (bench/build.py).
-        stats.seconds.update(encode=ctx.seconds.get("encode", 0.0), text=ctx.seconds.get("text", 0.0),
-                             decode=stream.decode_seconds, encoder_wait=stream.wait_seconds)
-        stats.beat(stream.worker_cpu_seconds)
+        record_stream_clocks()
         report(UnitStaged(spec.rank, payload.unit, payload.num_samples, stats.to_json()))
+
+    def record_stream_clocks() -> None:
+        stats.seconds.update(encode=ctx.seconds.get("encode", 0.0), text=ctx.seconds.get("text", 0.0),
+                             decode=stream.decode_seconds, encoder_wait=stream.wait_seconds,
+                             encoder_wait_first=stream.first_wait_seconds or 0.0)
+        stats.beat(stream.worker_cpu_seconds)
+        stats.input_waits = explain_input_waits(stats, usable_cores())
 
     writer = StagingWriter(Path(spec.build_dir), staged)
     live.update(decode=lambda: stream.queued_samples, staging=lambda: writer.pending)
@@ -108,11 +116,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
     profiler.close()
     stream.close()
     writer.close()
-    for key in ("encode", "text"):
-        stats.seconds[key] = ctx.seconds.get(key, 0.0)
-    stats.seconds["decode"] = stream.decode_seconds
-    stats.seconds["encoder_wait"] = stream.wait_seconds
-    stats.beat(stream.worker_cpu_seconds)
+    record_stream_clocks()
     return stats
 
 

@@ -30,7 +30,8 @@ class RankStats:
     units: int = 0
     samples: int = 0  # planned samples of the units it ran (accepted or rejected)
     accepted: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)  # decode, encode, text, stage, encoder_wait
+    # decode, encode, text, stage, encoder_wait (encoder_wait_first: of it, before the first sample)
+    seconds: dict[str, float] = field(default_factory=dict)
     cpu_seconds: float = 0.0  # this process plus its decode workers
     peak_host_bytes: int = 0  # max resident set size of the rank process
     peak_gpu_bytes: int | None = None
@@ -40,6 +41,8 @@ class RankStats:
     rejects: dict[str, int] = field(default_factory=dict)  # samples its units rejected, by reason
     rss_bytes: int = 0  # resident memory at the last heartbeat
     queues: dict[str, int] = field(default_factory=dict)  # decode, staging: work waiting at the last heartbeat
+    transport: str = ""  # how decoded frames reach the encoder (shared memory, page-locked; or why not)
+    input_waits: str = ""  # why the encoder waited for decoded samples, when it did (executor/input_waits.py)
     started_unix: float = field(default_factory=time.time)
 
     def add_rejects(self, reasons: Iterable[str]) -> None:

@@ -31,6 +31,7 @@ from .rank import RankSpec
 from .rank_stats import RankStats
 from .ray_dispatch import UnitDispatcher
 from .ray_worker import DriverFacts, RankWorker
+from .worker_sizing import decode_workers
 
 # Test-only: `<rank>:<phase>:<n>` gives the worker with that rank (never a replacement) LATENTFORGE_FAULT=<phase>:<n>.
 RAY_FAULT_ENV = "LATENTFORGE_RAY_FAULT"
@@ -50,6 +51,12 @@ def import_ray() -> Any:
 
 def uses_gpus(config: BuildConfig) -> bool:
     return config.run.device.startswith("cuda") or bool(config.run.gpus)
+
+
+def _local_gpus() -> int:
+    import torch
+
+    return max(1, torch.cuda.device_count())
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,8 @@ class _RayRun:
         self.on_event, self.quiet = on_event, quiet
         self.ranks: dict[int, RankStats] = {}
         self.shape = worker_shape(ray, config, len(units))
+        # auto counts the driver's machine: its cores shared by its GPUs (docs/execution.md)
+        self.decode_workers = decode_workers(config.run.workers_per_gpu, self.shape.device, _local_gpus())
         # On the driver's node, so losing a worker node never loses the queue.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.dispatcher = ray.remote(num_cpus=0, scheduling_strategy=here)(UnitDispatcher).remote(units)
@@ -149,8 +158,7 @@ class _RayRun:
 
     def start_worker(self) -> None:
         rank, self.next_rank = self.next_rank, self.next_rank + 1
-        spec = RankSpec(rank, self.shape.device, self.config.run.workers_per_gpu, None, self.config,
-                        str(self.build_dir))
+        spec = RankSpec(rank, self.shape.device, self.decode_workers, None, self.config, str(self.build_dir))
         options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0}
         if env := _fault_env(rank):
             options["runtime_env"] = {"env_vars": env}
