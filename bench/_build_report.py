@@ -75,7 +75,7 @@ def _builds_table(builds: dict[str, dict[str, Any]], pure: dict[str, Any] | None
         if rss:
             parts = [f"{role} {v['first_mib']:.0f}->{v['last_mib']:.0f} MiB ({v['growth_mib_per_min']:+.1f}/min)"
                      for role, v in rss.items() if role != "main" or b["gpus"] > 1]
-            print(f"  RSS {name}: " + "; ".join(parts))
+            print(f"  private RSS {name}: " + "; ".join(parts))
 
 
 def _mean(values: list[float | None]) -> float | None:

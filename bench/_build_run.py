@@ -33,7 +33,7 @@ _STOP_GRACE_SECONDS = 60.0
 class Tick:
     unix: float
     cpu_seconds: float  # user + system of the whole process tree
-    rss: dict[str, int]  # "main", "rank<i>", "workers<i>" -> bytes
+    rss: dict[str, int]  # "main", "rank<i>", "workers<i>" -> private resident bytes (RSS minus shared pages)
 
 
 @dataclass
@@ -93,7 +93,8 @@ def _tick(main: psutil.Process, inline: bool) -> Tick:
         for process in processes:
             try:
                 with process.oneshot():
-                    total += process.memory_info().rss
+                    memory = process.memory_info()
+                    total += memory.rss - memory.shared  # private: the frame slots are shared by every worker
                     if process.pid not in seen:
                         times = process.cpu_times()
                         cpu += times.user + times.system

@@ -24,10 +24,10 @@ PORTRAITS = {"portrait", "portrait_rotated"}  # every sample of bucket 17x64x32
 def _fail_decode(monkeypatch, ids: set[str]) -> None:
     real = sample_module.decode_rgb
 
-    def decode_rgb(video, info, indices, plan, frames, sample_id):
+    def decode_rgb(video, info, indices, plan, frames, sample_id, **options):
         if sample_id in ids:
             raise SampleRejected("decode_error", sample_id, f"{video}: injected decode failure")
-        return real(video, info, indices, plan, frames, sample_id)
+        return real(video, info, indices, plan, frames, sample_id, **options)
 
     monkeypatch.setattr(sample_module, "decode_rgb", decode_rgb)
 
