@@ -23,6 +23,7 @@ _CHOICES = {
     "frames.resize": ("cover_crop", "stretch"),
     "frames.resize_backend": ("swscale", "torch"),
     "frames.decoder": ("cpu", "nvdec"),
+    "frames.nvdec_fallback": ("reject", "cpu"),
     "text.source": ("encoder", "pickles", "pickles+encoder"),
     "text.storage": TEXT_STORAGES,
     "output.storage_dtype": ("float16", "float32"),

@@ -39,7 +39,10 @@ class FramesConfig:
     resize: str = "cover_crop"  # cover_crop | stretch
     resize_backend: str = "swscale"  # swscale (in the decoder, from the source pixels) | torch (from uint8 RGB)
     resize_filter: str = "bicubic"  # swscale: bilinear | bicubic | area | lanczos; torch: bilinear | bicubic | area
-    decoder: str = "cpu"  # cpu | nvdec (GPU video engine via FFmpeg's CUDA hwaccel; per-video CPU fallback)
+    decoder: str = "cpu"  # cpu | nvdec (GPU video engine via FFmpeg's CUDA hwaccel)
+    # nvdec only: a video NVDEC cannot decode is rejected (reject), or decoded on the CPU (cpu: the cache then
+    # mixes decoders; each row records its own)
+    nvdec_fallback: str = "reject"
     # Mixed shapes: [num_frames, height, width] per bucket; each sample goes to one bucket (docs/frames.md) and
     # the build writes one cache per bucket. Empty: one cache of num_frames x height x width.
     buckets: list[list[int]] = field(default_factory=list)

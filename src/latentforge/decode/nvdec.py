@@ -1,10 +1,11 @@
-"""NVDEC decoding through FFmpeg's CUDA hwaccel (the decoder PyAV's wheels carry), with a per-video fallback.
+"""NVDEC decoding through FFmpeg's CUDA hwaccel (the decoder PyAV's wheels carry).
 
 `frames.decoder: nvdec` decodes on the GPU's video engine; frames come back to host memory and go through
 the same colour conversion and swscale resize as CPU decoding. Decoding H.264/HEVC is exactly specified, so a
 conforming hardware decoder gives the same pixels as FFmpeg's software decoder for 8-bit 4:2:0 streams. On any
-error (no GPU or driver, an unsupported profile such as 10-bit 4:4:4, a broken file) the video is decoded on
-the CPU instead, and the manifest row records which decoder ran. Measured on an H200: BENCHMARKS.md.
+error (no GPU or driver, an unsupported profile such as 10-bit 4:4:4, a broken file) the sample is rejected, or,
+with `frames.nvdec_fallback: cpu`, decoded on the CPU; the manifest row records which decoder ran. Measured
+on an H200: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -23,14 +24,21 @@ def decode_rgb_nvdec(
     path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
     threads: int = 0,
 ) -> tuple[np.ndarray, str]:
-    """(uint8 [T, out_h, out_w, 3], the decoder that produced it: "nvdec" or "cpu (nvdec failed: <error>)")."""
+    """(uint8 [T, out_h, out_w, 3], the decoder that produced it: "nvdec" or "cpu (nvdec failed: <error>)").
+    When NVDEC fails and frames_cfg.nvdec_fallback is "reject", the sample is rejected instead."""
     try:
         accel = HWAccel(device_type="cuda", allow_software_fallback=False)
         return decode_rgb(path, info, indices, plan, frames_cfg, sample_id, hwaccel=accel, threads=threads), "nvdec"
-    except Exception as error:  # noqa: BLE001 - any failure (no GPU, unsupported profile): decode on the CPU
+    except Exception as error:  # noqa: BLE001 - any failure (no GPU, unsupported profile): reject or use the CPU
         # Only the error's kind goes into the (checksummed) manifest: messages can hold paths. Our decode
         # wraps FFmpeg's errors as rejects; the FFmpeg error underneath is the one that says why.
         cause = error.__context__ if isinstance(error, SampleRejected) and error.__context__ else error
         reason = type(cause).__name__
+        if frames_cfg.nvdec_fallback != "cpu":
+            raise SampleRejected(
+                "decode_error", sample_id,
+                f"{path}: NVDEC cannot decode it ({reason}: {cause}); frames.nvdec_fallback=cpu decodes such videos on "
+                "the CPU (the cache then mixes decoders, each row records its own), or use frames.decoder=cpu",
+            ) from None
         frames = decode_rgb(path, info, indices, plan, frames_cfg, sample_id, threads=threads)
         return frames, f"cpu (nvdec failed: {reason})"
