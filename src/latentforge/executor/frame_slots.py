@@ -60,6 +60,8 @@ class FrameSlots:
     def __init__(self, count: int, slot_bytes: int, device: torch.device):
         self.count, self.slot_bytes = count, _aligned(slot_bytes)
         total = self.count * self.slot_bytes
+        if not hasattr(os, "memfd_create"):
+            raise OSError("shared-memory frame slots need Linux (memfd_create)")
         fd = os.memfd_create("latentforge-frames", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, total)
