@@ -68,3 +68,24 @@ def test_nan_depth_is_rejected(tmp_path, video):
     with pytest.raises(SampleRejected) as rejected:
         run(video, write_depth_npy(tmp_path / "d.npy", depth))
     assert rejected.value.reason == "depth_not_finite"
+
+
+def test_npz_members_read_by_memory_map_equal_numpy_load(tmp_path):
+    """Uncompressed .npz members are memory-mapped (only the used frames are read); compressed ones are loaded;
+    both give numpy's own values, C or Fortran order."""
+    from latentforge.decode.sources import ModalitySource
+    from latentforge.transforms.depth import source_values, stored_npz_member
+
+    rng = np.random.default_rng(5)
+    depth = rng.uniform(0.5, 9.0, (7, 6, 10)).astype(np.float32)
+    cases = {"plain.npz": (np.savez, depth), "fortran.npz": (np.savez, np.asfortranarray(depth)),
+             "packed.npz": (np.savez_compressed, depth)}
+    indices = [5, 1, 1, 6]
+    for name, (save, array) in cases.items():
+        path = tmp_path / name
+        save(path, depth=array, other=np.arange(3))
+        source = ModalitySource("depth", "npz", str(path), 7, (10, 6), array_name="depth")
+        with np.load(path) as archive:
+            expected = archive["depth"][indices]
+        assert np.array_equal(source_values(source, indices, "s"), expected), name
+        assert (stored_npz_member(str(path), "depth") is None) == (name == "packed.npz"), name

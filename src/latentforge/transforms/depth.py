@@ -4,6 +4,8 @@ depth = lo + (x + 1) / 2 * (hi - lo)."""
 
 from __future__ import annotations
 
+import struct
+import zipfile
 from typing import Any
 
 import numpy as np
@@ -14,16 +16,49 @@ from ..decode.sources import ModalitySource, read_source_frames
 from ..errors import SampleRejected
 from ..records import ModalityFrames
 
+_ZIP_LOCAL_HEADER = 30  # bytes of a zip member's fixed local header
+
 
 def source_values(source: ModalitySource, indices: list[int], sample_id: str) -> np.ndarray:
     """[T, H, W] depth values or codes of the source frames `indices`, in the source's own dtype."""
     if source.kind == "npy":
-        return np.asarray(np.load(source.path, mmap_mode="r")[indices])
+        return np.take(np.load(source.path, mmap_mode="r"), indices, axis=0)
     if source.kind == "npz":
+        try:
+            stored = stored_npz_member(source.path, source.array_name)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:  # e.g. shorter than its header says
+            raise SampleRejected("unreadable", sample_id, f"depth array {source.path}: {error}") from None
+        if stored is not None:
+            return np.take(stored, indices, axis=0)
         with np.load(source.path) as archive:
-            return np.asarray(archive[source.array_name][indices])
+            return np.take(archive[source.array_name], indices, axis=0)
     frames = read_source_frames(source, indices, sample_id)
     return np.stack([frames[i] for i in indices])
+
+
+def stored_npz_member(path: str, name: str) -> np.ndarray | None:
+    """Array `name` of an .npz saved without compression (np.savez) as a read-only memory map, so only the
+    frames a sample uses are read (np.load reads the whole array and checks its CRC); None when the member is
+    compressed. The data starts after the member's zip local header (30 bytes, then its name and extra field)
+    and the .npy header."""
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(name + ".npy")
+        if info.compress_type != zipfile.ZIP_STORED:
+            return None
+        with archive.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran_order, dtype = read_header(member)
+            array_offset = member.tell()
+    with open(path, "rb") as handle:
+        handle.seek(info.header_offset)
+        local = handle.read(_ZIP_LOCAL_HEADER)
+    if local[:4] != b"PK\x03\x04":
+        return None
+    name_length, extra_length = struct.unpack("<HH", local[26:30])
+    start = info.header_offset + _ZIP_LOCAL_HEADER + name_length + extra_length + array_offset
+    return np.memmap(path, dtype=dtype, mode="r", offset=start, shape=shape, order="F" if fortran_order else "C")
 
 
 def to_units(values: np.ndarray, source: ModalitySource, depth_cfg: DepthConfig) -> np.ndarray:
