@@ -71,7 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--size", default="480x832", help="output HxW")
     p.add_argument("--batch", type=int, default=1, help="samples per tokenizer call (the preset's 1)")
     p.add_argument("--unit-size", type=int, default=8)
-    p.add_argument("--workers-per-gpu", type=int, default=4)
+    p.add_argument("--workers-per-gpu", default="auto", help="auto (from the cores) or N")
     p.add_argument("--warmup", type=float, default=45.0, help="seconds from build start excluded (issue: 60)")
     p.add_argument("--duration", type=float, default=120.0, help="steady seconds of each 1-GPU build")
     p.add_argument("--scale-duration", type=float, default=180.0, help="steady seconds of each N-GPU build")
