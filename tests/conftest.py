@@ -3,6 +3,7 @@ haar-4x8x8 and a tiny T5 (rgb, mask, depth; 9 frames of 32x48; 3 samples in batc
 
 from __future__ import annotations
 
+import builtins
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,22 @@ import pytest
 
 from helpers.bucket_world import bucket_config, bucket_world
 from helpers.builds import build_quietly, tiny_config, tiny_t5, tiny_world, write_table
+
+_PRINT = builtins.print
+
+
+@pytest.fixture(autouse=True)
+def _print_is_the_builtin():
+    """A test (or fixture) that leaves builtins.print replaced breaks whatever runs after it on the same xdist
+    worker and pickles or compares print (tests/text/test_pickles.py did, after the Ray tests: tqdm_ray swaps
+    print when a Ray driver prints a worker's line). Fail where it happens, and put the builtin back."""
+    if builtins.print is not _PRINT:
+        found, builtins.print = builtins.print, _PRINT
+        pytest.fail(f"builtins.print was {found!r} before this test: an earlier test or fixture teardown left it")
+    yield
+    if builtins.print is not _PRINT:
+        found, builtins.print = builtins.print, _PRINT
+        pytest.fail(f"this test left builtins.print replaced by {found!r}")
 
 
 @pytest.fixture(scope="session")
