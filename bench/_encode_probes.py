@@ -14,9 +14,10 @@ import torch.nn.functional as F
 from latentforge.tokenizers.wan21_fast import FastWanEncoder
 
 
-def timed(fn, device: torch.device, reps: int) -> tuple[float, float, torch.Tensor]:
-    """Median seconds and peak GiB of fn() after one warm-up call."""
-    out = fn()
+def timed(fn, device: torch.device, reps: int, warm: bool = False) -> tuple[float, float, torch.Tensor]:
+    """Median seconds and peak GiB of fn() after one warm-up call (none when the caller says fn is `warm`: it
+    already ran on these inputs; the peak then still covers only the timed calls)."""
+    out = None if warm else fn()
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()

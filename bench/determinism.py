@@ -137,7 +137,8 @@ def run(args, work: Path) -> dict:
     # random weights decode to noise: the quality thresholds are opened, the re-encode comparison is the point
     anything = ["--fail-psnr", "-1000", "--warn-psnr", "-1000", "--fail-ssim", "-1", "--warn-ssim", "-1"]
     verify = subprocess.run([sys.executable, "-m", "latentforge.cli.main", "verify", str(work / "fresh-1"),
-                             "--deep", "--device", args.device, "--spot", "4", "--report", str(report), *anything],
+                             "--deep", "--device", args.device, "--spot", str(args.spot), "--report", str(report),
+                             *anything],
                             env=_env(), capture_output=True, text=True)
     deep = json.loads(report.read_text()) if report.is_file() else {}
     config = json.loads((work / "fresh-1" / "cache_config.json").read_text()) if reference else {}
@@ -183,10 +184,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="a config setting for every build, e.g. tokenizer.conv_kernels=heuristics")
     parser.add_argument("--workdir", type=Path, help="keep the builds here (default: a temporary folder)")
     parser.add_argument("--out", type=Path, help="write the result as JSON")
-    parser.add_argument("--tiny", action="store_true", help="CPU, 4 clips of 9x32x48: checks the script")
+    parser.add_argument("--spot", type=int, default=4, help="samples `verify --deep` re-encodes and decodes")
+    parser.add_argument("--tiny", action="store_true", help="CPU, 4 clips of 9x32x48, --spot 2: checks the script")
     args = parser.parse_args(argv)
-    if args.tiny:
-        args.device, args.clips, args.frames, args.height, args.width = "cpu", 4, 9, 32, 48
+    if args.tiny:  # 4 clips: two units, so two ranks each stage one and the kill at the second unit is mid-build
+        args.device, args.clips, args.frames, args.height, args.width, args.spot = "cpu", 4, 9, 32, 48, 2
     args.source_frames, args.source_width, args.source_height = args.frames + 7, args.width + 64, args.height + 32
     with tempfile.TemporaryDirectory() as scratch:
         work = args.workdir or Path(scratch)

@@ -1,15 +1,35 @@
 """A real tiny cache for the deep-verify, stats and preview tests: the demo world through the real build with
-haar-4x8x8 and a tiny T5 (rgb, mask, depth; 9 frames of 32x48; 3 samples in batches of 2; one reject)."""
+haar-4x8x8 and a tiny T5 (rgb, mask, depth; 9 frames of 32x48; 3 samples in batches of 2; one reject). And one
+`latentforge demo` per session for tests/demo and tests/docs."""
 
 from __future__ import annotations
 
+import builtins
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from helpers.bucket_world import bucket_config, bucket_world
-from helpers.builds import build_quietly, tiny_config, tiny_t5, tiny_world, write_table
+from helpers.builds import build_quietly, run_cli, tiny_config, tiny_t5, tiny_world, write_table
+
+_PRINT = builtins.print
+
+
+@pytest.fixture(autouse=True)
+def _print_is_the_builtin():
+    """A test (or fixture) that leaves builtins.print replaced breaks whatever runs after it on the same xdist
+    worker and pickles or compares print (tests/text/test_pickles.py did, after the Ray tests: tqdm_ray swaps
+    print when a Ray driver prints a worker's line). Fail where it happens, and put the builtin back."""
+    if builtins.print is not _PRINT:
+        found, builtins.print = builtins.print, _PRINT
+        pytest.fail(f"builtins.print was {found!r} before this test: an earlier test or fixture teardown left it")
+    yield
+    if builtins.print is not _PRINT:
+        found, builtins.print = builtins.print, _PRINT
+        pytest.fail(f"this test left builtins.print replaced by {found!r}")
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +68,23 @@ def bucketed_cache(bucket_inputs, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("bucketed") / "cache"
     build_quietly(bucket_config(*bucket_inputs, root))
     return root
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    cwd: Path  # the folder `latentforge demo --out demo-cache` ran in; examples/ links to the repository's
+    root: Path  # cwd/demo-cache/cache
+    stdout: str
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> DemoRun:
+    """One `latentforge demo` per session, run as a user runs it: `latentforge demo --out demo-cache` in a fresh
+    folder, through the CLI in a subprocess (the README's demo command). Tests read its cache, run what it printed
+    (tests/demo) and the docs' runnable blocks (tests/docs, which need examples/ beside demo-cache/ as in the
+    repository); none may change the cache's checksummed files (stats and preview write only under build/)."""
+    cwd = tmp_path_factory.mktemp("demo-run")
+    done = run_cli("demo", "--out", "demo-cache", cwd=cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cwd / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+    return DemoRun(cwd, cwd / "demo-cache" / "cache", done.stdout)

@@ -1,27 +1,25 @@
-"""One `latentforge demo` per test session, run as a user runs it: `latentforge demo --out demo-cache` in a
-fresh folder, through the CLI in a subprocess. Tests read its cache and what it printed; none may change the
-cache's checksummed files (stats and preview write only under build/)."""
+"""The commands `latentforge demo` prints as the next things to try, each run once per session on the demo's cache
+(tests/conftest.py's demo_run, which tests/docs runs its blocks against too): from the folder the demo ran in, with
+this environment's `latentforge` and `python` first on PATH. None may change the cache's checksummed files (stats
+and preview write only under build/)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from helpers.builds import run_cli
-
-
-@dataclass(frozen=True)
-class DemoRun:
-    cwd: Path  # the folder `latentforge demo --out demo-cache` ran in
-    root: Path  # cwd/demo-cache/cache
-    stdout: str
+from helpers.next_commands import printed_commands
 
 
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory) -> DemoRun:
-    cwd = tmp_path_factory.mktemp("demo-run")
-    done = run_cli("demo", "--out", "demo-cache", cwd=cwd)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return DemoRun(cwd, cwd / "demo-cache" / "cache", done.stdout)
+def printed_runs(demo_run) -> dict[str, subprocess.CompletedProcess]:
+    """{command: its run}, in the printed order (test_next_commands checks them all, test_train_tiny_on_demo what
+    the training example printed)."""
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    return {command: subprocess.run(["bash", "-c", command], cwd=demo_run.cwd, env=env, capture_output=True,
+                                    text=True, timeout=300)
+            for command in printed_commands(demo_run.stdout)}

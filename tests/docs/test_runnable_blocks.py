@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
-from helpers.builds import run_cli
 
 pytestmark = pytest.mark.slow  # builds the demo and runs every block; -m 'not slow' leaves it out
 
@@ -54,12 +53,9 @@ BLOCKS = [block for path in DOCS for block in runnable_blocks(path)]
 
 
 @pytest.fixture(scope="session")
-def demo_folder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("docs-demo")
-    done = run_cli("demo", "--out", "demo-cache", cwd=folder)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (folder / "examples").symlink_to(REPO / "examples", target_is_directory=True)
-    return folder
+def demo_folder(demo_run) -> Path:
+    """The session's `latentforge demo --out demo-cache` folder (tests/conftest.py), examples/ linked in."""
+    return demo_run.cwd
 
 
 def test_the_readme_has_runnable_blocks():

@@ -41,6 +41,10 @@ _STOP_GRACE_SECONDS = 5.0
 
 
 def import_ray() -> Any:
+    # The first worker line or error (a dead worker) the driver prints starts tqdm_ray's bar manager, which
+    # replaces builtins.print for good unless this is 0: the process that ran the build kept a foreign print
+    # (pickle.dumps(print) then fails). latentforge draws no tqdm_ray bars; an explicit setting still wins.
+    os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
     try:
         import ray
     except ImportError:
