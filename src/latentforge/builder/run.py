@@ -25,7 +25,7 @@ from ..executor.process_setup import stop_on_signals
 from ..faults import arm_main_process
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.probe import probe_all
-from ..writers.staging import completed_units
+from ..writers.remote_staging import claim_staging, staged_units
 from .bucket_run import build_buckets
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .extend import plan_extension, refuse_plain_rerun, unit_numbers
@@ -152,6 +152,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     elif not overwrite:  # its records are node-local: compare with the cache at the root itself
         check_remote_cache(config, key)
     check_config(build_dir, key)
+    claim_staging(config.output, key, overwrite)
     refuse_plain_rerun(build_dir)
     started = time.perf_counter()
     samples, plan_rejects = plan_samples(config)
@@ -180,11 +181,12 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     key = resume_key(config)
     check_existing_cache(root, config, key)
     check_config(build_dir, key, may_differ=("config.dataset.path",))
+    claim_staging(config.output, key, overwrite=False)
     started = time.perf_counter()
     listing, plan_rejects = plan_samples(config)
     extension = plan_extension(build_dir, key, listing, plan_rejects)
     unit_of = unit_numbers(extension.samples, config.output.unit_size, extension.segment_starts)
-    done = completed_units(build_dir)
+    done = staged_units(build_dir, config.output.staging_url)
     todo = [s for s in extension.samples if unit_of[s.source_index] not in done]
     with progress.task("probe", len(todo)) as advance:
         probes = probe_all(todo, config, advance)

@@ -97,7 +97,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
         stats.beat(stream.worker_cpu_seconds)
         stats.input_waits = explain_input_waits(stats, usable_cores())
 
-    writer = StagingWriter(Path(spec.build_dir), staged)
+    writer = StagingWriter(Path(spec.build_dir), staged, spec.config.output.staging_url)
     live.update(decode=lambda: stream.queued_samples, staging=lambda: writer.pending)
     ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, writer)
     profiler = UnitProfiler(spec.rank, device)
