@@ -76,7 +76,7 @@ def test_staging_on_s3_killed_between_a_unit_and_its_sidecar_reruns_to_the_local
     client, env = s3
     for name, value in {**env, "TMPDIR": str(tmp_path)}.items():
         monkeypatch.setenv(name, value)
-    table = make_table(tmp_path / "data", count=5)
+    table = make_table(tmp_path / "data", count=3)  # units of 2 and 1 samples
     wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000", "--workers-per-gpu", "0")
     assert main(build_args(table, f"s3://{BUCKET}/local-staged", *wds, "--set",
                            f"output.staging_dir={tmp_path / 'records-local'}")) == 0

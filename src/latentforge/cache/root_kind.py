@@ -30,7 +30,11 @@ def read_root_config(root: str | Path, storage_options: dict[str, Any] | None = 
         if is_url(root):
             import fsspec
 
-            fs, path = fsspec.core.url_to_fs(str(root), **(storage_options or {}))
+            try:
+                fs, path = fsspec.core.url_to_fs(str(root), **(storage_options or {}))
+            except ImportError as error:
+                raise ConfigError(f"{root}: no usable fsspec backend ({error}); install the package fsspec "
+                                  "names") from None
             data = json.loads(fs.cat_file(f"{path.rstrip('/')}/{CACHE_CONFIG}"))
         else:
             data = json.loads((Path(root) / CACHE_CONFIG).read_text(encoding="utf-8"))
