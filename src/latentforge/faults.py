@@ -4,8 +4,9 @@
 Actions: `kill` (default) SIGKILLs the build's main process and then the current one, as a power cut would;
 `sleep` says so on stderr and stalls the current process for STALL_SECONDS, so a test can signal a build
 whose ranks and decode workers are busy (tests/executor/test_signals.py); `raise` raises InjectedFault there,
-an error no code path expects (a bug's stand-in). Phases: decode, encode, stage, commit,
-manifest, sha256sums, marker (docs/execution.md). Without the variable `fault_point` is a dictionary lookup
+an error no code path expects (a bug's stand-in). Phases: decode, encode, stage, upload (a
+staged unit sent to output.staging_url, before its sidecar), commit, manifest, sha256sums, marker
+(docs/execution.md). Without the variable `fault_point` is a dictionary lookup
 and nothing else, so it stays in production code paths.
 """
 
@@ -18,7 +19,7 @@ import time
 
 FAULT_ENV = "LATENTFORGE_FAULT"
 MAIN_PID_ENV = "LATENTFORGE_FAULT_MAIN_PID"
-PHASES = ("decode", "encode", "stage", "commit", "manifest", "sha256sums", "marker")
+PHASES = ("decode", "encode", "stage", "upload", "commit", "manifest", "sha256sums", "marker")
 ACTIONS = ("kill", "sleep", "raise")
 STALL_SECONDS = 600.0  # longer than any test waits; a forgotten stalled process still ends on its own
 

@@ -13,6 +13,7 @@ from moto.server import ThreadedMotoServer
 
 from helpers.exec_world import build_args, make_table, run_cli
 from latentforge.builder.records_dir import STAGING_PARENT
+from latentforge.cli.main import main
 from latentforge.writers.staging import completed_units
 
 BUCKET = "caches"
@@ -63,3 +64,29 @@ def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3,
     done = run_cli(["fetch", f"s3://{BUCKET}/killed", str(fetched), "--allow-unpublished"], **env)
     assert done.returncode == 0, done.stderr
     assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=fetched).returncode == 0
+
+
+
+def test_staging_on_s3_killed_between_a_unit_and_its_sidecar_reruns_to_the_locally_staged_objects(s3, tmp_path,
+                                                                                                 monkeypatch):
+    """Ray workers with node-local disks stage at output.staging_url; here the build's own rank does, on the
+    moto server. The kill leaves unit 1's object without its sidecar; the rerun counts it absent, encodes it
+    again, and commits the objects a build staging on its local disk commits. Only the killed run needs its
+    own process."""
+    client, env = s3
+    for name, value in {**env, "TMPDIR": str(tmp_path)}.items():
+        monkeypatch.setenv(name, value)
+    table = make_table(tmp_path / "data", count=3)  # units of 2 and 1 samples
+    wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000", "--workers-per-gpu", "0")
+    assert main(build_args(table, f"s3://{BUCKET}/local-staged", *wds, "--set",
+                           f"output.staging_dir={tmp_path / 'records-local'}")) == 0
+    args = build_args(table, f"s3://{BUCKET}/url-staged", *wds, "--set", f"output.staging_url=s3://{BUCKET}/stage",
+                      "--set", f"output.staging_dir={tmp_path / 'records'}")
+    killed = run_cli(args, LATENTFORGE_FAULT="upload:2", **env)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    staged = set(_objects(client, "stage"))
+    assert {"unit-000000.h5", "unit-000000.h5.done.json", "unit-000001.h5"} <= staged
+    assert "unit-000001.h5.done.json" not in staged
+    assert main(args) == 0
+    assert "unit-000001.h5.done.json" in _objects(client, "stage")
+    assert _objects(client, "url-staged") == _objects(client, "local-staged")

@@ -25,6 +25,7 @@ from ..pipeline.plan import plan_fingerprint, write_plan
 from ..pipeline.probe import ProbeResult
 from ..records import Reject, Sample
 from ..writers.bucket_commit import commit_bucketed_root
+from ..writers.remote_staging import claim_staging
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .lock import BuildLock
 from .progress import BuildProgress
@@ -41,7 +42,9 @@ class BucketedBuild:
 
 def bucket_config(config: BuildConfig, root: Path, bucket: Bucket) -> BuildConfig:
     """The single-shape build of one bucket's cache."""
-    output = dataclasses.replace(config.output, root=str(root / bucket_path(bucket.name)))
+    staging_url = f"{config.output.staging_url.rstrip('/')}/{bucket_path(bucket.name)}" \
+        if config.output.staging_url else ""
+    output = dataclasses.replace(config.output, root=str(root / bucket_path(bucket.name)), staging_url=staging_url)
     return dataclasses.replace(config, frames=bucket.frames_config(config.frames), output=output)
 
 
@@ -58,6 +61,7 @@ def _build_bucket(config: BuildConfig, members: list[Sample], probes: dict[int, 
         remove_tmp_leftovers(build_dir)
         key = resume_key(config)
         check_config(build_dir, key)
+        claim_staging(config.output, key, overwrite=False)
         check_inputs(build_dir, key, plan_fingerprint(members))
         write_plan(build_dir, members, [])
         encode_and_commit(config, executor, members, [], {s.source_index: probes[s.source_index] for s in members},

@@ -21,6 +21,7 @@ from ..pipeline.models import load_models, model_record
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Unit, cut_units
 from ..records import Reject, Sample
+from ..writers.remote_staging import staged_units
 from ..writers.sink import SinkCommit, StagedCache
 from ..writers.staging import completed_units, read_staged_rejects
 from .estimate import check_free_disk, estimate_output_bytes, output_shapes
@@ -59,7 +60,7 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     check_free_disk(build_dir.parent, needed, config.output.min_free_bytes)
 
     units = cut_units(samples, probes, config.output.unit_size, unit_of)
-    done = completed_units(build_dir)
+    done = staged_units(build_dir, config.output.staging_url)
     todo: list[Unit] = [u for u in units if u.index not in done]
     todo_samples = sum(len(u.samples) for u in todo)
     stats.samples_todo += todo_samples
@@ -77,7 +78,8 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
 
             executor.run(todo, on_event)
 
-    staged_rejects = [r for path in completed_units(build_dir).values() for r in read_staged_rejects(path)]
+    staged_rejects = [r for path in staged_units(build_dir, config.output.staging_url).values()
+                      for r in read_staged_rejects(path)]
     _check_rejects(candidates, earlier + plan_rejects + staged_rejects, config, "in all")
     started = time.perf_counter()
     result = _commit(config, build_dir, total_shape, plan_rejects, executor.main_device())
@@ -107,7 +109,7 @@ def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], 
     cache_config = CacheConfig.for_build(config, total_shape, record.tokenizer_fingerprint, text,
                                          record.latent_channels)
     cache_config = dataclasses.replace(cache_config, conv_plans=recorded_books(build_dir) or None)
-    unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]
+    unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]  # pulled just before
     readme_context = {"text_note": text.provenance_note if text is not None else None}
     staged = StagedCache(unit_paths, plan_rejects, cache_config, empty_prompt, readme_context)
     return registry.resolve("sink", config.output.sink).commit(config.output, build_dir, staged)

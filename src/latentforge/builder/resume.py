@@ -35,7 +35,8 @@ def tokenizer_sha256(config: BuildConfig) -> str | None:
 
 def resume_key(config: BuildConfig) -> dict[str, Any]:
     data = config.to_dict()
-    data["output"] = {k: v for k, v in data["output"].items() if k not in ("root", "min_free_bytes", "staging_dir")}
+    data["output"] = {k: v for k, v in data["output"].items() if k not in ("root", "min_free_bytes", "staging_dir",
+                                                                                  "staging_url")}
     data["run"] = {"seed": data["run"]["seed"]}
     data["dataset"] = {k: v for k, v in data["dataset"].items() if k != "limit"}
     if not config.frames.buckets:  # a single-shape build keeps the key it always had

@@ -18,14 +18,14 @@ from typing import Any
 from .. import registry
 from ..cache.layout import CACHE_CONFIG, LOCK, RUN_RECORDS_DIR
 from ..config import BuildConfig
-from ..errors import LatentforgeError, StopRequested, storage_error
+from ..errors import ConfigError, LatentforgeError, StopRequested, storage_error
 from ..executor.base import Executor, executor_for
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
 from ..faults import arm_main_process
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.probe import probe_all
-from ..writers.staging import completed_units
+from ..writers.remote_staging import claim_staging, staged_units
 from .bucket_run import build_buckets
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .extend import plan_extension, refuse_plain_rerun, unit_numbers
@@ -33,13 +33,14 @@ from .lock import BuildLock
 from .preflight import preflight
 from .progress import BuildProgress
 from .records_dir import build_records_dir
+from .remote_root import check_remote_cache
 from .resume import check_config, check_existing_cache, check_inputs, resume_key
 from .run_stats import RunStats
 
 
 @dataclass
 class BuildResult:
-    root: Path
+    root: Path | str  # output.root; a URL (webdataset sink) stays as given
     num_samples: int
     rejects_by_reason: dict[str, int]
     seconds: float
@@ -70,13 +71,26 @@ def _clear_root(root: Path) -> None:
             child.unlink()
 
 
+def _refuse_extend(config: BuildConfig, overwrite: bool) -> None:
+    """--extend grows a single-shape HDF5 cache in place, keeping its rows' bytes; these cannot be grown so."""
+    if overwrite:
+        raise ConfigError("--extend keeps the cache's rows and adds new ones, --overwrite starts the cache over; "
+                          "give one of the two")
+    if config.frames.buckets:
+        raise ConfigError(f"--extend grows a single-shape cache, but frames.buckets={config.frames.buckets} builds "
+                          "one cache per bucket; rebuild the bucketed root from the grown input with --overwrite")
+    if config.output.sink != "hdf5":
+        raise ConfigError(f"--extend grows an HDF5 cache in place, but output.sink={config.output.sink!r} replaces "
+                          "every object at commit; rebuild it from the grown input with --overwrite (or into a new "
+                          "output root)")
+
+
 def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, extend: bool = False) -> BuildResult:
     """Build (or resume) the cache at config.output.root. Raises StopRequested on SIGTERM/SIGINT.
     `extend`: add the samples the input gained to the cache built there (docs/extend.md)."""
     root = Path(config.output.root)
-    if extend and (overwrite or config.frames.buckets or config.output.sink != "hdf5"):
-        other = "--overwrite" if overwrite else "frames.buckets" if config.frames.buckets else "output.sink=webdataset"
-        raise LatentforgeError(f"--extend grows a single-shape HDF5 cache in place; it cannot be combined with {other}")
+    if extend:
+        _refuse_extend(config, overwrite)
     in_root = not registry.resolve("sink", config.output.sink).remote_root
     if in_root and overwrite and root.exists() and any(root.iterdir()):
         if not ((root / RUN_RECORDS_DIR).is_dir() or (root / CACHE_CONFIG).exists()):
@@ -105,6 +119,8 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, ext
                 with contextlib.suppress(OSError):
                     stats.write(build_dir)
         result.stats_path = build_dir / stats.path_name
+        if not in_root:
+            result.root = config.output.root  # Path() would fold "s3://b/x" into "s3:/b/x"
         return result
     except (OSError, RuntimeError) as error:
         typed = storage_error(error)
@@ -131,9 +147,12 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
         _clear_records(build_dir)
     remove_tmp_leftovers(build_dir)
     key = resume_key(config)
-    if in_root:  # a remote root's commit replaces every object under it
+    if in_root:
         check_existing_cache(root, config, key)
+    elif not overwrite:  # its records are node-local: compare with the cache at the root itself
+        check_remote_cache(config, key)
     check_config(build_dir, key)
+    claim_staging(config.output, key, overwrite)
     refuse_plain_rerun(build_dir)
     started = time.perf_counter()
     samples, plan_rejects = plan_samples(config)
@@ -162,11 +181,12 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     key = resume_key(config)
     check_existing_cache(root, config, key)
     check_config(build_dir, key, may_differ=("config.dataset.path",))
+    claim_staging(config.output, key, overwrite=False)
     started = time.perf_counter()
     listing, plan_rejects = plan_samples(config)
     extension = plan_extension(build_dir, key, listing, plan_rejects)
     unit_of = unit_numbers(extension.samples, config.output.unit_size, extension.segment_starts)
-    done = completed_units(build_dir)
+    done = staged_units(build_dir, config.output.staging_url)
     todo = [s for s in extension.samples if unit_of[s.source_index] not in done]
     with progress.task("probe", len(todo)) as advance:
         probes = probe_all(todo, config, advance)

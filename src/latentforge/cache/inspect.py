@@ -30,14 +30,15 @@ class ShardFile:
 
 @dataclass(frozen=True)
 class CacheSummary:
-    root: Path
+    root: Path | str  # a WebDataset cache's root may be a URL
     config: CacheConfig
     complete: bool  # _CACHE_COMPLETE is present
     published: bool  # _SUCCESS is present
     manifest_rows: int
     rejects: dict[str, int]  # reason -> count
     shards: list[ShardFile]
-    datasets: dict[str, dict[str, Any]]  # of the first shard: dtype, shape, chunks, compression
+    # of the first shard: dtype, shape, chunks, compression (a WebDataset cache: its sink section)
+    datasets: dict[str, dict[str, Any]]
     empty_prompt: dict[str, dict[str, Any]] | None
 
     @property

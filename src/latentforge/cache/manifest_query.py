@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .layout import MANIFEST_TABLE
+from .layout import MANIFEST, MANIFEST_TABLE
 from .manifest_table import read_manifest_table
+from .root_kind import require_local_hdf5
 
 TABLE = "manifest"
 
@@ -36,9 +37,11 @@ def _connect(root: Path):
     return con
 
 
-def query_rows(root: Path, where: str, columns: tuple[str, ...] = ("dataset_index", "sample_id")
+def query_rows(root: str | Path, where: str, columns: tuple[str, ...] = ("dataset_index", "sample_id")
                ) -> list[tuple[Any, ...]]:
     """`columns` of the rows of ROOT/manifest.parquet that satisfy the SQL `where`, in dataset_index order."""
+    require_local_hdf5(root, "query", f"its rows are in {MANIFEST} (JSON lines), which duckdb's read_json or jq "
+                       "filter")
     root = Path(root)
     if not (root / MANIFEST_TABLE).is_file():
         raise ConfigError(f"{root} has no {MANIFEST_TABLE}; give a cache root (a bucketed root's caches are under "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from pathlib import Path
 
 from ..cache.layout import REJECTS
 from .common import add_input_arguments, by_reason, config_from_args, say
@@ -39,6 +38,6 @@ def run(args: argparse.Namespace) -> int:
     rejects = sum(result.rejects_by_reason.values())
     say(f"built {result.root}: {result.num_samples} samples, {rejects} rejected{by_reason(result.rejects_by_reason)} "
         f"in {result.seconds:.1f} s; verified")
-    say(f"  rejects: {Path(result.root) / REJECTS}; run stats: {result.stats_path}; next: latentforge inspect "
+    say(f"  rejects: {result.root}/{REJECTS}; run stats: {result.stats_path}; next: latentforge inspect "
         f"{shlex.quote(str(result.root))}")
     return 0

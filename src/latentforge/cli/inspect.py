@@ -24,8 +24,15 @@ def run(args: argparse.Namespace) -> int:
 
     from ..cache.bucket_index import is_bucketed
     from ..cache.inspect import BucketedSummary, inspect_bucketed, inspect_cache
+    from ..cache.root_kind import WEBDATASET, refuse_url, root_sink
+    from ..streaming.inspect import inspect_webdataset
 
-    summary = inspect_bucketed(Path(args.root)) if is_bucketed(Path(args.root)) else inspect_cache(Path(args.root))
+    if root_sink(args.root) == WEBDATASET:
+        summary = inspect_webdataset(args.root)
+    else:
+        refuse_url(args.root, "inspect")
+        root = Path(args.root)
+        summary = inspect_bucketed(root) if is_bucketed(root) else inspect_cache(root)
     if args.json:
         print(json.dumps(summary.to_json(), indent=2, ensure_ascii=False))
         return 0
@@ -49,6 +56,7 @@ def _cache_lines(summary: CacheSummary) -> str:
     state = "complete" if summary.complete else "not complete (no _CACHE_COMPLETE)"
     lines = [
         f"{summary.root}: {state}{', published' if summary.published else ''}",
+        f"  format    {(summary.datasets.get('sink') or {}).get('name', 'hdf5')}",
         f"  samples   {config.num_samples} in {len(summary.shards)} shard(s), {summary.bytes / 2**20:.1f} MiB; "
         f"rejected {sum(summary.rejects.values())}{by_reason(summary.rejects)}",
         f"  preset    {config.preset}",

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, None, args.device)
     with progress_bars("samples") as bars:
-        made = preview(Path(args.root), args.samples, Path(args.out) if args.out else None, overrides, args.index,
+        made = preview(args.root, args.samples, Path(args.out) if args.out else None, overrides, args.index,
                        bars.start)
     say(f"previewed dataset_index {', '.join(map(str, made.dataset_indices))} (per modality: source | "
         "reconstruction); wrote:")

@@ -18,11 +18,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from ..cache.manifest_query import query_rows
 
-    rows = query_rows(Path(args.root), args.where)
+    rows = query_rows(args.root, args.where)
     if args.count:
         print(len(rows))
     elif args.ids:

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         given = {k: getattr(args, k) for k in ("fail_psnr", "warn_psnr", "fail_ssim", "warn_ssim")}
         thresholds = QualityThresholds(**{k: v for k, v in given.items() if v is not None})
         with progress_bars("samples") as bars:
-            report = verify(Path(args.root), deep=True, require_complete=not args.allow_incomplete, spot=args.spot,
+            report = verify(args.root, deep=True, require_complete=not args.allow_incomplete, spot=args.spot,
                             indices=args.index, overrides=overrides, thresholds=thresholds,
                             report_path=Path(args.report) if args.report else None, progress=bars.start)
         integrity = report.integrity

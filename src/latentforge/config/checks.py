@@ -5,6 +5,7 @@ class methods looked up by name, so nothing here branches on a backend's name.""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,27 @@ def _validate_sink(config: BuildConfig) -> None:
     if remote and output.staging_dir and _URL.match(output.staging_dir):
         raise ConfigError(f"output.staging_dir={output.staging_dir!r} is a URL; give a node-local folder (the "
                           "build records and staged units live there), or leave it empty for one under the "
-                          "system temp dir")
+                          "system temp dir; to stage units in object storage, set output.staging_url")
+    _validate_staging_url(output.staging_url, output.root)
+
+
+def _validate_staging_url(url: str, root: str) -> None:
+    """Staged units at a URL: a URL, and outside the cache (a commit owns every object under its root)."""
+    if not url:
+        return
+    if not _URL.match(url):
+        raise ConfigError(f"output.staging_url={url!r} is not a URL; give an fsspec URL such as s3://bucket/prefix "
+                          "or file:///shared/path, or leave it empty to stage in the build records folder")
+    if root and _within(url, root):
+        raise ConfigError(f"output.staging_url={url!r} lies inside output.root={root!r}, whose objects the commit "
+                          "owns; give a URL outside the cache")
+
+
+def _within(url: str, root: str) -> bool:
+    """Is `url` the root or under it? A file:// URL is compared with a local root as absolute paths."""
+    if url.startswith("file://") and not _URL.match(root):
+        url, root = os.path.abspath(url.removeprefix("file://")), os.path.abspath(root)
+    return (url.rstrip("/") + "/").startswith(root.rstrip("/") + "/")
 
 
 def _refuse_url_root(root: str) -> None:

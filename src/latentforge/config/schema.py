@@ -122,6 +122,9 @@ class OutputConfig:
     # webdataset: node-local folder for the build records and staged units; empty: one under the system temp dir
     # named by a digest of output.root (docs/webdataset.md)
     staging_dir: str = ""
+    # an fsspec URL (s3://..., file://...) where encoder processes stage units and the commit reads them, so Ray
+    # workers need no shared filesystem; empty: the build records folder's staging/ (docs/execution.md)
+    staging_url: str = ""
 
 
 @dataclass

@@ -5,13 +5,13 @@ The cache carries its own description, so a trainer needs no flags beyond the ro
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from ..cache.bucket_index import is_bucketed
 from ..cache.config_file import CacheConfig
 from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER
+from ..cache.root_kind import WEBDATASET, is_url, root_sink
 from ..errors import CacheIntegrityError, ConfigError
 
 ROOT_ENV = "LATENTFORGE_CACHE_ROOT"
@@ -27,26 +27,20 @@ def resolve_cache_root(root: str | os.PathLike[str] | None) -> Path:
         raise ConfigError(
             f"no cache root given; pass root=... or set {ROOT_ENV} (or its alias {ROOT_ENV_ALIAS})"
         )
+    if is_url(str(root)):
+        raise ConfigError(f"{root} is a URL; LatentCacheDataset reads a cache in a local folder: stream a WebDataset "
+                          f"cache with latentforge.streaming.StreamingLatentDataset({str(root)!r}), or download an "
+                          f"HDF5 cache with `latentforge fetch {root} LOCAL_FOLDER`")
     path = Path(root)
     if is_bucketed(path):
         raise ConfigError(f"{path} holds one cache per bucket: read it with BucketedLatentDataset({str(path)!r}) "
                           "and BucketBatchSampler, or one bucket with LatentCacheDataset(ROOT/buckets/<bucket>)")
     if not (path / CACHE_CONFIG).is_file():
         raise ConfigError(f"{path} is not a latentforge cache: it has no {CACHE_CONFIG}")
-    if _sink_name(path) == "webdataset":
+    if root_sink(path) == WEBDATASET:
         raise ConfigError(f"{path} is a WebDataset cache (tar shards), which LatentCacheDataset cannot read: "
                           f"stream it with latentforge.streaming.StreamingLatentDataset({str(path)!r})")
     return path
-
-
-def _sink_name(path: Path) -> str:
-    """The sink cache_config.json records (a WebDataset cache records one; an HDF5 cache none)."""
-    try:
-        data = json.loads((path / CACHE_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "hdf5"  # unreadable: the format checks that follow say what is wrong
-    sink = data.get("sink") if isinstance(data, dict) else None
-    return str(sink.get("name", "hdf5")) if isinstance(sink, dict) else "hdf5"
 
 
 def load_for_training(root: Path, require_complete: bool = True) -> CacheConfig:

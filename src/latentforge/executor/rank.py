@@ -97,7 +97,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
         stats.beat(stream.worker_cpu_seconds)
         stats.input_waits = explain_input_waits(stats, usable_cores())
 
-    writer = StagingWriter(Path(spec.build_dir), staged)
+    writer = StagingWriter(Path(spec.build_dir), staged, spec.config.output.staging_url)
     live.update(decode=lambda: stream.queued_samples, staging=lambda: writer.pending)
     ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, writer)
     profiler = UnitProfiler(spec.rank, device)
@@ -112,6 +112,11 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
                 raise UnitFailed(unit.index, [s.sample_id for s in unit.samples], error) from error
     except BaseException:
         stream.abort()
+        # The units encoded before the failure stay staged, and no write outlives the rank (a rerun in the same
+        # process would otherwise find a unit half written and encode it again beside the late write). A write
+        # error raised here is the failure itself or comes after it: the first one is the one to report.
+        with contextlib.suppress(Exception):
+            writer.close()
         raise
     profiler.close()
     stream.close()

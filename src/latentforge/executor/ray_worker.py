@@ -40,6 +40,8 @@ def _check_node(spec: RankSpec, facts: DriverFacts, node: str) -> None:
     if __version__ != facts.version:
         raise LatentforgeError(f"node {node} runs latentforge {__version__}, the driver {facts.version}; "
                                "install the same version on every node of the Ray cluster")
+    if spec.config.output.staging_url:  # units go to that URL: this node needs no view of the build folder
+        return
     lock = Path(spec.build_dir) / LOCK
     try:
         owner = lock.read_text(encoding="utf-8").strip()
@@ -77,7 +79,7 @@ class RankWorker:
             tokenizer, text = load_models(spec.config, torch.device(spec.device), Path(spec.build_dir))
             if not (Path(spec.build_dir) / MODEL_RECORD).exists():  # any worker may record; the contents are equal
                 record_models(Path(spec.build_dir), spec.config, tokenizer, text, torch.device(spec.device))
-            write = stage_now(Path(spec.build_dir))
+            write = stage_now(Path(spec.build_dir), spec.config.output.staging_url)
 
             def stage(payload: StagedPayload) -> None:
                 write(payload)

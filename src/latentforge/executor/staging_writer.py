@@ -16,8 +16,8 @@ from ..pipeline.unit import StagedPayload, stage_now
 
 
 class StagingWriter:
-    def __init__(self, build_dir: Path, on_staged: Callable[[StagedPayload, float], None]):
-        self._write = stage_now(build_dir)
+    def __init__(self, build_dir: Path, on_staged: Callable[[StagedPayload, float], None], staging_url: str = ""):
+        self._write = stage_now(build_dir, staging_url)
         self._on_staged = on_staged
         self._jobs: queue.Queue[StagedPayload | None] = queue.Queue(maxsize=1)
         self._error: BaseException | None = None

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cache.layout import SUMS
+from ..cache.root_kind import require_local_hdf5
 from ..dataset.latent_dataset import LatentCacheDataset
 from ..errors import ConfigError
 from ..hashing import sha256_file
@@ -38,6 +39,9 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
     """Export every sample of the cache at `root` (all its modalities, or `modalities` stacked in that order)."""
     if target not in TARGETS:
         raise ConfigError(f"export target {target!r} is not known; allowed: {', '.join(TARGETS)}")
+    require_local_hdf5(root, "export", "it is already a training format: stream it with "
+                       "latentforge.streaming.StreamingLatentDataset, or build the same config with output.sink=hdf5 "
+                       "to export it")
     dataset = LatentCacheDataset(root, modalities)
     if dataset.config.text is None:
         raise ConfigError(f"{dataset.root} holds no text embeddings, which every export target needs; export a "

@@ -23,7 +23,8 @@ from ..faults import fault_point
 from ..records import Reject, Sample, SamplePixels
 from ..text.prompt_cache import PromptCache
 from ..tokenizers.base import Tokenizer, frames_to_input
-from ..writers.staging import StagedRow, write_staged_unit
+from ..writers.remote_staging import stage_unit
+from ..writers.staging import StagedRow
 from .environment import environment_record
 from .probe import ProbeResult
 from .sample import load_sample_pixels
@@ -53,12 +54,13 @@ class StagedPayload:
     encoded_by: dict[str, Any]  # {"function": tokenizer fingerprint digest, "environment": device and software}
 
 
-def stage_now(build_dir: Path) -> Callable[[StagedPayload], None]:
-    """The synchronous stager: write the unit before returning (the Ray executor and tests use it)."""
+def stage_now(build_dir: Path, staging_url: str = "") -> Callable[[StagedPayload], None]:
+    """The synchronous stager: write the unit (into build_dir/staging, or to output.staging_url) before returning
+    (the Ray executor and tests use it)."""
 
     def stage(payload: StagedPayload) -> None:
-        write_staged_unit(build_dir, payload.unit, payload.rows, payload.latents, payload.text_embeddings,
-                          payload.text_lengths, payload.rejects, payload.encoded_by)
+        stage_unit(build_dir, staging_url, payload.unit, payload.rows, payload.latents, payload.text_embeddings,
+                   payload.text_lengths, payload.rejects, payload.encoded_by)
 
     return stage
 

@@ -18,6 +18,7 @@ from PIL import Image
 
 from ..cache.config_file import CacheConfig
 from ..cache.layout import PREVIEW_FOLDER, RUN_RECORDS_DIR
+from ..cache.root_kind import require_local_hdf5
 from ..cache.rows import manifest_rows
 from ..errors import ConfigError, SampleRejected
 from ..io import atomic_path
@@ -75,12 +76,13 @@ def write_mp4(path: Path, frames: np.ndarray, fps: float) -> Path:
     return path
 
 
-def preview(root: Path, samples: int = 4, out: Path | None = None, overrides: Overrides = Overrides(),
+def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrides: Overrides = Overrides(),
             indices: list[int] | None = None,
             progress: Progress | None = None) -> Preview:
     """Decode `samples` samples spread over the cache (or `indices`) next to their source frames; write
     preview.mp4 and preview.png into `out` (default ROOT/build/preview). progress("decode", samples) returns
     the function advanced by 1 per sample decoded."""
+    require_local_hdf5(root, "preview", "build the same config with output.sink=hdf5 to preview its samples")
     root = Path(root)
     cache_config = CacheConfig.load(root)
     config = recorded_config(root, overrides)

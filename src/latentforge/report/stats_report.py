@@ -9,6 +9,7 @@ from pathlib import Path
 from ..cache.bucket_index import BucketIndex, is_bucketed
 from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
+from ..cache.root_kind import require_local_hdf5
 from ..io import write_text_atomic
 from ..reporting import Progress
 from .plots import plot_channels, plot_counts, plot_frames, plot_histograms, render_html
@@ -67,6 +68,7 @@ def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFA
     `cosmos_mean_std`, also Cosmos-Predict2's mean/std files of `modality` into that folder. `progress` as in
     compute_stats. A bucketed root gets a report per bucket with samples, in `<out>/<bucket>` (and
     `<cosmos_mean_std>/<bucket>`)."""
+    require_local_hdf5(root, "stats", "build the same config with output.sink=hdf5 to measure its statistics")
     root = Path(root)
     if is_bucketed(root):
         folder = Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER

@@ -24,6 +24,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from ..cache.config_file import CacheConfig
 from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, SUMS
+from ..cache.root_kind import sink_of
 from ..dataset.expect import CacheExpectation, check_expectation
 from ..errors import CacheIntegrityError, ConfigError
 from .layout import EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array
@@ -45,11 +46,15 @@ class StreamingLatentDataset(IterableDataset):
         self.url, self.storage_options = url, dict(storage_options or {})
         self.store = CacheStore(url, self.storage_options)
         self._pid = os.getpid()
+        if not self.store.exists(CACHE_CONFIG):
+            raise ConfigError(f"{url} is not a latentforge cache: it has no {CACHE_CONFIG}")
+        data = json.loads(self.store.read(CACHE_CONFIG))
+        if sink_of(data) != SINK:
+            raise ConfigError(f"{url} is not a WebDataset cache but an {sink_of(data)} one, which "
+                              f"StreamingLatentDataset cannot read: read it with latentforge.LatentCacheDataset"
+                              f"({url!r}) (a local folder; `latentforge fetch` one from object storage)")
         if not self.store.exists(COMPLETE_MARKER):
             raise CacheIntegrityError(f"{url}: no {COMPLETE_MARKER}, so the cache is not committed; finish its build")
-        data = json.loads(self.store.read(CACHE_CONFIG))
-        if (data.get("sink") or {}).get("name") != SINK:
-            raise ConfigError(f"{url} is not a WebDataset cache; read an HDF5 cache with LatentCacheDataset")
         self.config = CacheConfig.from_json(data)
         available = self.config.modality_names
         self.modalities = tuple(modalities) if modalities is not None else available

@@ -29,3 +29,10 @@ class CacheStore:
 
     def open(self, rel: str) -> BinaryIO:
         return self.fs.open(self._path(rel), "rb")
+
+    def list_files(self) -> dict[str, int]:
+        """{relative path: size} of every object under the root."""
+        found = self.fs.find(self.root, detail=True)
+        prefix = self.fs._strip_protocol(self.root).rstrip("/") + "/"
+        return {str(path)[len(prefix):]: int(info.get("size") or 0) for path, info in found.items()
+                if str(path).startswith(prefix)}

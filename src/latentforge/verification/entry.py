@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import registry
 from ..cache.bucket_index import is_bucketed
 from ..cache.bucket_integrity import verify_bucketed
 from ..cache.check_report import VerifyReport
 from ..cache.integrity import verify_integrity
 from ..cache.layout import BUCKETS_DIR
+from ..cache.root_kind import HDF5, refuse_url, root_sink
 from ..errors import ConfigError
 from ..reporting import Progress
 from .bucketed_deep import BucketedDeepReport, verify_bucketed_deep
@@ -24,7 +26,16 @@ def verify(root: str | Path, *, deep: bool = False, require_complete: bool = Tru
     """Is the cache at `root` intact (its own records, SHA256SUMS, shapes, NaN, padding), and with `deep`, does
     it hold what its sources, tokenizer and text encoder give? A bucketed root is checked as a whole and bucket by
     bucket; its deep verify spreads `spot` samples over each bucket. The report's `ok` is the verdict; `progress`
-    (latentforge.reporting) sees the integrity steps "sha256" and "rows", then the deep ones."""
+    (latentforge.reporting) sees the integrity steps "sha256" and "rows", then the deep ones.
+    A WebDataset cache (a local folder or an fsspec URL) gets the integrity checks of its sink."""
+    sink = root_sink(root)
+    if sink not in (None, HDF5):
+        if deep:
+            raise ConfigError(f"{root} is a {sink} cache, but --deep re-encodes samples it reads from HDF5 shards; "
+                              f"verify it without --deep, or build the same config with output.sink=hdf5 and "
+                              "verify that one with --deep")
+        return registry.resolve("sink", sink).verify(str(root), require_complete, progress)
+    refuse_url(root, "verify")
     if is_bucketed(Path(root)):
         if not deep:
             return verify_bucketed(Path(root), require_complete, progress)

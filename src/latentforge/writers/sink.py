@@ -40,3 +40,6 @@ class Sink(Protocol):
 
     @staticmethod
     def commit(output: OutputConfig, build_dir: Path, staged: StagedCache) -> SinkCommit: ...
+
+    # A sink other than hdf5 also has `verify(root: str, require_complete, progress) -> VerifyReport`: the
+    # integrity checks of its own layout, which `latentforge verify` runs on a root that records that sink.

@@ -71,7 +71,8 @@ def staged_unit_path(build_dir: Path, unit: int) -> Path:
     return Path(build_dir) / STAGING_DIR / f"unit-{unit:06d}.h5"
 
 
-def _sidecar(path: Path) -> Path:
+def sidecar_path(path: Path) -> Path:
+    """unit-N.h5 -> unit-N.h5.done.json: the unit counts as staged only while this matches it."""
     return path.with_name(path.name + _DONE_SUFFIX)
 
 
@@ -111,7 +112,7 @@ def write_staged_unit(
     `encoded_by` says which function in which environment encoded it (cache/encoded_by.py)."""
     _check_shapes(unit, rows, latents, text_embeddings, text_lengths)
     path = staged_unit_path(build_dir, unit)
-    sidecar = _sidecar(path)
+    sidecar = sidecar_path(path)
     # A sidecar from an earlier attempt must never vouch for the file being replaced.
     sidecar.unlink(missing_ok=True)
     with atomic_path(path) as tmp:
@@ -132,7 +133,7 @@ def write_staged_unit(
 
 def _sidecar_matches(path: Path) -> bool:
     try:
-        done = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+        done = json.loads(sidecar_path(path).read_text(encoding="utf-8"))
         if os.path.getsize(path) != done["size"]:
             return False
         return sha256_file(path) == done["sha256"]

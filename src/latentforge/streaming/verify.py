@@ -1,0 +1,251 @@
+"""`latentforge verify` of a WebDataset cache, local or at an fsspec URL: the integrity checks that apply to tar
+shards (docs/webdataset.md).
+
+Every object is read once: its SHA-256 is taken while its tar members are parsed, so a shard on S3 is
+downloaded once per verify. Checks: the markers, cache_config.json, SHA256SUMS against every object (and no
+object left out of it), shard names covering dataset_index 0..N-1, the manifest, and each tar's members
+against the manifest (keys in order, the expected members, each `KEY.json` equal to its manifest line, latent
+and text shapes, dtypes and finiteness, text lengths).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tarfile
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ..cache.check_report import CheckRecorder, VerifyReport
+from ..cache.config_file import CacheConfig
+from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, NOT_CHECKSUMMED, PUBLISHED_MARKER, SUMS
+from ..errors import CacheIntegrityError, ConfigError
+from ..hashing import compare_sums, parse_sums
+from ..reporting import Advance, Progress, start_step
+from .layout import EMPTY_PROMPT_KEY, EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array, sample_key
+from .store import CacheStore
+
+_TAR_NAME = re.compile(r"^shards/part-(\d{5})-of-(\d{5})-(\d{9})-(\d{9})\.tar$")
+_BLOCK = 1 << 22
+
+
+class _HashingReader:
+    """A read-only stream that hashes what passes through it (tarfile reads a shard in stream mode)."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw, self.sha = raw, hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size)
+        self.sha.update(data)
+        return data
+
+    def rest(self) -> str:
+        while self.read(_BLOCK):
+            pass
+        return self.sha.hexdigest()
+
+
+def verify_webdataset(url: str, require_complete: bool = True, progress: Progress | None = None,
+                      storage_options: dict[str, Any] | None = None) -> VerifyReport:
+    store = CacheStore(url, dict(storage_options or {}))
+    rec = CheckRecorder()
+    present = store.list_files()
+    _check_markers(store, present, rec, require_complete)
+    config = _load_config(store, present, rec)
+    if config is None:
+        return rec.report
+    listed: dict[str, str] = {}
+    if SUMS not in present:
+        rec.fail("sha256sums", f"{SUMS} is missing; the cache was not committed")
+    else:
+        listed, unparsable = parse_sums(store.read(SUMS).decode("utf-8"), SUMS)
+        for line in unparsable:
+            rec.fail("sha256sums", line)
+    shards = _shard_ranges(listed, config, rec)
+    manifest = _manifest_lines(store, present, config, rec)
+    advance = start_step(progress, "samples", config.num_samples, unit="samples")
+    digests: dict[str, str] = {}
+    for rel in sorted(set(listed) & set(present)):
+        with store.open(rel) as raw:
+            reader = _HashingReader(raw)
+            if rel in shards:
+                _check_tar(reader, rel, shards[rel], config, manifest, rec, advance)
+            elif rel == EMPTY_PROMPT_TAR:
+                _check_empty_prompt(reader, config, rec)
+            digests[rel] = reader.rest()
+    checksummed = {rel for rel in present if rel not in NOT_CHECKSUMMED}
+    for problem in compare_sums(listed, checksummed, SUMS, digests.__getitem__):
+        rec.fail("sha256sums", str(problem))
+    rec.close("sha256sums", "every object matches SHA256SUMS and every object is listed")
+    if config.text is not None and config.text.empty_prompt and EMPTY_PROMPT_TAR not in listed:
+        rec.fail("empty_prompt", f"cache_config.json promises an empty prompt, but {EMPTY_PROMPT_TAR} is not listed")
+    rec.close("empty_prompt", "empty prompt as promised")
+    for name, detail in (("shard_files", "the shards cover dataset_index 0..N-1 as cache_config.json counts"),
+                         ("manifest", "one manifest row per sample, dataset_index dense"),
+                         ("samples", "every tar holds its keys in order with the members the manifest promises"),
+                         ("latents_finite", "no NaN or Inf in latents"),
+                         ("text_finite", "no NaN or Inf in text embeddings")):
+        rec.close(name, detail)
+    return rec.report
+
+
+def _check_markers(store: CacheStore, present: dict[str, int], rec: CheckRecorder, require_complete: bool) -> None:
+    complete = COMPLETE_MARKER in present
+    if require_complete and not complete:
+        rec.fail("markers", f"{COMPLETE_MARKER} is missing: the build did not finish its commit")
+    if PUBLISHED_MARKER in present and not complete:
+        rec.fail("markers", f"{PUBLISHED_MARKER} is present without {COMPLETE_MARKER}: published but never completed")
+    if PUBLISHED_MARKER in present and SUMS in present:
+        try:
+            claimed = json.loads(store.read(PUBLISHED_MARKER)).get("sha256sums_sha256")
+        except (ValueError, AttributeError):
+            claimed = None
+        if claimed != hashlib.sha256(store.read(SUMS)).hexdigest():
+            rec.fail("markers", f"{PUBLISHED_MARKER} vouches for another {SUMS} than the one there: the objects "
+                     "changed after they were published; publish the cache again from a trusted copy")
+    rec.close("markers", "markers consistent")
+
+
+def _load_config(store: CacheStore, present: dict[str, int], rec: CheckRecorder) -> CacheConfig | None:
+    try:
+        if CACHE_CONFIG not in present:
+            raise CacheIntegrityError(f"{store.url} has no {CACHE_CONFIG}")
+        data = json.loads(store.read(CACHE_CONFIG))
+        if (data.get("sink") or {}).get("name") != SINK:
+            raise CacheIntegrityError(f"{CACHE_CONFIG} does not record sink {SINK!r}")
+        config = CacheConfig.from_json(data)
+    except (CacheIntegrityError, ConfigError, ValueError, AttributeError) as error:
+        rec.fail("cache_config", str(error))
+        return None
+    rec.close("cache_config", "cache_config.json parses and describes a WebDataset cache")
+    return config
+
+
+def _shard_ranges(listed: dict[str, str], config: CacheConfig, rec: CheckRecorder) -> dict[str, tuple[int, int]]:
+    """{shard: (start, end)} of the shards SHA256SUMS lists, failing names and gaps."""
+    shards: dict[str, tuple[int, int]] = {}
+    for rel in sorted(r for r in listed if r.startswith("shards/")):
+        match = _TAR_NAME.match(rel)
+        if match is None:
+            rec.fail("shard_files", f"{rel} is not a shard name of this layout (shards/part-K-of-N-START-END.tar)")
+            continue
+        k, n, start, end = map(int, match.groups())
+        if n != config.num_shards or k != len(shards) or start != sum(e - s for s, e in shards.values()):
+            rec.fail("shard_files", f"{rel} does not follow shard {len(shards)} of {config.num_shards}", start)
+        shards[rel] = (start, end)
+    if len(shards) != config.num_shards or sum(e - s for s, e in shards.values()) != config.num_samples:
+        rec.fail("shard_files", f"{len(shards)} shards listed hold {sum(e - s for s, e in shards.values())} samples; "
+                 f"cache_config.json counts {config.num_shards} shards and {config.num_samples} samples")
+    return shards
+
+
+def _manifest_lines(store: CacheStore, present: dict[str, int], config: CacheConfig,
+                    rec: CheckRecorder) -> list[bytes]:
+    if MANIFEST not in present:
+        rec.fail("manifest", f"{MANIFEST} is missing")
+        return []
+    lines = store.read(MANIFEST).splitlines()
+    if len(lines) != config.num_samples:
+        rec.fail("manifest", f"{MANIFEST} has {len(lines)} rows, cache_config.json counts {config.num_samples}")
+    for index, line in enumerate(lines):
+        try:
+            found = json.loads(line).get("dataset_index")
+        except (ValueError, AttributeError):
+            found = None
+        if found != index:
+            rec.fail("manifest", f"row {index} of {MANIFEST} has dataset_index {found!r}", index)
+    return lines
+
+
+def _samples(reader: _HashingReader) -> Any:
+    """(key, {suffix: bytes}) of each sample of a tar, in stored order."""
+    with tarfile.open(fileobj=reader, mode="r|") as tar:  # type: ignore[call-overload]
+        key, members = None, {}
+        for member in tar:
+            name_key, _, suffix = member.name.partition(".")
+            if key is not None and name_key != key:
+                yield key, members
+                members = {}
+            key = name_key
+            extracted = tar.extractfile(member)
+            members[suffix] = extracted.read() if extracted is not None else b""
+        if key is not None:
+            yield key, members
+
+
+def _check_tar(reader: _HashingReader, rel: str, span: tuple[int, int], config: CacheConfig,
+               manifest: list[bytes], rec: CheckRecorder, advance: Advance) -> None:
+    start, end = span
+    expected = {LATENT, ROW} | ({TEXT, LENGTH} if config.text is not None else set())
+    index = start
+    try:
+        for key, members in _samples(reader):
+            if key != sample_key(index) or index >= end:
+                rec.fail("samples", f"{rel}: key {key!r} where {sample_key(index)!r} belongs", index)
+                return
+            if set(members) != expected:
+                rec.fail("samples", f"{rel}: sample {key} has members {sorted(members)}, expected {sorted(expected)}",
+                         index)
+            else:
+                _check_sample(members, index, config, manifest, rec)
+            index += 1
+            advance(1)
+    except (tarfile.TarError, EOFError) as error:
+        rec.fail("samples", f"{rel}: not a readable tar ({error})", start)
+        return
+    if index != end:
+        rec.fail("samples", f"{rel}: holds dataset_index {start}..{index - 1}, its name promises {start}..{end - 1}",
+                 start)
+
+
+def _check_sample(members: dict[str, bytes], index: int, config: CacheConfig, manifest: list[bytes],
+                  rec: CheckRecorder) -> None:
+    if index < len(manifest) and members[ROW] != manifest[index]:
+        rec.fail("samples", f"{sample_key(index)}.{ROW} differs from row {index} of {MANIFEST}", index)
+    try:
+        latent = npy_array(members[LATENT])
+    except ValueError as error:
+        rec.fail("samples", f"{sample_key(index)}.{LATENT} is not a .npy array ({error})", index)
+        return
+    if latent.shape != tuple(config.latent.shape) or latent.dtype != np.dtype(config.storage_dtype):
+        rec.fail("samples", f"latent {latent.dtype} {list(latent.shape)}, cache_config.json promises "
+                 f"{config.storage_dtype} {list(config.latent.shape)}", index)
+    elif not np.isfinite(latent).all():
+        rec.fail("latents_finite", "NaN or Inf in the latent", index)
+    if config.text is not None:
+        _check_text(members, f"sample {sample_key(index)}", config, rec, index)
+
+
+def _check_text(members: dict[str, bytes], what: str, config: CacheConfig, rec: CheckRecorder,
+                index: int | None = None) -> None:
+    text = config.text
+    try:
+        length, row = int(members[LENGTH]), npy_array(members[TEXT])
+    except ValueError as error:
+        rec.fail("samples", f"{what}: unreadable text ({error})", index)
+        return
+    if not 0 <= length <= text.max_length or row.shape != (length, text.dim) or row.dtype != np.dtype(
+            config.storage_dtype):
+        rec.fail("samples", f"{what}: text {row.dtype} {list(row.shape)} with length {length}; expected "
+                 f"{config.storage_dtype} [length, {text.dim}] with length <= {text.max_length}", index)
+    elif not np.isfinite(row).all():
+        rec.fail("text_finite", f"{what}: NaN or Inf in the text embedding", index)
+
+
+def _check_empty_prompt(reader: _HashingReader, config: CacheConfig, rec: CheckRecorder) -> None:
+    if config.text is None:
+        rec.fail("empty_prompt", f"{EMPTY_PROMPT_TAR} is present, but the cache has no text")
+        return
+    try:
+        samples = list(_samples(reader))
+    except (tarfile.TarError, EOFError) as error:
+        rec.fail("empty_prompt", f"{EMPTY_PROMPT_TAR}: not a readable tar ({error})")
+        return
+    if [key for key, _ in samples] != [EMPTY_PROMPT_KEY] or set(samples[0][1]) != {TEXT, LENGTH}:
+        rec.fail("empty_prompt", f"{EMPTY_PROMPT_TAR} should hold one sample {EMPTY_PROMPT_KEY!r} with "
+                 f"{TEXT} and {LENGTH}")
+        return
+    _check_text(samples[0][1], EMPTY_PROMPT_TAR, config, rec)

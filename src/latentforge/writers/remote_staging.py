@@ -1,0 +1,161 @@
+"""Staged units at an fsspec URL (output.staging_url: s3://..., gs://..., file://...), so encoder processes on
+machines that share no filesystem (Ray workers with node-local disks) stage where the committing process
+reads.
+
+Object stores have no rename, so a unit is two objects, written in order: the unit's HDF5 file (staged in a
+node-local temp folder first), then its sidecar `unit-N.h5.done.json` (size and SHA-256), last. An earlier
+sidecar is deleted before the unit is uploaded again. A unit counts as staged only when its sidecar parses,
+the object has the size it records, and the copy the committing process downloads has its SHA-256; anything
+else (an object without a sidecar, cut short, or changed afterwards) is absent, and the build encodes it again.
+The committing process keeps the downloaded units in its own records folder (`build/staging`), as a local
+build would have written them, so the commit itself is the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..config.schema import OutputConfig
+from ..errors import ConfigError, LatentforgeError
+from ..faults import fault_point
+from ..hashing import sha256_file
+from ..io import canonical_json, write_text_atomic
+from .staging import completed_units, sidecar_path, staged_unit_path, write_staged_unit
+
+CLAIM = "staging.json"  # which build stages under the URL
+_SIDECAR = re.compile(r"^unit-(\d{6,})\.h5\.done\.json$")
+
+
+class RemoteStaging:
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        import fsspec
+
+        try:  # a fresh instance: a cached one may come from a parent process (s3fs's event loop is not fork-safe)
+            self.fs, root = fsspec.core.url_to_fs(url, skip_instance_cache=True, **(storage_options or {}))
+        except (ValueError, ImportError) as error:
+            raise ConfigError(f"output.staging_url={url!r}: no usable fsspec backend ({error}); install the package "
+                              "fsspec names") from error
+        self.url, self.root = url, root.rstrip("/")
+
+    def _path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def claim(self, owner: dict[str, Any], overwrite: bool) -> None:
+        """Record which build stages here, or refuse when another one does (a unit of it would be committed as
+        one of this build's). With `overwrite`, everything staged here is deleted first."""
+        if overwrite and self.fs.exists(self.root):
+            self.fs.rm(self.root, recursive=True)
+        self.fs.makedirs(self.root, exist_ok=True)  # a local folder (file://) must exist; no-op on object stores
+        try:
+            found = json.loads(self.fs.cat_file(self._path(CLAIM)))
+        except FileNotFoundError:
+            self.fs.pipe_file(self._path(CLAIM), canonical_json(owner).encode("utf-8"))
+            return
+        except ValueError:
+            found = {}
+        if found == owner:
+            return
+        if isinstance(found, dict) and found.get("root") == owner["root"]:
+            raise LatentforgeError(f"output.staging_url={self.url!r} holds units this root's build staged with other "
+                                   "settings; rerun with --overwrite to start over, or use the settings it started "
+                                   "with")
+        theirs = found.get("root") if isinstance(found, dict) else None
+        raise LatentforgeError(f"output.staging_url={self.url!r} holds the units of the build of output.root "
+                               f"{theirs!r}; give each build its own staging URL")
+
+    def put(self, unit_file: Path) -> None:
+        """Upload a staged unit and its sidecar, the sidecar last."""
+        sidecar = sidecar_path(unit_file)
+        if self.fs.exists(self._path(sidecar.name)):  # it must never vouch for the object being replaced
+            self.fs.rm(self._path(sidecar.name))
+        self.fs.put_file(str(unit_file), self._path(unit_file.name))
+        fault_point("upload")  # test-only: a kill here leaves a unit object without its sidecar
+        self.fs.pipe_file(self._path(sidecar.name), sidecar.read_bytes())
+
+    def pull(self, build_dir: Path) -> None:
+        """Download into build_dir/staging every unit staged here that the local copy lacks or disagrees with."""
+        try:  # this prefix's own objects: a bucketed build stages each bucket under buckets/<name>/
+            listing = {str(info["name"]).rstrip("/").rsplit("/", 1)[-1]: info
+                       for info in self.fs.ls(self.root, detail=True) if info.get("type") != "directory"}
+        except FileNotFoundError:
+            listing = {}
+        for name in sorted(listing):
+            match = _SIDECAR.match(name)
+            if match is None:
+                continue
+            try:
+                done = json.loads(self.fs.cat_file(self._path(name)))
+                size, digest = int(done["size"]), str(done["sha256"])
+            except (OSError, ValueError, KeyError, TypeError):  # torn or foreign: the unit is absent
+                continue
+            unit_name = name[: -len(".done.json")]
+            if int((listing.get(unit_name) or {}).get("size") or -1) != size:
+                continue
+            local = staged_unit_path(build_dir, int(match.group(1)))
+            if not _local_copy_matches(local, size, digest):
+                self._download(unit_name, local, size, digest)
+
+    def _download(self, unit_name: str, local: Path, size: int, digest: str) -> None:
+        """The unit as build_dir/staging holds it, sidecar last; a copy without the sidecar's SHA-256 (changed
+        after its sidecar was written) is dropped, so the unit counts as absent."""
+        sidecar_path(local).unlink(missing_ok=True)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f".{local.name}.tmp{os.getpid()}")  # removed by a rerun if this process dies
+        try:
+            self.fs.get_file(self._path(unit_name), str(tmp))
+            if sha256_file(tmp) != digest:
+                return
+            os.replace(tmp, local)
+        finally:
+            tmp.unlink(missing_ok=True)
+        write_text_atomic(sidecar_path(local), canonical_json({"size": size, "sha256": digest}))
+
+
+def _local_copy_matches(local: Path, size: int, digest: str) -> bool:
+    try:
+        done = json.loads(sidecar_path(local).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return done == {"sha256": digest, "size": size} and local.is_file() and local.stat().st_size == size
+
+
+_OPENED: dict[tuple[int, str], RemoteStaging] = {}
+
+
+def _staging(url: str) -> RemoteStaging:
+    """One store per process and URL: opening an S3 client costs about as much as staging a small unit."""
+    key = (os.getpid(), url)
+    if key not in _OPENED:
+        _OPENED[key] = RemoteStaging(url)
+    return _OPENED[key]
+
+
+def claim_staging(output: OutputConfig, key: dict[str, Any], overwrite: bool) -> None:
+    """Claim output.staging_url for the build of `output.root` with the resume `key` (builder/resume.py)."""
+    if output.staging_url:
+        digest = hashlib.sha256(canonical_json(key).encode("utf-8")).hexdigest()
+        _staging(output.staging_url).claim({"root": output.root, "key_sha256": digest}, overwrite)
+
+
+def stage_unit(build_dir: Path, staging_url: str, unit: int, *arrays: Any) -> None:
+    """write_staged_unit into build_dir/staging, or, with `staging_url`, through a node-local temp folder to
+    that URL (the build folder may not exist on this machine)."""
+    if not staging_url:
+        write_staged_unit(build_dir, unit, *arrays)
+        return
+    with tempfile.TemporaryDirectory(prefix="latentforge-unit-") as tmp:
+        _staging(staging_url).put(write_staged_unit(Path(tmp), unit, *arrays))
+
+
+def staged_units(build_dir: Path, staging_url: str) -> dict[int, Path]:
+    """{unit: local staged file} of every completed unit; with `staging_url`, those staged there are
+    downloaded into build_dir/staging first."""
+    if staging_url:
+        _staging(staging_url).pull(build_dir)
+    return completed_units(build_dir)
