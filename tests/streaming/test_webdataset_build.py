@@ -42,7 +42,8 @@ def _objects(client, prefix: str) -> dict[str, bytes]:
 def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3, tmp_path):
     client, env = s3
     table = make_table(tmp_path / "data", count=5)
-    wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000")  # 2 samples of 1536 B a tar
+    # 2 samples of 1536 B a tar; decoding on the encoder thread (decode workers are not what this tests)
+    wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000", "--workers-per-gpu", "0")
     clean = run_cli(build_args(table, f"s3://{BUCKET}/clean", *wds, "--set",
                                f"output.staging_dir={tmp_path / 'clean-staging'}"), **env)
     assert clean.returncode == 0, clean.stderr
