@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from latentforge.executor.node_faults import DECODE_FAULT_MIN, DECODE_FAULT_RATIO, node_faults
 from latentforge.executor.rank_stats import RankStats
+from latentforge.executor.ray_nodes import NodeBook
 
 
 def _rank(rank: int, node: str, samples: int, failures: int = 0, check: str = "") -> RankStats:
@@ -41,3 +42,11 @@ def test_excluded_node_is_listed_once_with_its_check():
              _rank(1, "b", 8)]
     assert node_faults(ranks) == [{"node": "a", "kind": "excluded",
                                    "detail": "dataset check failed for /d/x.mp4: ..."}]
+
+
+def test_driver_prints_each_decode_fault_once():
+    book = NodeBook(ray=None, num_gpus=0)
+    ranks = [_rank(0, "a", 20, failures=10), _rank(1, "b", 40)]
+    [line] = book.new_decode_faults(ranks)
+    assert line.startswith("node fault: Ray node a: 10 of 20 samples failed to decode")
+    assert book.new_decode_faults(ranks) == []

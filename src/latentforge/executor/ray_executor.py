@@ -4,7 +4,10 @@ Workers pull units from a small dispatcher actor pinned to the driver's node and
 shared ROOT/build/staging; the driver only moves plan records and counters, then commits as the local
 executor does, so the cache is byte-identical. A worker that dies or raises has its units requeued and
 is replaced; the unit it was running is charged one try, and after run.max_unit_tries failed tries the
-build stops with that unit's error (staged units are kept, a rerun resumes). See docs/execution.md.
+build stops with that unit's error (staged units are kept, a rerun resumes). A worker whose node fails the
+node check (executor/ray_node_check.py) has its node excluded (executor/ray_nodes.py) instead. A driver
+that starts its own Ray marks every Ray process with its lock token (executor/ray_session.py), so the next
+build can kill them if this driver dies. See docs/execution.md.
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ from .base import Executor
 from .driver_guard import this_driver
 from .events import RankEvent, RankFinished
 from .lock_record import read_lock_record
-from .node_faults import node_faults
 from .rank import RankSpec
 from .rank_stats import RankStats
 from .ray_dispatch import UnitDispatcher
 from .ray_node_check import node_facts
-from .ray_session import BUILD_TOKEN_ENV, record_session
+from .ray_nodes import NodeBook
+from .ray_session import BUILD_TOKEN_ENV, start_own_ray
 from .ray_worker import RankWorker
 from .worker_sizing import decode_workers
 
@@ -41,7 +44,6 @@ RAY_FAULT_ENV = "LATENTFORGE_RAY_FAULT"
 _POLL_SECONDS = 0.2
 _THROUGHPUT_EVERY_SECONDS = 30.0
 _STOP_GRACE_SECONDS = 5.0
-_NODE_ID_LABEL = "ray.io/node-id"
 
 
 def import_ray() -> Any:
@@ -151,8 +153,7 @@ class _RayRun:
         self.token = token
         self.facts = node_facts(config, build_dir, units, token)
         self.driver = this_driver(token, same_machine=own_ray)
-        self.excluded: dict[str, str] = {}  # node id -> the failed check, as the worker said it
-        self.faults_said: set[tuple[str, str]] = set()
+        self.nodes_book = NodeBook(ray, self.shape.num_gpus)
         self.running: dict[Any, _Worker] = {}
         self.started: dict[int, float] = {}  # rank -> when the driver created it
         self.last_staged: dict[int, float] = {}
@@ -173,8 +174,7 @@ class _RayRun:
         spec = RankSpec(rank, self.shape.device, self.decode_workers, None, self.config, str(self.build_dir))
         options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0,
                                    "runtime_env": {"env_vars": {BUILD_TOKEN_ENV: self.token, **_fault_env(rank)}}}
-        if self.excluded:
-            options["label_selector"] = {_NODE_ID_LABEL: f"!in({','.join(sorted(self.excluded))})"}
+        options.update(self.nodes_book.placement())
         actor = self.actor_class.options(**options).remote(spec, self.dispatcher, self.facts, self.driver)
         self.running[actor.serve.remote()] = _Worker(rank, actor)
         self.started[rank] = time.time()  # driver clock, as last_staged: throughput needs no synced clocks
@@ -186,15 +186,8 @@ class _RayRun:
             self.nodes[event.rank] = event.node
             self.last_staged[event.rank] = time.time()
             self.on_event(event)
-        if events:
-            self.say_node_faults()
-
-    def say_node_faults(self) -> None:
-        for fault in node_faults(self.ranks.values()):
-            if fault["kind"] == "decode_failures" and (fault["node"], fault["kind"]) not in self.faults_said:
-                self.faults_said.add((fault["node"], fault["kind"]))
-                self.say(f"node fault: Ray node {fault['node']}: {fault['detail']}; check its dataset mount and "
-                         "codec libraries (docs/execution.md, node faults)")
+        for line in self.nodes_book.new_decode_faults(list(self.ranks.values())) if events else []:
+            self.say(line)
 
     def run(self) -> None:
         for _ in range(self.shape.count):
@@ -264,24 +257,8 @@ class _RayRun:
         """The worker's node failed the node check: no worker is placed there again in this build."""
         self.ranks[rank] = stats
         self.on_event(outcome)
-        self.excluded[stats.node_id] = f"{stats.node}: {stats.node_check}"
-        self.say(f"Ray node {stats.node} excluded from this build, its units go to other nodes: {stats.node_check}")
-        usable = self.usable_nodes()
-        if not usable:
-            listed = "\n  ".join(self.excluded.values())
-            raise LatentforgeError(f"no node of the Ray cluster passed the node check, so no unit can run:\n"
-                                   f"  {listed}\nfix what each line says (or add nodes that pass), then rerun")
+        self.say(self.nodes_book.exclude(stats))
         self.replace_worker()
-
-    def usable_nodes(self) -> list[str]:
-        """Alive nodes, not excluded, with room for a worker (a CPU, and a GPU for GPU workers)."""
-        usable = []
-        for node in self.ray.nodes():
-            resources = node.get("Resources", {})
-            if (node.get("Alive") and node["NodeID"] not in self.excluded and resources.get("CPU", 0) >= 1
-                    and resources.get("GPU", 0) >= self.shape.num_gpus):
-                usable.append(node["NodeID"])
-        return usable
 
     def print_throughput(self) -> None:
         for rank in sorted(self.ranks):
@@ -358,22 +335,13 @@ class RayExecutor(Executor):
                 ray.shutdown()
 
     def _connect(self, ray: Any, token: str, own_ray: bool) -> None:
-        """Join run.ray_address, or start a one-machine Ray whose every process carries this build's token, so
-        that if this driver dies the next build finds and kills them before it uses the lock
-        (executor/ray_session.py)."""
+        """Join run.ray_address, or start a one-machine Ray of this build's own (executor/ray_session.py)."""
         handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if on_main_thread() else {}
-        saved = os.environ.get(BUILD_TOKEN_ENV)
-        if own_ray:
-            os.environ[BUILD_TOKEN_ENV] = token
         try:
-            ray.init(address="local" if own_ray else (self.config.run.ray_address or None),
-                     log_to_driver=not self.quiet)
-        finally:
-            if saved is None:
-                os.environ.pop(BUILD_TOKEN_ENV, None)
+            if own_ray:
+                start_own_ray(ray, self.build_dir, token, log_to_driver=not self.quiet)
             else:
-                os.environ[BUILD_TOKEN_ENV] = saved
+                ray.init(address=self.config.run.ray_address or None, log_to_driver=not self.quiet)
+        finally:
             for signum, handler in handlers.items():  # ray.init put its own in place (sys.exit, C++ abort)
                 signal.signal(signum, handler)
-        if own_ray:
-            record_session(self.build_dir, token)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import registry
-from ..cache.layout import RUN_RECORD, STAGING_DIR
+from ..cache.layout import LOCK, RUN_RECORD, STAGING_DIR
 from ..config import BuildConfig
 from ..errors import LatentforgeError
 from ..pipeline.unit import Unit
@@ -89,7 +89,7 @@ def node_facts(config: BuildConfig, build_dir: Path, units: list[Unit], lock_tok
 
 
 def _check_output(build_dir: Path, token: str) -> None:
-    lock = build_dir / "lock"
+    lock = build_dir / LOCK
     record = read_lock_record(build_dir)
     if record is None or record.token != token:
         found = f"held by pid {record.pid} on {record.host}" if record else "missing or unreadable"

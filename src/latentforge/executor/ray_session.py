@@ -14,6 +14,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from ..errors import LatentforgeError
 from ..io import write_text_atomic
@@ -84,6 +85,21 @@ def record_session(build_dir: Path, token: str) -> None:
     seconds; this is how the next build still finds them."""
     pids = {str(pid): start_ticks(pid) for pid in sorted(session_processes(token))}
     write_text_atomic(Path(build_dir) / SESSION_RECORD, json.dumps({"token": token, "pids": pids}) + "\n")
+
+
+def start_own_ray(ray: Any, build_dir: Path, token: str, log_to_driver: bool) -> None:
+    """Start a one-machine Ray whose every process carries `token` (inherited from this environment, which
+    gets the token only for the start), then record its processes (record_session)."""
+    saved = os.environ.get(BUILD_TOKEN_ENV)
+    os.environ[BUILD_TOKEN_ENV] = token
+    try:
+        ray.init(address="local", log_to_driver=log_to_driver)
+    finally:
+        if saved is None:
+            os.environ.pop(BUILD_TOKEN_ENV, None)
+        else:
+            os.environ[BUILD_TOKEN_ENV] = saved
+    record_session(build_dir, token)
 
 
 def _recorded(build_dir: Path, token: str) -> set[int]:
