@@ -2,8 +2,8 @@
 build is left (its Ray daemons, agents, workers and their decode children), and nothing in the staging folder
 changes after that build took the lock.
 
-The first build's rank 0 stalls inside an encode (holding a unit), so at least one of its workers would outlive
-the driver by itself; Ray's agents do too (tens of seconds). The next build is the same command on the local
+The first build's workers stall inside an encode (each holding a unit), so they would outlive the driver by
+themselves; Ray's agents do too (tens of seconds). The next build is the same command on the local
 executor with its decode stalled, so it holds the lock and writes nothing: any change in staging would come
 from the dead build."""
 
@@ -38,7 +38,9 @@ def test_killed_driver_takes_its_ray_with_it_before_the_lock_is_taken(tmp_path):
     table = make_table(tmp_path / "world", count=24)
     root = tmp_path / "cache"
     build_dir, staging = root / "build", root / "build" / "staging"
-    env = cli_env(LATENTFORGE_RAY_FAULT="0:encode:3:sleep")
+    # every worker stalls in the encode after its first unit: the driver's Ray inherits its environment, and
+    # Ray may start either rank first
+    env = cli_env(LATENTFORGE_FAULT="encode:3:sleep")
     env.pop("RAY_ADDRESS", None)
     stderr, second_err = open(tmp_path / "first.txt", "w"), open(tmp_path / "second.txt", "w")
     first = subprocess.Popen(cli_command(build_args(table, root, "--executor", "ray", "--procs", "2",

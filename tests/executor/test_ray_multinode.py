@@ -2,7 +2,7 @@
 survives losing a worker node mid-run, and its cache equals a local build's (SHA256SUMS).
 
 The head has no CPU (it holds the driver's queue actor); each worker node has one CPU, so one worker. The build
-starts with node A only: its worker (rank 0) stages a unit, then stalls inside the encode of its next one,
+starts with node A only: its worker stages a unit, then stalls inside the encode of its next one,
 holding that unit. Node B joins, its worker takes the units left; then node A's raylet, agents and workers are
 SIGKILLed by pid. The held unit goes back to the queue, node B's worker (or its replacement) encodes it and
 the build completes. All nodes share ROOT (one filesystem). The driver is the CLI in its own process."""
@@ -24,7 +24,7 @@ from latentforge.writers.staging import completed_units
 pytestmark = pytest.mark.slow
 
 CLIPS = 8  # unit_size 2 -> 4 units
-STALL = "encode:3:sleep"  # rank 0: the first sample of its second unit (one sample per encode)
+STALL = "encode:3:sleep"  # node A's worker: the first sample of its second unit (one sample per encode)
 
 
 def _config(table: Path, root: Path, *sets: str):
@@ -42,14 +42,14 @@ def test_build_survives_a_killed_worker_node(tmp_path):
     root = tmp_path / "cache"
     nodes = start_head()
     try:
-        add_nodes(nodes, ["node_a"])
+        # every worker on node A stalls (its environment reaches them); Ray may create either rank first
+        add_nodes(nodes, ["node_a"], env={"LATENTFORGE_FAULT": STALL})
         # the driver in its own process, as a user runs it (and free of this process's earlier Ray sessions)
         args = build_args(table, root, "--executor", "ray", "--ray-address", nodes.address, "--procs", "2",
                           "--workers-per-gpu", "0")
         with open(tmp_path / "driver.txt", "w") as log:
-            driver = subprocess.Popen(cli_command(args), env=cli_env(LATENTFORGE_RAY_FAULT=f"0:{STALL}",
-                                                                     RAY_AUTH_MODE="disabled"),
-                                      stdout=log, stderr=subprocess.STDOUT)
+            driver = subprocess.Popen(cli_command(args), env=cli_env(RAY_AUTH_MODE="disabled"), stdout=log,
+                                      stderr=subprocess.STDOUT)
         output = lambda: (tmp_path / "driver.txt").read_text()  # noqa: E731
         stalled = lambda: "stalls at encode" in nodes.worker_logs() or driver.poll() is not None  # noqa: E731
         assert wait_for(stalled, timeout=120) and driver.poll() is None, output()
