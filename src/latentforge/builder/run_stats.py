@@ -19,6 +19,7 @@ import torch
 
 from ..cache.layout import run_stats_name
 from ..executor.metrics import Metrics, current_rss_bytes
+from ..executor.node_faults import node_faults
 from ..executor.rank_stats import RankStats, utc_stamp
 from ..io import write_text_atomic
 from ..pipeline.environment import environment_record
@@ -109,6 +110,7 @@ class RunStats:
             # environment and it equals the verifier's (verify/tolerances.py)
             "environment": self.environment(),
             "metrics": self.metrics(),  # the numbers the metrics endpoint served, at the end of the run
+            "node_faults": node_faults(ranks),  # Ray: nodes excluded by the node check or failing to decode
         }
 
     def write(self, build_dir: Path) -> Path:

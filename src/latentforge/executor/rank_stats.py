@@ -44,6 +44,9 @@ class RankStats:
     transport: str = ""  # how decoded frames reach the encoder (shared memory, page-locked; or why not)
     input_waits: str = ""  # why the encoder waited for decoded samples, when it did (executor/input_waits.py)
     started_unix: float = field(default_factory=time.time)
+    node: str = ""  # Ray: "<hostname> (node <id>, <ip>)"; empty for a local rank
+    node_id: str = ""  # Ray's node id
+    node_check: str = ""  # Ray: why the node check excluded this rank's node (executor/ray_node_check.py)
 
     def add_rejects(self, reasons: Iterable[str]) -> None:
         for reason in reasons:

@@ -51,6 +51,10 @@ class UnitDispatcher:
             self._left -= 1
             self._events.append(event)
 
+    def pending(self) -> int:
+        """Units in the queue, not held by any worker."""
+        return len(self._pending)
+
     def drain(self) -> tuple[list[UnitStaged], int]:
         """(staged events since the last drain, units not staged yet)."""
         events, self._events = self._events, []

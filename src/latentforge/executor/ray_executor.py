@@ -4,7 +4,10 @@ Workers pull units from a small dispatcher actor pinned to the driver's node and
 shared ROOT/build/staging; the driver only moves plan records and counters, then commits as the local
 executor does, so the cache is byte-identical. A worker that dies or raises has its units requeued and
 is replaced; the unit it was running is charged one try, and after run.max_unit_tries failed tries the
-build stops with that unit's error (staged units are kept, a rerun resumes). See docs/execution.md.
+build stops with that unit's error (staged units are kept, a rerun resumes). A worker whose node fails the
+node check (executor/ray_node_check.py) has its node excluded (executor/ray_nodes.py) instead. A driver
+that starts its own Ray marks every Ray process with its lock token (executor/ray_session.py), so the next
+build can kill them if this driver dies. See docs/execution.md.
 """
 
 from __future__ import annotations
@@ -19,18 +22,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cache.layout import LOCK
 from ..config import BuildConfig
 from ..errors import ConfigError, LatentforgeError, StopRequested
 from ..faults import FAULT_ENV, MAIN_PID_ENV
 from ..pipeline.unit import Unit
-from ..version import __version__
 from .base import Executor
+from .driver_guard import this_driver
 from .events import RankEvent, RankFinished
+from .lock_record import read_lock_record
 from .rank import RankSpec
 from .rank_stats import RankStats
 from .ray_dispatch import UnitDispatcher
-from .ray_worker import DriverFacts, RankWorker
+from .ray_node_check import node_facts
+from .ray_nodes import NodeBook
+from .ray_session import BUILD_TOKEN_ENV, start_own_ray
+from .ray_worker import RankWorker
 from .worker_sizing import decode_workers
 
 # Test-only: `<rank>:<phase>:<n>` gives the worker with that rank (never a replacement) LATENTFORGE_FAULT=<phase>:<n>.
@@ -131,7 +137,7 @@ class _Worker:
 
 class _RayRun:
     def __init__(self, ray: Any, config: BuildConfig, build_dir: Path, units: list[Unit],
-                 on_event: Callable[[RankEvent], None], quiet: bool, noted: _Signal):
+                 on_event: Callable[[RankEvent], None], quiet: bool, noted: _Signal, token: str, own_ray: bool):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.ray, self.config, self.build_dir = ray, config, build_dir
@@ -144,7 +150,10 @@ class _RayRun:
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.dispatcher = ray.remote(num_cpus=0, scheduling_strategy=here)(UnitDispatcher).remote(units)
         self.actor_class = ray.remote(RankWorker)
-        self.facts = DriverFacts(__version__, (build_dir / LOCK).read_text(encoding="utf-8").strip())
+        self.token = token
+        self.facts = node_facts(config, build_dir, units, token)
+        self.driver = this_driver(token, same_machine=own_ray)
+        self.nodes_book = NodeBook(ray, self.shape.num_gpus)
         self.running: dict[Any, _Worker] = {}
         self.started: dict[int, float] = {}  # rank -> when the driver created it
         self.last_staged: dict[int, float] = {}
@@ -163,10 +172,10 @@ class _RayRun:
     def start_worker(self) -> None:
         rank, self.next_rank = self.next_rank, self.next_rank + 1
         spec = RankSpec(rank, self.shape.device, self.decode_workers, None, self.config, str(self.build_dir))
-        options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0}
-        if env := _fault_env(rank):
-            options["runtime_env"] = {"env_vars": env}
-        actor = self.actor_class.options(**options).remote(spec, self.dispatcher, self.facts)
+        options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0,
+                                   "runtime_env": {"env_vars": {BUILD_TOKEN_ENV: self.token, **_fault_env(rank)}}}
+        options.update(self.nodes_book.placement())
+        actor = self.actor_class.options(**options).remote(spec, self.dispatcher, self.facts, self.driver)
         self.running[actor.serve.remote()] = _Worker(rank, actor)
         self.started[rank] = time.time()  # driver clock, as last_staged: throughput needs no synced clocks
 
@@ -177,6 +186,8 @@ class _RayRun:
             self.nodes[event.rank] = event.node
             self.last_staged[event.rank] = time.time()
             self.on_event(event)
+        for line in self.nodes_book.new_decode_faults(list(self.ranks.values())) if events else []:
+            self.say(line)
 
     def run(self) -> None:
         for _ in range(self.shape.count):
@@ -216,6 +227,9 @@ class _RayRun:
         self.ray.kill(worker.actor)
         where = outcome.node or self.nodes.get(worker.rank, "unknown node")
         charge = self.ray.get(self.dispatcher.release.remote(worker.rank))
+        if outcome.stats.get("node_check"):
+            self.exclude(worker.rank, RankStats(**outcome.stats), outcome)
+            return
         tries = self.config.run.max_unit_tries
         if charge is None:
             self.failed_before_a_unit += 1
@@ -230,7 +244,21 @@ class _RayRun:
         else:
             self.say(f"Ray worker {worker.rank} ({where}) stopped on unit {charge.unit}, try {charge.tries} of "
                      f"{tries}: {_one_line(outcome.error.splitlines()[-1])}; rescheduling it")
-        self.start_worker()
+        self.replace_worker()
+
+    def replace_worker(self) -> None:
+        """A replacement only when units wait in the queue: the rest are held by running workers, and one of
+        those that fails later requeues them and starts its own replacement. (A replacement for an empty queue
+        would load the models for nothing.)"""
+        if self.ray.get(self.dispatcher.pending.remote()):
+            self.start_worker()
+
+    def exclude(self, rank: int, stats: RankStats, outcome: RankFinished) -> None:
+        """The worker's node failed the node check: no worker is placed there again in this build."""
+        self.ranks[rank] = stats
+        self.on_event(outcome)
+        self.say(self.nodes_book.exclude(stats))
+        self.replace_worker()
 
     def print_throughput(self) -> None:
         for rank in sorted(self.ranks):
@@ -287,15 +315,17 @@ class RayExecutor(Executor):
     def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
         """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected to)."""
         ray = import_ray()
+        record = read_lock_record(self.build_dir)
+        if record is None:
+            raise LatentforgeError(f"{self.build_dir}/lock holds no lock record; run.executor=ray runs inside build()")
         connected_here = not ray.is_initialized()
+        own_ray = connected_here and not self.config.run.ray_address and not os.environ.get("RAY_ADDRESS")
         if connected_here:
-            handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if on_main_thread() else {}
-            ray.init(address=self.config.run.ray_address or None, log_to_driver=not self.quiet)
-            for signum, handler in handlers.items():  # ray.init put its own in place (sys.exit, C++ abort)
-                signal.signal(signum, handler)
+            self._connect(ray, record.token, own_ray)
         try:
             with _signals_noted() as noted:
-                run = _RayRun(ray, self.config, self.build_dir, units, on_event, self.quiet, noted)
+                run = _RayRun(ray, self.config, self.build_dir, units, on_event, self.quiet, noted, record.token,
+                              own_ray)
                 try:
                     run.run()
                 finally:
@@ -303,3 +333,15 @@ class RayExecutor(Executor):
         finally:
             if connected_here:
                 ray.shutdown()
+
+    def _connect(self, ray: Any, token: str, own_ray: bool) -> None:
+        """Join run.ray_address, or start a one-machine Ray of this build's own (executor/ray_session.py)."""
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if on_main_thread() else {}
+        try:
+            if own_ray:
+                start_own_ray(ray, self.build_dir, token, log_to_driver=not self.quiet)
+            else:
+                ray.init(address=self.config.run.ray_address or None, log_to_driver=not self.quiet)
+        finally:
+            for signum, handler in handlers.items():  # ray.init put its own in place (sys.exit, C++ abort)
+                signal.signal(signum, handler)

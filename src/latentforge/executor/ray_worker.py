@@ -1,7 +1,10 @@
 """The body of one Ray worker actor: load the models once, then pull units and run them with run_unit.
 
-Units are staged synchronously into the shared ROOT/build/staging, so when a unit raises, the unit named
-in the report is the one that failed, and the driver learns of a staged unit only after it is on disk.
+Before its first unit a worker checks its node (executor/ray_node_check.py); a node that fails is
+excluded by the driver. Before every staged write it checks that its build still owns the lock
+(executor/driver_guard.py). Units are staged synchronously into the shared ROOT/build/staging, so when a
+unit raises, the unit named in the report is the one that failed, and the driver learns of a staged unit
+only after it is on disk.
 Decode workers are child processes of the actor, as in a local rank. Ray is imported only in here and
 in the driver (it is an optional extra).
 """
@@ -10,69 +13,60 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+import socket
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from ..cache.layout import LOCK, MODEL_RECORD
-from ..errors import LatentforgeError
+from ..cache.layout import MODEL_RECORD
 from ..pipeline.models import load_models, record_models
 from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit, stage_now
 from ..text.prompt_cache import PromptCache
-from ..version import __version__
 from .decode_stream import DecodeStream
+from .driver_guard import DriverGuard, DriverIdentity
 from .events import RankFinished, UnitStaged
 from .rank import RankSpec, describe_failure, serve_rank_metrics
 from .rank_stats import RankStats
+from .ray_node_check import NodeCheckFailed, NodeFacts, check_node
 
 
-@dataclass(frozen=True)
-class DriverFacts:
-    """What a worker checks against its node before any work: same software, same build folder."""
-
-    version: str
-    lock_owner: str  # contents of ROOT/build/lock as the driver wrote it
-
-
-def _check_node(spec: RankSpec, facts: DriverFacts, node: str) -> None:
-    if __version__ != facts.version:
-        raise LatentforgeError(f"node {node} runs latentforge {__version__}, the driver {facts.version}; "
-                               "install the same version on every node of the Ray cluster")
-    if spec.config.output.staging_url:  # units go to that URL: this node needs no view of the build folder
-        return
-    lock = Path(spec.build_dir) / LOCK
-    try:
-        owner = lock.read_text(encoding="utf-8").strip()
-    except OSError:
-        owner = None
-    if owner != facts.lock_owner:
-        raise LatentforgeError(
-            f"node {node} does not see this build's {lock} (found {owner!r}, expected the driver's "
-            f"{facts.lock_owner!r}); Ray workers stage units into ROOT/build/staging, so the output root must "
-            "be on a filesystem that every node mounts at the same path (NFS, Lustre, ...)")
+def node_name(ray: Any) -> tuple[str, str]:
+    """(node id, "<hostname> (node <id prefix>, <ip>)") of the node this process runs on."""
+    node_id = ray.get_runtime_context().get_node_id()
+    # the address the node registered with (ray start --node-ip-address), as `ray status` shows it
+    ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node_id),
+              ray.util.get_node_ip_address())
+    return node_id, f"{socket.gethostname()} (node {node_id[:12]}, {ip})"
 
 
 class RankWorker:
     """One encoder per GPU (num_gpus=1) or per CPU slot; `rank` is unique per actor, replacements included."""
 
-    def __init__(self, spec: RankSpec, dispatcher: Any, facts: DriverFacts):
+    def __init__(self, spec: RankSpec, dispatcher: Any, facts: NodeFacts, driver: DriverIdentity):
         self.spec = spec
         self.dispatcher = dispatcher
         self.facts = facts
+        self.guard = DriverGuard(spec.build_dir, driver, check_lock=not spec.config.output.staging_url)
 
     def serve(self) -> RankFinished:
         import ray
 
         spec = self.spec
-        node = f"{ray.util.get_node_ip_address()} pid {os.getpid()}"
-        stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers)
+        self.guard.watch()  # the driver's death ends this worker, however busy it is
+        node_id, where = node_name(ray)
+        node = f"{where} pid {os.getpid()}"
+        stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers, node=where,
+                          node_id=node_id)
         stream: DecodeStream | None = None
         live: dict[str, Callable[[], int]] = {}
         metrics = contextlib.ExitStack()
         try:
-            _check_node(spec, self.facts, node)
+            check_node(spec.config, spec.build_dir, self.facts)
+        except NodeCheckFailed as failed:  # the driver excludes this node; no unit was taken
+            stats.node_check = str(failed)
+            return RankFinished(spec.rank, self._finish(stats, None, None), str(failed), node)
+        try:
             metrics.enter_context(serve_rank_metrics(spec, stats, lambda: {k: depth() for k, depth in live.items()}))
             if spec.torch_threads is not None:
                 torch.set_num_threads(spec.torch_threads)
@@ -82,6 +76,7 @@ class RankWorker:
             write = stage_now(Path(spec.build_dir), spec.config.output.staging_url)
 
             def stage(payload: StagedPayload) -> None:
+                self.guard.check()  # a build that lost its driver or its lock stages nothing more
                 write(payload)
                 stats.accepted += len(payload.rows)
                 stats.add_rejects(r.reason for r in payload.rejects)

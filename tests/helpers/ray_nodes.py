@@ -1,0 +1,153 @@
+"""Ray nodes started as separate processes on loopback (`ray start`), and the processes that belong to each.
+
+Each node is started with its own marker in the environment; Ray's daemons (raylet, agents, workers) inherit
+it, so the processes of one node are found in /proc and killed by pid, never by name (other tests on this
+machine may run their own Ray).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from helpers import REPO
+from latentforge.executor.ray_session import processes_with_env, with_descendants
+
+MARKER = "LATENTFORGE_TEST_RAY_NODE"
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class RayNodes:
+    """A head (no CPUs: it holds the driver's queue actor, never a worker) and worker nodes of one CPU each."""
+
+    address: str
+    temp_dir: Path
+    markers: dict[str, str] = field(default_factory=dict)  # node name -> marker value
+
+    def pids(self, name: str) -> set[int]:
+        """The node's processes: those with its marker and their children (the raylet makes its agents' environment)."""
+        return with_descendants(processes_with_env(MARKER, self.markers[name]))
+
+    def kill(self, name: str) -> set[int]:
+        """SIGKILL every process of one node (raylet, agents, workers); returns the pids signalled."""
+        pids = self.pids(name)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
+    def kill_all(self) -> None:
+        for name in self.markers:
+            self.kill(name)
+
+    def worker_logs(self) -> str:
+        """What the Ray workers printed to stderr so far."""
+        text = []
+        for log in self.temp_dir.glob("session_*/logs/worker-*.err"):
+            try:
+                text.append(log.read_text(errors="replace"))
+            except OSError:
+                pass
+        return "\n".join(text)
+
+    def close(self) -> None:
+        self.kill_all()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _own_ports() -> list[str]:
+    """Ports a node would otherwise take from fixed defaults (the agent's 52365, ...): two nodes on one machine
+    would collide ("bind: Address already in use") and the second never registers."""
+    flags = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port",
+             "runtime-env-agent-port", "node-manager-port", "object-manager-port")
+    return [f"--{flag}={free_port()}" for flag in flags]
+
+
+def _ray_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LATENTFORGE_FAULT", "LATENTFORGE_RAY_FAULT"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
+    env["RAY_AUTH_MODE"] = "disabled"  # loopback only; no token to pass to every process
+    # a node registers within 30 s by default: not always enough on a loaded two-core machine
+    env["RAY_raylet_start_wait_time_s"] = "180"
+    return env
+
+
+def _hidden(command: list[str], hide: Path | None) -> list[str]:
+    """`command` in its own mount namespace where `hide` is an empty tmpfs: a node that cannot see that folder."""
+    if hide is None:
+        return command
+    user = [] if os.geteuid() == 0 else ["--map-root-user"]
+    script = 'mount -t tmpfs tmpfs "$0" && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", *user, "sh", "-c", script, str(hide), *command]
+
+
+def can_hide_folders() -> bool:
+    """Whether this machine lets a process have its own mount namespace (unshare)."""
+    with tempfile.TemporaryDirectory() as folder:
+        probe = subprocess.run(_hidden(["true"], Path(folder)), capture_output=True)
+    return probe.returncode == 0
+
+
+def start_head() -> RayNodes:
+    """`ray start --head` on loopback with 0 CPUs: it holds the driver's queue actor, never a worker. One temp
+    dir for the head and every node added (Ray keeps one session folder per machine), short because Ray's
+    socket paths in it must fit in 107 bytes."""
+    nodes = RayNodes(f"127.0.0.1:{free_port()}", Path(tempfile.mkdtemp(prefix="lf-ray-", dir="/tmp")))
+    try:
+        nodes.markers["head"] = uuid.uuid4().hex
+        port = nodes.address.rsplit(":", 1)[1]
+        args = ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=0", "--num-gpus=0",
+                "--include-dashboard=false", f"--temp-dir={nodes.temp_dir}", "--disable-usage-stats", *_own_ports()]
+        done = subprocess.run([*RAY, "start", *args], env={**_ray_env(), MARKER: nodes.markers["head"]},
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"ray start --head failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    except BaseException:
+        nodes.close()
+        raise
+    return nodes
+
+
+def add_nodes(nodes: RayNodes, names: list[str], hide: Path | None = None, env: dict[str, str] | None = None) -> None:
+    """One `ray start --address` per name, started together, each with 1 CPU; `hide`: a folder they do not see;
+    `env`: more environment for the node's processes (its workers inherit it)."""
+    starting = []
+    for name in names:
+        nodes.markers[name] = uuid.uuid4().hex
+        args = [f"--address={nodes.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--num-gpus=0",
+                "--disable-usage-stats", *_own_ports()]
+        starting.append(subprocess.Popen(_hidden([*RAY, "start", *args], hide),
+                                         env={**_ray_env(), **(env or {}), MARKER: nodes.markers[name]},
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    failures = []
+    for process in starting:
+        output, _ = process.communicate(timeout=120)
+        if process.returncode != 0:
+            failures.append(f"ray start --address failed ({process.returncode}):\n{output}")
+    if failures:
+        nodes.close()
+        raise RuntimeError("\n".join(failures))
+
+
+def start_nodes(workers: list[str]) -> RayNodes:
+    """A head and one worker node per name in `workers`."""
+    nodes = start_head()
+    add_nodes(nodes, workers)
+    return nodes
