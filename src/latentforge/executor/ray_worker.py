@@ -26,9 +26,11 @@ from ..text.prompt_cache import PromptCache
 from .decode_stream import DecodeStream
 from .driver_guard import DriverGuard, DriverIdentity
 from .events import RankFinished, UnitStaged
+from .input_waits import explain_input_waits
 from .rank import RankSpec, describe_failure, serve_rank_metrics
 from .rank_stats import RankStats
 from .ray_node_check import NodeCheckFailed, NodeFacts, check_node
+from .worker_sizing import usable_cores
 
 
 def node_name(ray: Any) -> tuple[str, str]:
@@ -82,7 +84,8 @@ class RankWorker:
                 stats.add_rejects(r.reason for r in payload.rejects)
 
             ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, stage)
-            stream = DecodeStream(spec.config, self._take, spec.workers)
+            stream = DecodeStream(spec.config, self._take, spec.workers, device=torch.device(spec.device))
+            stats.transport = stream.transport
             live["decode"] = lambda: stream.queued_samples
             for unit, decoded in stream.units():
                 run_unit(unit, ctx, decoded)
@@ -118,7 +121,9 @@ class RankWorker:
         stats.seconds["stage"] = ctx.seconds.get("stage_handoff", 0.0)  # stage_now writes inside the hand-off
         stats.seconds["decode"] = stream.decode_seconds
         stats.seconds["encoder_wait"] = stream.wait_seconds
+        stats.seconds["encoder_wait_first"] = stream.first_wait_seconds or 0.0
         stats.beat(stream.worker_cpu_seconds)
+        stats.input_waits = explain_input_waits(stats, usable_cores())
 
     def _finish(self, stats: RankStats, stream: DecodeStream | None, ctx: UnitContext | None) -> dict[str, Any]:
         if stream is not None and ctx is not None:
