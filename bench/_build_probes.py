@@ -162,9 +162,10 @@ def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
         "full perception sample as a decode worker does (rgb+mask+depth)":
             lambda: load_sample_pixels(sample, probe, config),
     }
-    nvdec_used = []
+    nvdec_used = []  # the row says which decoder ran: where NVDEC cannot, it times the CPU fallback
+    nvdec_or_cpu = dataclasses.replace(config.frames, nvdec_fallback="cpu")
     rows["NVDEC decode + swscale resize (frames.decoder=nvdec)"] = lambda: nvdec_used.append(
-        decode_rgb_nvdec(path, info, indices, probe.plan, config.frames, sample.sample_id)[1])
+        decode_rgb_nvdec(path, info, indices, probe.plan, nvdec_or_cpu, sample.sample_id, threads=threads)[1])
     if len(config.modalities.names) > 1:
         rows["rgb + mask (PNG folder) sample"] = modality("mask")
         rows["rgb + depth (NPZ) sample"] = modality("depth")
