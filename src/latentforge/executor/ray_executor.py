@@ -35,13 +35,14 @@ from .rank_stats import RankStats
 from .ray_dispatch import UnitDispatcher
 from .ray_node_check import node_facts
 from .ray_nodes import NodeBook
-from .ray_session import BUILD_TOKEN_ENV, start_own_ray
+from .ray_session import BUILD_TOKEN_ENV, record_session, start_own_ray
 from .ray_worker import RankWorker
 from .worker_sizing import decode_workers
 
 # Test-only: `<rank>:<phase>:<n>` gives the worker with that rank (never a replacement) LATENTFORGE_FAULT=<phase>:<n>.
 RAY_FAULT_ENV = "LATENTFORGE_RAY_FAULT"
 _POLL_SECONDS = 0.2
+_RERECORD_SECONDS = 2.0  # how often a driver that started its own Ray records its processes again
 _THROUGHPUT_EVERY_SECONDS = 30.0
 _STOP_GRACE_SECONDS = 5.0
 
@@ -153,6 +154,7 @@ class _RayRun:
         self.token = token
         self.facts = node_facts(config, build_dir, units, token)
         self.driver = this_driver(token, same_machine=own_ray)
+        self.own_ray, self.recorded = own_ray, time.monotonic()
         self.nodes_book = NodeBook(ray, self.shape.num_gpus)
         self.running: dict[Any, _Worker] = {}
         self.started: dict[int, float] = {}  # rank -> when the driver created it
@@ -188,6 +190,11 @@ class _RayRun:
             self.on_event(event)
         for line in self.nodes_book.new_decode_faults(list(self.ranks.values())) if events else []:
             self.say(line)
+        if self.own_ray and time.monotonic() - self.recorded >= _RERECORD_SECONDS:
+            # Ray starts some agents late (later still on a loaded machine) and without the token: record them
+            # while their raylet lives, so the next build can still find them after they are orphaned
+            record_session(self.build_dir, self.token)
+            self.recorded = time.monotonic()
 
     def run(self) -> None:
         for _ in range(self.shape.count):

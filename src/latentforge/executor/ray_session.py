@@ -80,11 +80,12 @@ def start_ticks(pid: int) -> int | None:
 
 
 def record_session(build_dir: Path, token: str) -> None:
-    """Write ROOT/build/ray-session.json: the pids (with start times) of the Ray processes this driver started.
-    Ray's agents take an environment without the token and outlive a killed raylet, orphaned, for tens of
-    seconds; this is how the next build still finds them."""
-    pids = {str(pid): start_ticks(pid) for pid in sorted(session_processes(token))}
-    write_text_atomic(Path(build_dir) / SESSION_RECORD, json.dumps({"token": token, "pids": pids}) + "\n")
+    """Write ROOT/build/ray-session.json: the pids (with start times) of the Ray processes this driver started,
+    with those an earlier call recorded that still run. Ray's agents take an environment without the token and
+    outlive a killed raylet, orphaned, for tens of seconds; this is how the next build still finds them."""
+    pids = {str(pid): start_ticks(pid) for pid in _recorded(build_dir, token) | session_processes(token)}
+    write_text_atomic(Path(build_dir) / SESSION_RECORD,
+                      json.dumps({"token": token, "pids": dict(sorted(pids.items(), key=lambda p: int(p[0])))}) + "\n")
 
 
 def start_own_ray(ray: Any, build_dir: Path, token: str, log_to_driver: bool) -> None:
