@@ -88,3 +88,13 @@ def test_prompt_cache_keeps_trimmed_rows_exact_and_re_encodes_after_eviction(t5_
     small.encode([PROMPTS[1]])
     small.encode([PROMPTS[0]])  # evicted by the second prompt: encoded again
     assert small.encoded_prompts == 3
+
+
+def test_cached_rows_hold_only_their_own_tokens_not_the_padded_batch(t5_folder):
+    """The budget counts trimmed rows, so a cached row must not keep the encoder's whole [B, 512, D] batch
+    alive through a view (it did: a long build grew by every unit's padded text batch)."""
+    cache = PromptCache(T5TextEncoder(str(t5_folder)))
+    cache.encode(PROMPTS)
+    rows = [row for row, _ in cache._rows.values()]
+    assert len(rows) == 2 and all(row.base is None for row in rows)
+    assert cache._bytes == sum(row.nbytes for row in rows)

@@ -33,7 +33,9 @@ class PromptCache:
             batch = self.encoder.encode(missing)
             self.encoded_prompts += len(missing)
             for i, prompt in enumerate(missing):
-                row = np.ascontiguousarray(batch.embeddings[i, : int(batch.lengths[i])], dtype=np.float32)
+                # A copy, never a view: a view of a float32 batch kept the whole padded batch alive, uncounted
+                # by the budget (1.6 MB per unit of a tiny build, without bound)
+                row = np.array(batch.embeddings[i, : int(batch.lengths[i])], dtype=np.float32, copy=True)
                 fresh[prompt] = (row, bool(batch.truncated[i]))
         rows = [fresh[p] if p in fresh else self._rows[p] for p in prompts]
         self._remember(prompts, fresh)
