@@ -12,12 +12,11 @@ import h5py
 import numpy as np
 import pytest
 
-from helpers.exec_world import make_table
+from helpers.exec_world import exec_config, make_table
 from latentforge import faults
 from latentforge.builder.run import build
 from latentforge.cache.integrity import verify_integrity
 from latentforge.cache.layout import SOURCE_INDEX_DATASET
-from latentforge.config import load_config
 from latentforge.errors import LatentforgeError, UnitFailed
 
 # Row fields an extended cache numbers differently from a fresh build (docs/extend.md).
@@ -25,13 +24,6 @@ PLACE_FIELDS = ("dataset_index", "source_index", "shard_path", "cache_row", "uni
 BASE_IDS = ("clip000", "clip002", "clip004", "clip005")  # the union adds clip001, clip003 (between) and clip006
 
 
-def _config(table: Path, root: Path, *overrides: str):
-    extra = {"dataset": {"reader": "table", "path": [str(table)], "id_column": "id"},
-             "frames": {"num_frames": 9, "height": 32, "width": 48}, "tokenizer": {"name": "haar-4x8x8"},
-             "text": {"name": "none"}, "output": {"root": str(root), "rows_per_shard": 4, "unit_size": 2,
-                                                   "min_free_bytes": 0},
-             "run": {"workers_per_gpu": 0}}
-    return load_config(extra=extra, overrides=list(overrides))
 
 
 def _subset(table: Path, name: str, ids) -> Path:
@@ -67,14 +59,14 @@ def world(tmp_path_factory):
 def fresh_union(world):
     union, _, folder = world
     root = folder / "fresh"
-    build(_config(union, root), quiet=True)
+    build(exec_config(union, root), quiet=True)
     return _rows(root)
 
 
 def _base(world, tmp_path) -> Path:
     _, base, _ = world
     root = tmp_path / "cache"
-    build(_config(base, root), quiet=True)
+    build(exec_config(base, root), quiet=True)
     return root
 
 
@@ -93,7 +85,7 @@ def test_extend_adds_the_new_samples_and_keeps_the_old_rows(world, fresh_union, 
     union, _, _ = world
     root = _base(world, tmp_path)
     before = _rows(root)
-    result = build(_config(union, root), quiet=True, extend=True)
+    result = build(exec_config(union, root), quiet=True, extend=True)
     assert result.added_ids == ["clip001", "clip003", "clip006"] and result.removed_ids == []
     after = _rows(root)
     for sample_id, (row, arrays) in before.items():  # old rows: same dataset_index, same bytes
@@ -105,7 +97,7 @@ def test_extend_adds_the_new_samples_and_keeps_the_old_rows(world, fresh_union, 
     subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=root, check=True)
     # a plain rerun would renumber the plan: refused, naming the fix
     with pytest.raises(LatentforgeError, match="was extended.*--extend"):
-        build(_config(union, root), quiet=True)
+        build(exec_config(union, root), quiet=True)
 
 
 def test_an_interrupted_extend_resumes_with_the_same_command(world, fresh_union, tmp_path, monkeypatch):
@@ -114,9 +106,9 @@ def test_an_interrupted_extend_resumes_with_the_same_command(world, fresh_union,
     monkeypatch.setenv(faults.FAULT_ENV, "encode:3:raise")  # the first new unit is staged, the second is not
     monkeypatch.setattr(faults, "_arrivals", {})
     with pytest.raises(UnitFailed, match="unit 3 .*InjectedFault"):  # units 2-3 are the extension's
-        build(_config(union, root), quiet=True, extend=True)
+        build(exec_config(union, root), quiet=True, extend=True)
     monkeypatch.delenv(faults.FAULT_ENV)
-    result = build(_config(union, root), quiet=True, extend=True)
+    result = build(exec_config(union, root), quiet=True, extend=True)
     assert result.added_ids == [] and result.stats["samples_todo"] == 1
     _assert_same_rows(_rows(root), fresh_union)
     assert verify_integrity(root).ok
@@ -126,7 +118,7 @@ def test_removed_ids_are_reported_and_their_rows_kept(world, tmp_path):
     union, _, _ = world
     root = _base(world, tmp_path)
     smaller = _subset(union, "smaller.csv", ("clip000", "clip002", "clip005", "clip006"))
-    result = build(_config(smaller, root), quiet=True, extend=True)
+    result = build(exec_config(smaller, root), quiet=True, extend=True)
     assert result.removed_ids == ["clip004"] and result.added_ids == ["clip006"]
     assert sorted(_rows(root)) == ["clip000", "clip002", "clip004", "clip005", "clip006"]
 
@@ -138,17 +130,17 @@ def test_a_changed_source_is_refused_naming_it(world, tmp_path):
     changed = base.with_name("recaptioned.csv")
     changed.write_text(recaptioned, encoding="utf-8")
     with pytest.raises(LatentforgeError, match=r"1 source\(s\) changed.*'clip002'.*--overwrite"):
-        build(_config(changed, root), quiet=True, extend=True)
+        build(exec_config(changed, root), quiet=True, extend=True)
 
 
 def test_a_changed_config_is_refused_naming_the_field(world, tmp_path):
     union, _, _ = world
     root = _base(world, tmp_path)
     with pytest.raises(LatentforgeError, match=r"config.output.storage_dtype: 'float16' -> 'float32'"):
-        build(_config(union, root, "output.storage_dtype=float32"), quiet=True, extend=True)
+        build(exec_config(union, root, "output.storage_dtype=float32"), quiet=True, extend=True)
 
 
 def test_extend_needs_a_built_cache(world, tmp_path):
     union, _, _ = world
     with pytest.raises(LatentforgeError, match="Build it once without --extend"):
-        build(_config(union, tmp_path / "empty"), quiet=True, extend=True)
+        build(exec_config(union, tmp_path / "empty"), quiet=True, extend=True)

@@ -6,30 +6,20 @@ import json
 
 import pytest
 
-from helpers.exec_world import make_table
+from helpers.exec_world import exec_config, make_table
 from helpers.media import pattern_frames, write_video
 from latentforge.builder.lock import BuildLock
 from latentforge.builder.resume import check_config, check_inputs, resume_key
 from latentforge.builder.run import build
 from latentforge.builder.scan import scan
-from latentforge.config import load_config
 from latentforge.errors import LatentforgeError
-
-
-def _config(table, root, *overrides):
-    extra = {"dataset": {"reader": "table", "path": [str(table)], "id_column": "id"},
-             "frames": {"num_frames": 9, "height": 32, "width": 48}, "tokenizer": {"name": "haar-4x8x8"},
-             "text": {"name": "none"}, "output": {"root": str(root), "rows_per_shard": 4, "unit_size": 2,
-                                                   "min_free_bytes": 0},
-             "run": {"workers_per_gpu": 0}}
-    return load_config(extra=extra, overrides=list(overrides))
 
 
 @pytest.fixture()
 def built(tmp_path):
     table = make_table(tmp_path / "data", count=6)
     root = tmp_path / "cache"
-    build(_config(table, root), quiet=True)
+    build(exec_config(table, root), quiet=True)
     return table, root
 
 
@@ -41,7 +31,7 @@ def test_changed_config_is_refused_with_a_diff(built):
 
     before = records()
     with pytest.raises(LatentforgeError) as error:
-        build(_config(table, root, "frames.width=64", "output.storage_dtype=float32"), quiet=True)
+        build(exec_config(table, root, "frames.width=64", "output.storage_dtype=float32"), quiet=True)
     text = str(error.value)
     assert "different config" in text and "config.frames.width: 48 -> 64" in text
     assert "config.output.storage_dtype: 'float16' -> 'float32'" in text and "--overwrite" in text
@@ -65,7 +55,7 @@ BIT_CHANGING = [
 def test_every_setting_that_changes_the_bits_is_refused_on_resume(built, override, named):
     table, root = built
     with pytest.raises(LatentforgeError) as error:
-        build(_config(table, root, override), quiet=True)
+        build(exec_config(table, root, override), quiet=True)
     assert named in str(error.value)
 
 
@@ -74,25 +64,25 @@ def test_another_tokenizer_or_checkpoint_is_refused_on_resume(tmp_path):
     weights.write_bytes(b"the weights the build started with")
     other.write_bytes(b"other weights")
     wan = ["tokenizer.name=wan2.1", "tokenizer.precision=bf16", "frames.height=16", "frames.width=16"]
-    started = _config(tmp_path / "t.csv", tmp_path / "cache", *wan, f"tokenizer.checkpoint={weights}")
+    started = exec_config(tmp_path / "t.csv", tmp_path / "cache", *wan, f"tokenizer.checkpoint={weights}")
     build_dir = tmp_path / "cache" / "build"
     check_inputs(build_dir, resume_key(started), {"version": 1, "count": 0, "sha256": "", "entries": {}})
     check_config(build_dir, resume_key(started))  # the same config resumes
-    swapped = _config(tmp_path / "t.csv", tmp_path / "cache", *wan, f"tokenizer.checkpoint={other}")
+    swapped = exec_config(tmp_path / "t.csv", tmp_path / "cache", *wan, f"tokenizer.checkpoint={other}")
     with pytest.raises(LatentforgeError, match=r"tokenizer_sha256: '[0-9a-f]{64}' -> '[0-9a-f]{64}'"):
         check_config(build_dir, resume_key(swapped))
     with pytest.raises(LatentforgeError, match="config.tokenizer.name: 'wan2.1' -> 'haar-4x8x8'"):
-        check_config(build_dir, resume_key(_config(tmp_path / "t.csv", tmp_path / "cache")))
+        check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "cache")))
 
 
 def test_wan22_with_the_same_file_is_refused_on_resume_naming_the_tokenizer(tmp_path):
     weights = tmp_path / "Wan_VAE.pth"
     weights.write_bytes(b"one file, two tokenizer names")
     sizes = ["frames.height=32", "frames.width=48", f"tokenizer.checkpoint={weights}"]
-    started = _config(tmp_path / "t.csv", tmp_path / "cache", "tokenizer.name=wan2.1", *sizes)
+    started = exec_config(tmp_path / "t.csv", tmp_path / "cache", "tokenizer.name=wan2.1", *sizes)
     build_dir = tmp_path / "cache" / "build"
     check_inputs(build_dir, resume_key(started), {"version": 1, "count": 0, "sha256": "", "entries": {}})
-    wan22 = _config(tmp_path / "t.csv", tmp_path / "cache", "tokenizer.name=wan2.2", *sizes)
+    wan22 = exec_config(tmp_path / "t.csv", tmp_path / "cache", "tokenizer.name=wan2.2", *sizes)
     with pytest.raises(LatentforgeError, match="(?s)config.tokenizer.name: 'wan2.1' -> 'wan2.2'.*--overwrite"):
         check_config(build_dir, resume_key(wan22))
 
@@ -100,7 +90,7 @@ def test_wan22_with_the_same_file_is_refused_on_resume_naming_the_tokenizer(tmp_
 def test_execution_settings_are_not_part_of_the_resume_key(built):
     table, root = built
     # where builds share kernel plans is not either: a resumed build replays its own (build/conv_plans)
-    result = build(_config(table, root, "run.procs=2", "run.workers_per_gpu=1",
+    result = build(exec_config(table, root, "run.procs=2", "run.workers_per_gpu=1",
                            f"tokenizer.conv_plans_dir={root.parent / 'elsewhere'}"), quiet=True)
     assert result.num_samples == 6
 
@@ -113,7 +103,7 @@ def test_changed_inputs_are_refused_with_counts(built):
     with open(table, "a", encoding="utf-8") as handle:
         handle.write("extra,videos/clip002.mp4,another caption\n")
     with pytest.raises(LatentforgeError) as error:
-        build(_config(table, root), quiet=True)
+        build(exec_config(table, root), quiet=True)
     assert "inputs changed" in str(error.value) and "1 added, 0 removed, 2 changed" in str(error.value)
 
 
@@ -121,14 +111,14 @@ def test_concurrent_build_is_refused(built):
     table, root = built
     with BuildLock(root / "build"):
         with pytest.raises(LatentforgeError, match="another build is running on this cache"):
-            build(_config(table, root), overwrite=True, quiet=True)
+            build(exec_config(table, root), overwrite=True, quiet=True)
     assert (root / "_CACHE_COMPLETE").exists()  # --overwrite did not touch a cache another build holds
 
 
 def test_scan_writes_rejects_and_estimates(tmp_path):
     table = make_table(tmp_path / "data", count=4, rows=[{"id": "zz_text", "video": "notes.mp4", "caption": "x"}])
     (tmp_path / "data" / "notes.mp4").write_text("not a video\n")
-    result = scan(_config(table, tmp_path / "cache"), calibrate=1, quiet=True)
+    result = scan(exec_config(table, tmp_path / "cache"), calibrate=1, quiet=True)
     assert (result.planned, result.accepted, result.rejects_by_reason) == (5, 4, {"unreadable": 1})
     rows = [json.loads(line) for line in result.rejects_path.read_text().splitlines()]
     assert [(r["sample_id"], r["reason"]) for r in rows] == [("zz_text", "unreadable")]

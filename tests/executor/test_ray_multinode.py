@@ -10,15 +10,13 @@ the build completes. All nodes share ROOT (one filesystem). The driver is the CL
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from helpers.exec_world import build_args, cli_command, cli_env, make_table, sums
+from helpers.exec_world import build_args, cli_command, cli_env, exec_config, make_table, sums
 from helpers.processes import wait_for
 from helpers.ray_nodes import add_nodes, start_head
 from latentforge.builder.run import build
-from latentforge.config import load_config
 from latentforge.writers.staging import completed_units
 
 pytestmark = pytest.mark.slow
@@ -27,18 +25,12 @@ CLIPS = 8  # unit_size 2 -> 4 units
 STALL = "encode:3:sleep"  # node A's worker: the first sample of its second unit (one sample per encode)
 
 
-def _config(table: Path, root: Path, *sets: str):
-    return load_config(None, [
-        "dataset.reader=table", f"dataset.path={table}", "dataset.id_column=id", f"output.root={root}",
-        "tokenizer.name=haar-4x8x8", "text.name=none", "frames.num_frames=9", "frames.height=32",
-        "frames.width=48", "output.rows_per_shard=4", "output.unit_size=2", "output.min_free_bytes=0",
-        "run.workers_per_gpu=0", *sets])
 
 
 def test_build_survives_a_killed_worker_node(tmp_path):
     table = make_table(tmp_path / "world", count=CLIPS)
     local = tmp_path / "local"
-    build(_config(table, local), quiet=True)
+    build(exec_config(table, local), quiet=True)
     root = tmp_path / "cache"
     nodes = start_head()
     try:

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.exec_world import build_args, make_table, run_cli, sums
+from helpers.exec_world import build_args, exec_config, make_table, run_cli, sums
 from helpers.ray_nodes import add_nodes, can_hide_folders, start_head
 from latentforge.builder.run import build
-from latentforge.config import load_config
 from latentforge.writers.staging import completed_units
 
 pytestmark = pytest.mark.slow
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.slow
 CLIPS = 8  # unit_size 2 -> 4 units
 
 
-def _config(table: Path, root: Path, *sets: str):
-    return load_config(None, [
-        "dataset.reader=table", f"dataset.path={table}", "dataset.id_column=id", f"output.root={root}",
-        "tokenizer.name=haar-4x8x8", "text.name=none", "frames.num_frames=9", "frames.height=32",
-        "frames.width=48", "output.rows_per_shard=4", "output.unit_size=2", "output.min_free_bytes=0",
-        "run.workers_per_gpu=0", *sets])
 
 
 def _stats(root: Path) -> list[dict]:
@@ -41,7 +34,7 @@ def test_node_that_cannot_see_the_dataset_is_excluded(tmp_path):
     world = tmp_path / "world"
     table = make_table(world, count=CLIPS)
     local = tmp_path / "local"
-    build(_config(table, local), quiet=True)
+    build(exec_config(table, local), quiet=True)
     nodes = start_head()
     try:
         add_nodes(nodes, ["blind"], hide=world)

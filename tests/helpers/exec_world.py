@@ -10,6 +10,7 @@ from pathlib import Path
 
 from helpers import REPO
 from helpers.media import pattern_frames, write_video
+from latentforge.config import BuildConfig, load_config
 
 PYTHON = sys.executable
 
@@ -57,3 +58,15 @@ def run_cli(args: list[str], timeout: float = 120, **env: str) -> subprocess.Com
 
 def sums(root: Path) -> str:
     return (Path(root) / "SHA256SUMS").read_text()
+
+
+def exec_config(table: Path, root: Path, *overrides: str) -> BuildConfig:
+    """The build of build_args as a config for in-process builds (decoding on the encoder thread), then
+    `section.key=value` overrides."""
+    extra = {"dataset": {"reader": "table", "path": [str(table)], "id_column": "id"},
+             "frames": {"num_frames": 9, "height": 32, "width": 48}, "tokenizer": {"name": "haar-4x8x8"},
+             "text": {"name": "none"}, "output": {"root": str(root), "rows_per_shard": 4, "unit_size": 2,
+                                                   "min_free_bytes": 0},
+             "run": {"workers_per_gpu": 0}}
+    return load_config(extra=extra, overrides=list(overrides))
+
