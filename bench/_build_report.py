@@ -71,6 +71,12 @@ def _builds_table(builds: dict[str, dict[str, Any]], pure: dict[str, Any] | None
               f"{_f(steady.get('window_s'), '.0f'):>8}  {note}")
     print("  (wait, T5: per sample over the whole run from the rank stats; samples/s and CPU: steady window only)")
     for name, b in builds.items():
+        steady = b["steady"]
+        if "decode_workers_core_s_per_sample" in steady:
+            print(f"  CPU core-s per sample {name}: decode workers "
+                  f"{steady['decode_workers_core_s_per_sample']:.2f}, main and rank processes "
+                  f"{steady['encoder_processes_core_s_per_sample']:.2f}")
+    for name, b in builds.items():
         rss = b["steady"].get("rss", {})
         if rss:
             parts = [f"{role} {v['first_mib']:.0f}->{v['last_mib']:.0f} MiB ({v['growth_mib_per_min']:+.1f}/min)"

@@ -34,6 +34,7 @@ class Tick:
     unix: float
     cpu_seconds: float  # user + system of the whole process tree
     rss: dict[str, int]  # "main", "rank<i>", "workers<i>" -> private resident bytes (RSS minus shared pages)
+    worker_cpu_seconds: float = 0.0  # of it, the decode workers' (the rest: the main process and the ranks)
 
 
 @dataclass
@@ -86,7 +87,7 @@ def _spawned_children(process: psutil.Process) -> list[psutil.Process]:
 
 
 def _tick(main: psutil.Process, inline: bool) -> Tick:
-    cpu, rss = 0.0, {}
+    cpu, workers, rss = 0.0, 0.0, {}
     seen: set[int] = set()
     for role, processes in _tree_roles(main, inline).items():
         total = 0
@@ -98,11 +99,12 @@ def _tick(main: psutil.Process, inline: bool) -> Tick:
                     if process.pid not in seen:
                         times = process.cpu_times()
                         cpu += times.user + times.system
+                        workers += times.user + times.system if role.startswith("workers") else 0.0
                         seen.add(process.pid)
             except psutil.Error:
                 continue
         rss[role] = total
-    return Tick(time.time(), cpu, rss)
+    return Tick(time.time(), cpu, rss, workers)
 
 
 def _new_events(staging: Path, known: set[int], unit_size: int, planned: int) -> list[tuple[float, int, int]]:
@@ -183,7 +185,11 @@ def steady_state(run: BuildRun, warmup_s: float) -> dict[str, Any]:
     ticks = [t for t in run.ticks if t0 <= t.unix <= t1]
     if len(ticks) >= 2:
         cpu = ticks[-1].cpu_seconds - ticks[0].cpu_seconds
-        result["cpu_core_s_per_sample"] = cpu / (rate * (ticks[-1].unix - ticks[0].unix))
+        workers = ticks[-1].worker_cpu_seconds - ticks[0].worker_cpu_seconds
+        samples = rate * (ticks[-1].unix - ticks[0].unix)
+        result["cpu_core_s_per_sample"] = cpu / samples
+        result["decode_workers_core_s_per_sample"] = workers / samples
+        result["encoder_processes_core_s_per_sample"] = (cpu - workers) / samples
         result["rss"] = _rss_trends(ticks)
     return result
 

@@ -26,6 +26,7 @@ from typing import Callable, Iterator
 import torch
 
 from ..config import BuildConfig
+from ..pipeline.batch_queue import wait_for_device
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Decoded, Unit, decode_sample
 from ..records import Reject, Sample, SamplePixels
@@ -86,15 +87,16 @@ class DecodeStream:
         self.transport = "inline (no decode workers)"
         if workers > 0:
             slots_arg = None
-            try:  # every sample in flight, the batch being filled, and one spare
-                self._frame_slots = FrameSlots(self._window + config.output.batch_size + 1, slot_bytes_for(config),
-                                               device or torch.device("cpu"))
+            try:  # every sample in flight, the batch being filled, the batch the device may still be reading, a spare
+                self._frame_slots = FrameSlots(self._window + 2 * config.output.batch_size + 1,
+                                               slot_bytes_for(config), device or torch.device("cpu"))
                 slots_arg = (self._frame_slots.path, self._frame_slots.slot_bytes)
                 self.transport = "shared memory" + (", page-locked" if self._frame_slots.pinned else "")
             except OSError as error:  # no memory for the slots: the frames travel pickled, slower
                 self.transport = f"pickled through the worker pipes (shared memory failed: {error})"
             self._pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _init_worker,
                                              (config, stacks, slots_arg))
+        self._device = device
         self._slots: deque[_Slot] = deque()
         self._feeding: Unit | None = None
         self._fed = 0
@@ -141,6 +143,12 @@ class DecodeStream:
             self._slots.append(_Slot(unit, position, outcome, frame_slot))
             self._fed += 1
 
+    def _settle(self) -> None:
+        """Before the encoder blocks on a sample still being decoded, let the device finish what is queued: the
+        wait counted is then time the device had nothing to do."""
+        if self._device is not None:
+            wait_for_device(self._device)
+
     def _pull(self) -> Decoded:
         slot = self._slots.popleft()
         self._top_up()  # refill before blocking, so workers keep going while this sample is encoded
@@ -149,6 +157,8 @@ class DecodeStream:
             decoded = decode_sample(sample, slot.unit.probes[sample.source_index], self.config)
             self.wait_seconds += decoded.seconds  # the encoder itself decoded: all of it is waiting
         else:
+            if not slot.outcome.done():
+                self._settle()
             started = time.perf_counter()
             decoded, layout = slot.outcome.result()
             self.wait_seconds += time.perf_counter() - started

@@ -4,8 +4,8 @@ A rank creates `count` slots of `slot_bytes` each in one memfd (anonymous shared
 size of /dev/shm, which containers often keep small). Its decode workers open the same memory at
 /proc/<rank pid>/fd/<fd>. A worker writes a sample's frames into the slot it was handed and returns only
 where they lie; the encoder reads them in place. On a GPU the slots are page-locked (cudaHostRegister), so
-the copy to the device is DMA that the encoder does not wait for. A slot is free again once the batch
-holding its sample has been encoded (the encoder's copy back to the host orders the two).
+the copy to the device is DMA that the encoder does not wait for. A slot is free again once the device has
+read its frames (pipeline/batch_queue.py marks that point with a CUDA event after the copies).
 
 Pickling a perception sample through the worker pipe cost the encoder's process hundreds of MB of copying
 under the GIL per sample; a slot costs it nothing but a few bytes of layout.

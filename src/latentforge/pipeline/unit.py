@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
-import torch
 
 from ..cache.encoded_by import function_digest
 from ..config import BuildConfig
@@ -22,9 +21,10 @@ from ..errors import SampleRejected
 from ..faults import fault_point
 from ..records import Reject, Sample, SamplePixels
 from ..text.prompt_cache import PromptCache
-from ..tokenizers.base import Tokenizer, frames_to_input
+from ..tokenizers.base import Tokenizer
 from ..writers.remote_staging import stage_unit
 from ..writers.staging import StagedRow
+from .batch_queue import BatchQueue, encode_on_device
 from .environment import environment_record
 from .probe import ProbeResult
 from .sample import load_sample_pixels
@@ -131,15 +131,11 @@ def decode_sample(sample: Sample, probe: ProbeResult | Reject, config: BuildConf
 
 
 def encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
-    """[B, C_total, T', H', W'] in the storage dtype: each modality through the tokenizer, channels concatenated."""
-    latents = []
-    with torch.inference_mode():
-        for name in ctx.config.modalities.names:  # no host sync between modalities: one copy back at the end
-            video = frames_to_input([pixels.modalities[name] for pixels in batch], ctx.tokenizer.device)
-            latents.append(ctx.tokenizer.encode(video).float())
-        stacked = torch.cat(latents, dim=1).cpu()
+    """[B, C_total, T', H', W'] in the storage dtype, waited for: each modality through the tokenizer, channels
+    concatenated."""
+    latents = encode_on_device(batch, ctx.tokenizer, ctx.config.modalities.names).cpu()
     fault_point("encode")
-    return stacked.numpy().astype(ctx.storage_dtype)
+    return latents.numpy().astype(ctx.storage_dtype)
 
 
 def _row_shape(ctx: UnitContext) -> tuple[int, ...]:
@@ -155,7 +151,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     """
     batch_size = ctx.config.output.batch_size
     rows: list[StagedRow] = []  # prompt_truncated is known only after text encoding
-    latents: list[np.ndarray] = []
+    queue = BatchQueue(ctx.tokenizer, ctx.config.modalities.names, ctx.seconds)
     rejects: list[Reject] = []
     prompts: list[str] = []
     pickled: list[PickledText | None] = []
@@ -165,12 +161,9 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     def flush() -> None:
         if not pending:
             return
-        started = time.perf_counter()
-        latents.append(encode_batch(pending, ctx))
-        ctx.seconds["encode"] += time.perf_counter() - started
+        queue.launch(pending, held)
+        fault_point("encode")
         pending.clear()
-        for release in held:
-            release()
         held.clear()
 
     expected = iter(unit.samples)
@@ -206,6 +199,10 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     if missing:
         raise RuntimeError(f"unit {unit.index}: no decode outcome for {missing[:3]}")
 
+    # The encode's one wait for the device, before the text encoder queues its own work behind it.
+    stacked = queue.finish(ctx.storage_dtype)
+    if stacked is None:
+        stacked = np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
     text_embeddings = text_lengths = None
     if ctx.text_source is not None and rows:
         started = time.perf_counter()
@@ -218,7 +215,6 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
                                     provenance={**row.provenance, "text": origin} if with_text else row.provenance)
                 for row, truncated, origin in zip(rows, text.batch.truncated, text.provenance)]
 
-    stacked = np.concatenate(latents) if latents else np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
     started = time.perf_counter()
     ctx.stage(StagedPayload(unit.index, rows, stacked, text_embeddings, text_lengths, rejects,
                             len(unit.samples), ctx.encoded_by))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -104,6 +105,17 @@ class Tokenizer(ABC):
 
 # uint8 v -> v / 127.5 - 1, computed once in float64 and rounded once.
 PIXEL_TABLE = torch.from_numpy(np.arange(256, dtype=np.float64) / 127.5 - 1.0).to(torch.float32)
+_DEVICE_TABLES: dict[torch.device, torch.Tensor] = {}
+
+
+def pixel_table(device: torch.device | str) -> torch.Tensor:
+    """PIXEL_TABLE on `device`, copied there once (a copy from pageable memory would make the host wait for
+    everything queued on the device)."""
+    device = torch.device(device)
+    table = _DEVICE_TABLES.get(device)
+    if table is None:
+        table = _DEVICE_TABLES[device] = PIXEL_TABLE.to(device)
+    return table
 
 
 def pixels_to_input(frames: np.ndarray | torch.Tensor | ModalityFrames, device: torch.device | str) -> torch.Tensor:
@@ -116,30 +128,55 @@ def pixels_to_input(frames: np.ndarray | torch.Tensor | ModalityFrames, device: 
         return frames_to_input([frames], device)[0]
     tensor = torch.as_tensor(frames).to(device, non_blocking=True)
     if tensor.dtype == torch.uint8:
-        tensor = PIXEL_TABLE.to(tensor.device)[tensor.long()]
+        tensor = pixel_table(tensor.device)[tensor.long()]
     elif tensor.dtype != torch.float32:
         raise TypeError(f"frames must be uint8 or float32, got {tensor.dtype}")
     return tensor.movedim(-1, -4).contiguous()
 
 
-def frames_to_input(batch: list[ModalityFrames], device: torch.device | str) -> torch.Tensor:
-    """One modality of B samples -> float32 [B,3,T,H,W] on device. Each sample's frames travel in their compact
-    form (without waiting: from pinned memory the copy is DMA) and are expanded on the device, exactly as
+@dataclass(frozen=True)
+class DeviceFrames:
+    """One sample's compact frames of one modality on the device (or on their way there)."""
+
+    values: torch.Tensor
+    colours: torch.Tensor | None  # masks: the palette's colours in [-1, 1], [N, 3] float32
+
+
+def upload_frames(frames: ModalityFrames, device: torch.device | str) -> DeviceFrames:
+    """Start the copy of compact frames to `device` without waiting for it: from page-locked memory (the
+    frame slots) it is DMA, so the host must keep `frames` unchanged until the device has read them."""
+    device = torch.device(device)
+    values = torch.as_tensor(frames.values).to(device, non_blocking=True)
+    colours = None
+    if frames.palette is not None:  # a few colours: looked up on the host, exactly the device's gather
+        colours = PIXEL_TABLE[torch.as_tensor(frames.palette).long()]
+        if device.type == "cuda":  # pinned, so this small copy does not wait for the device either
+            colours = colours.pin_memory()
+        colours = colours.to(device, non_blocking=True)
+    return DeviceFrames(values, colours)
+
+
+def expand_frames(batch: list[DeviceFrames]) -> torch.Tensor:
+    """One modality of B samples on the device -> float32 [B,3,T,H,W], expanded there exactly as
     ModalityFrames.expanded() followed by the pixel table would on the host."""
-    table = PIXEL_TABLE.to(device)
     expanded = []
     for frames in batch:
-        values = torch.as_tensor(frames.values).to(device, non_blocking=True)
-        if frames.palette is not None:  # ids -> palette colour -> [-1, 1], one gather
-            colours = table[torch.as_tensor(frames.palette).to(device).long()]
-            expanded.append(colours[values.long()])
+        values = frames.values
+        if frames.colours is not None:  # ids -> colour in [-1, 1], one gather
+            expanded.append(frames.colours[values.long()])
         elif values.ndim == 3:  # depth: the value in 3 channels
             expanded.append(values.unsqueeze(-1).expand(*values.shape, 3))
         elif values.dtype == torch.uint8:
-            expanded.append(table[values.long()])
+            expanded.append(pixel_table(values.device)[values.long()])
         elif values.dtype == torch.float32:
             expanded.append(values)
         else:
             raise TypeError(f"frames must be uint8 or float32, got {values.dtype}")
     stacked = expanded[0][None] if len(expanded) == 1 else torch.stack(expanded)
     return stacked.movedim(-1, -4).contiguous()
+
+
+def frames_to_input(batch: list[ModalityFrames], device: torch.device | str) -> torch.Tensor:
+    """One modality of B samples -> float32 [B,3,T,H,W] on device: each sample's frames travel in their compact
+    form and are expanded on the device (upload_frames, then expand_frames)."""
+    return expand_frames([upload_frames(frames, device) for frames in batch])

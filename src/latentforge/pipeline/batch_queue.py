@@ -1,0 +1,104 @@
+"""A unit's batches, encoded without the host waiting for each one: the device always has work queued.
+
+For each batch the host starts the copies of every modality's compact frames to the device, marks the point
+where the device will have read them, and launches the expansions and the encoder; then it goes on to the next
+batch while the device works. A sample's frame slot is released once the device has passed that mark, and the
+latents come back to the host once per unit. On the CPU every step runs in order and nothing is deferred.
+
+Waiting once per batch (a copy back to the host after each) drained the device's queue every time: it then
+idled while the host released slots, took the next sample and launched its copies, and every launch of the
+encoder's hundreds of kernels ran behind the GIL hiccups of the rank's other threads.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..records import SamplePixels
+from ..tokenizers.base import Tokenizer, expand_frames, upload_frames
+
+
+def wait_for_device(device: torch.device) -> None:
+    """Return once everything queued on `device`'s current stream is done, sleeping meanwhile: the default wait
+    spins a core for as long as the device works (seconds per unit)."""
+    if device.type == "cuda":
+        done = torch.cuda.Event(blocking=True)
+        done.record(torch.cuda.current_stream(device))
+        done.synchronize()
+
+
+def encode_on_device(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, ...]) -> torch.Tensor:
+    """[B, C_total, T', H', W'] float32 on the tokenizer's device, each modality through the tokenizer and the
+    channels concatenated; launched, not waited for."""
+    with torch.inference_mode():
+        uploaded = {name: [upload_frames(pixels.modalities[name], tokenizer.device) for pixels in batch]
+                    for name in names}
+        return _encode_uploaded(uploaded, tokenizer)
+
+
+def _encode_uploaded(uploaded: dict, tokenizer: Tokenizer) -> torch.Tensor:
+    latents = [tokenizer.encode(expand_frames(frames)).float() for frames in uploaded.values()]
+    return torch.cat(latents, dim=1)
+
+
+class BatchQueue:
+    """Encodes a unit's batches back to back on the tokenizer's device; `finish` returns their latents."""
+
+    def __init__(self, tokenizer: Tokenizer, names: tuple[str, ...], seconds: dict[str, float]):
+        self._tokenizer, self._names, self._seconds = tokenizer, names, seconds
+        self._cuda = tokenizer.device.type == "cuda"
+        self._latents: list[torch.Tensor] = []
+        self._unread: list[tuple[torch.cuda.Event, list[Callable[[], None]]]] = []  # slots the device may still read
+        self._clocks: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []  # each batch's device time
+
+    def launch(self, batch: list[SamplePixels], releases: list[Callable[[], None]]) -> None:
+        """Queue one batch; `releases` free its samples' frames once the device has read them."""
+        self._release_read()
+        if not self._cuda:
+            started = time.perf_counter()
+            self._latents.append(encode_on_device(batch, self._tokenizer, self._names))
+            self._seconds["encode"] += time.perf_counter() - started
+            for release in releases:
+                release()
+            return
+        start, end, read = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
+                            torch.cuda.Event())
+        with torch.inference_mode():
+            start.record()
+            uploaded = {name: [upload_frames(pixels.modalities[name], self._tokenizer.device) for pixels in batch]
+                        for name in self._names}
+            read.record()
+            self._latents.append(_encode_uploaded(uploaded, self._tokenizer))
+            end.record()
+        self._unread.append((read, list(releases)))
+        self._clocks.append((start, end))
+
+    def finish(self, storage_dtype: np.dtype) -> np.ndarray | None:
+        """Wait for the device, release every slot, and return the unit's latents in `storage_dtype` (None when
+        no batch was launched)."""
+        if not self._latents:
+            return None
+        stacked = torch.cat(self._latents)
+        wait_for_device(self._tokenizer.device)  # the one wait for the device in a unit's encode
+        stacked = stacked.cpu()
+        self._latents.clear()
+        self._release_read()
+        if self._clocks:
+            self._seconds["encode"] += sum(start.elapsed_time(end) for start, end in self._clocks) / 1e3
+            self._clocks.clear()
+        return stacked.numpy().astype(storage_dtype)
+
+    def _release_read(self) -> None:
+        """Free the slots of every batch whose frames the device has read (all of them once it is idle)."""
+        still: list[tuple[torch.cuda.Event, list[Callable[[], None]]]] = []
+        for read, releases in self._unread:
+            if read.query():
+                for release in releases:
+                    release()
+            else:
+                still.append((read, releases))
+        self._unread = still
