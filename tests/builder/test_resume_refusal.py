@@ -71,6 +71,10 @@ def test_another_tokenizer_or_checkpoint_is_refused_on_resume(tmp_path):
     swapped = exec_config(tmp_path / "t.csv", tmp_path / "cache", *wan, f"tokenizer.checkpoint={other}")
     with pytest.raises(LatentforgeError, match=r"tokenizer_sha256: '[0-9a-f]{64}' -> '[0-9a-f]{64}'"):
         check_config(build_dir, resume_key(swapped))
+    weights.write_bytes(b"other weights under the same name")  # the key holds the file's hash, not its path
+    with pytest.raises(LatentforgeError, match=r"tokenizer_sha256: '[0-9a-f]{64}' -> '[0-9a-f]{64}'") as error:
+        check_config(build_dir, resume_key(started))
+    assert "config.tokenizer.checkpoint" not in str(error.value)
     with pytest.raises(LatentforgeError, match="config.tokenizer.name: 'wan2.1' -> 'haar-4x8x8'"):
         check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "cache")))
 
