@@ -1,4 +1,5 @@
-"""A resume is refused, before any work, when the config, the inputs or the holder of the lock differ."""
+"""A resume is refused, before any work, when the config, the inputs, the environment that encoded the staged units
+or the holder of the lock differ."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from latentforge.builder.lock import BuildLock
 from latentforge.builder.resume import check_config, check_inputs, resume_key
 from latentforge.builder.run import build
 from latentforge.builder.scan import scan
+from latentforge.cache.integrity import verify_integrity
 from latentforge.errors import LatentforgeError
+from latentforge.executor import local
+from latentforge.writers.staging import completed_units, read_staged_unit, sidecar_path, write_staged_unit
 
 
 @pytest.fixture()
@@ -71,6 +75,10 @@ def test_another_tokenizer_or_checkpoint_is_refused_on_resume(tmp_path):
     swapped = exec_config(tmp_path / "t.csv", tmp_path / "cache", *wan, f"tokenizer.checkpoint={other}")
     with pytest.raises(LatentforgeError, match=r"tokenizer_sha256: '[0-9a-f]{64}' -> '[0-9a-f]{64}'"):
         check_config(build_dir, resume_key(swapped))
+    weights.write_bytes(b"other weights under the same name")  # the key holds the file's hash, not its path
+    with pytest.raises(LatentforgeError, match=r"tokenizer_sha256: '[0-9a-f]{64}' -> '[0-9a-f]{64}'") as error:
+        check_config(build_dir, resume_key(started))
+    assert "config.tokenizer.checkpoint" not in str(error.value)
     with pytest.raises(LatentforgeError, match="config.tokenizer.name: 'wan2.1' -> 'haar-4x8x8'"):
         check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "cache")))
 
@@ -93,6 +101,63 @@ def test_execution_settings_are_not_part_of_the_resume_key(built):
     result = build(exec_config(table, root, "run.procs=2", "run.workers_per_gpu=1",
                            f"tokenizer.conv_plans_dir={root.parent / 'elsewhere'}"), quiet=True)
     assert result.num_samples == 6
+
+
+H200 = {"device_type": "cuda", "device_name": "NVIDIA H200", "cuda": "13.0", "cuda_driver": "13.0", "cudnn": "91200",
+        "cudnn_heuristics": "B", "cudnn_frontend": "1.14.0", "torch": "2.11.0+cu130", "latentforge": "0.1.0"}
+# Every field of the environment a GPU rank records that a resume can change (latentforge's version is in the
+# resume key, refused with the config).
+ENVIRONMENT_CHANGES = [("device_name", "NVIDIA A100-SXM4-80GB"), ("cuda", "12.8"), ("cuda_driver", "12.9"),
+                       ("cudnn", "90800"), ("cudnn_heuristics", "A"), ("cudnn_frontend", "1.12.0"),
+                       ("torch", "2.10.0+cu128")]
+
+
+def _drop_last_unit(build_dir):
+    """Remove the last staged unit, so a rerun has one to encode; returns its number."""
+    unit, path = max(completed_units(build_dir).items())
+    sidecar_path(path).unlink()
+    path.unlink()
+    return unit
+
+
+def _staged_elsewhere(build_dir, environment):
+    """The staged units rewritten as if encoded in `environment`, the last one dropped; returns its number."""
+    last = _drop_last_unit(build_dir)
+    for unit, path in completed_units(build_dir).items():
+        old = read_staged_unit(path)
+        write_staged_unit(build_dir, unit, old.rows, old.latents, old.text_embeddings, old.text_lengths, old.rejects,
+                          {**old.encoded_by, "environment": environment})
+    return last
+
+
+@pytest.mark.parametrize("field,value", ENVIRONMENT_CHANGES)
+def test_a_resume_in_another_environment_is_refused_naming_the_field(built, monkeypatch, field, value):
+    table, root = built
+    last = _staged_elsewhere(root / "build", H200)
+    monkeypatch.setattr(local, "environment_record", lambda device, environ=None: {**H200, field: value})
+    with pytest.raises(LatentforgeError) as error:
+        build(exec_config(table, root), quiet=True)
+    text = str(error.value)
+    named = [line.strip() for line in text.splitlines() if line.startswith("  environment.")]
+    assert named == [f"environment.{field}: staged {H200[field]!r} -> this run {value!r}"]
+    assert "--overwrite" in text and "run.allow_mixed_environments=true" in text
+    assert last not in completed_units(root / "build")  # refused before encoding
+
+
+def test_a_resume_in_the_staged_units_environment_encodes_the_rest(built):
+    table, root = built
+    last = _drop_last_unit(root / "build")
+    assert build(exec_config(table, root), quiet=True).num_samples == 6
+    assert last in completed_units(root / "build")
+
+
+def test_allowed_mixed_environments_resume_and_verify_warns(built):
+    table, root = built
+    _staged_elsewhere(root / "build", H200)
+    assert build(exec_config(table, root, "run.allow_mixed_environments=true"), quiet=True).num_samples == 6
+    report = verify_integrity(root)
+    assert report.ok and [w.name for w in report.warnings] == ["encoded_by"]
+    assert "2 environments" in report.warnings[0].detail and "NVIDIA H200" in report.warnings[0].detail
 
 
 def test_changed_inputs_are_refused_with_counts(built):

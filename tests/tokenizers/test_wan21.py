@@ -26,7 +26,13 @@ from latentforge.config import TokenizerConfig
 from latentforge.errors import ConfigError
 from latentforge.tokenizers import wan21_checkpoint
 from latentforge.tokenizers.base import pixels_to_input
-from latentforge.tokenizers.wan21 import LATENTS_MEAN, LATENTS_STD, Wan21Tokenizer
+from latentforge.tokenizers.wan21 import (
+    HEURISTICS_MODE_B_ENV,
+    LATENTS_MEAN,
+    LATENTS_STD,
+    Wan21Tokenizer,
+    prepare_fast_path,
+)
 from latentforge.tokenizers.wan21_checkpoint import CheckpointError
 
 FRAMES, HEIGHT, WIDTH = 9, 32, 48
@@ -238,6 +244,22 @@ def test_kernel_settings_are_checked_before_any_gpu_work(monkeypatch):
         Wan21Tokenizer.preflight(cfg, "cuda")
     with pytest.raises(CheckpointError, match="does not exist"):  # on the CPU no plans run: the weights are next
         Wan21Tokenizer.preflight(cfg, "cpu")
+
+
+@pytest.mark.parametrize("precision,device", [("bf16", "cuda"), ("bf16", "cpu"), ("fp32", "cuda"),
+                                              ("cosmos-bf16", "cuda")])
+def test_a_rank_sets_only_the_variables_its_resume_check_expects(precision, device, monkeypatch):
+    """A resume compares the environment its ranks will record before any of them loads the model
+    (builder/resume.py): the variables a rank sets before loading are the ones process_environment names."""
+    monkeypatch.setenv(HEURISTICS_MODE_B_ENV, "")
+    monkeypatch.delenv(HEURISTICS_MODE_B_ENV)  # unset, and as it was again after the test
+    before = dict(os.environ)
+    if precision == "bf16":  # as Wan21Tokenizer.__init__, which takes the fast path for bf16 only
+        prepare_fast_path(device, "heuristics")
+    set_by_the_rank = {k: v for k, v in os.environ.items() if before.get(k) != v}
+    cfg = TokenizerConfig(name="wan2.1", checkpoint="unused.pth", precision=precision)
+    assert Wan21Tokenizer.process_environment(cfg, device) == set_by_the_rank
+    assert bool(set_by_the_rank) == ((precision, device) == ("bf16", "cuda"))
 
 
 def test_hub_id_offline_names_the_file_to_pass(tmp_path):

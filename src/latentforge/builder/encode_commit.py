@@ -27,6 +27,7 @@ from ..writers.staging import completed_units, read_staged_rejects
 from .estimate import check_free_disk, estimate_output_bytes, output_shapes
 from .progress import BuildProgress
 from .reject_limit import reject_problem
+from .resume import check_environment
 from .run_stats import RunStats
 
 
@@ -68,6 +69,7 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     for reject in plan_rejects + probe_rejects:
         stats.rejects_before_encode[reject.reason] = stats.rejects_before_encode.get(reject.reason, 0) + 1
     if todo:
+        check_environment(config, executor, list(done.values()))
         with progress.task("encode", len(samples), completed=len(samples) - todo_samples) as advance:
             def on_event(event: RankEvent) -> None:
                 if event.stats:

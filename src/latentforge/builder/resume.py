@@ -6,7 +6,8 @@ its precision, its causal window and memory budget (both set the shapes cuDNN pi
 are chosen, the batching and the storage dtype. Only where units run and how many decode workers feed them
 (procs, gpus, workers, executor) are left out, and tokenizer.sha256: it only checks the checkpoint, whose
 actual SHA-256 the key holds. The config is checked before the plan is made, the inputs right
-after it: both before any model is loaded.
+after it: both before any model is loaded. Before any unit is encoded, the environment (device model and
+software) the run's ranks will record is compared with the staged units' own.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
 from ..config import BuildConfig
 from ..config.schema import single_shape_frames
 from ..errors import LatentforgeError
+from ..executor.base import Executor
 from ..io import canonical_json, write_text_atomic
 from ..pipeline.plan import diff_fingerprints
 from ..version import __version__
+from ..writers.staging import open_staged_unit
 
 _ADVICE = "rerun with --overwrite to start over, or use another output root"
 
@@ -99,3 +102,34 @@ def check_inputs(build_dir: Path, key: dict[str, Any], fingerprint: dict[str, An
     if diff:
         raise LatentforgeError(f"the inputs changed since this cache root's build started; refusing to resume:\n"
                                f"  inputs: {diff}\n{_ADVICE}")
+
+
+def check_environment(config: BuildConfig, executor: Executor, staged: list[Path]) -> None:
+    """Refuse to encode units where the `staged` ones were not encoded, naming each differing field as
+    `environment.FIELD: staged X -> this run Y`: one cache would hold latents of two environments. Run before
+    any model loads; skipped with run.allow_mixed_environments and where the executor cannot know its ranks'
+    environments up front (Ray), both left to verify's warning."""
+    if not staged or config.run.allow_mixed_environments:
+        return
+    this_run = executor.encoding_environments()
+    if this_run is None:
+        return
+    lines = sorted({f"  environment.{k}: staged {old.get(k)!r} -> this run {new.get(k)!r}"
+                    for old in _staged_environments(staged) for new in this_run
+                    for k in old.keys() | new.keys() if old.get(k) != new.get(k)})
+    if lines:
+        raise LatentforgeError("this cache root's staged units were encoded in another environment; refusing to "
+                               "resume, which would mix them with this run's units in one cache:\n"
+                               + "\n".join(lines) + "\nrun where the staged units were encoded, rerun with "
+                               "--overwrite to start over, or accept the mix with --set "
+                               "run.allow_mixed_environments=true (verify then warns)")
+
+
+def _staged_environments(paths: list[Path]) -> list[dict[str, str]]:
+    """The distinct environments the staged units record (units staged before they recorded one have none)."""
+    found: dict[str, dict[str, str]] = {}
+    for path in paths:
+        with open_staged_unit(path) as unit:
+            if unit.encoded_by is not None:
+                found.setdefault(canonical_json(unit.encoded_by["environment"]), unit.encoded_by["environment"])
+    return list(found.values())

@@ -134,6 +134,9 @@ class RunConfig:
     # stop (before encoding, and again before commit) when more than this fraction of the planned samples is
     # rejected; a build that keeps no sample always stops
     max_reject_fraction: float = 0.5
+    # resume a build whose staged units were encoded in another environment (GPU model, driver, CUDA, cuDNN,
+    # torch) instead of refusing; the cache then mixes two environments and verify warns (docs/execution.md)
+    allow_mixed_environments: bool = False
     # Execution only: never part of the output (docs/execution.md).
     procs: int = 1  # encoder processes on run.device when run.gpus is empty
     gpus: str = ""  # "all" or "0,1": one encoder process per GPU (indices within CUDA_VISIBLE_DEVICES)

@@ -40,6 +40,11 @@ class Executor(ABC):
     def main_device(self) -> str:
         """Where the main process runs models when it must: commit without a model record, scan --calibrate."""
 
+    def encoding_environments(self) -> list[dict[str, str]] | None:
+        """The environment (pipeline/environment.py) of each device its ranks will encode on, known before any
+        of them starts; None where it is not (Ray: the nodes are known only once their workers run)."""
+        return None
+
     @abstractmethod
     def parallel_ranks(self) -> int:
         """How many ranks would encode at once (scan's time estimate divides by it)."""

@@ -13,10 +13,12 @@ import queue
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .. import registry
 from ..cache.layout import STACKS_DIR
 from ..config import BuildConfig
 from ..devices import CPU_ADVICE, check_device_present, no_gpu_reason
 from ..errors import ConfigError, LatentforgeError
+from ..pipeline.environment import environment_record
 from ..pipeline.unit import Unit
 from .base import Executor
 from .events import RankEvent, RankFinished
@@ -85,6 +87,14 @@ class LocalExecutor(Executor):
 
     def parallel_ranks(self) -> int:
         return len(resolve_slots(self.config).devices)
+
+    def encoding_environments(self) -> list[dict[str, str]]:
+        """Read in this process, with the variables a rank sets before its model loads (os.environ wins, as in
+        the rank); on CUDA this starts the CUDA runtime here, as the run's stats do at the end."""
+        tokenizer = registry.resolve("tokenizer", self.config.tokenizer.name)
+        return [environment_record(device, {**tokenizer.process_environment(self.config.tokenizer, device),
+                                            **os.environ})
+                for device in sorted(set(resolve_slots(self.config).devices))]
 
     def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
         slots = resolve_slots(self.config)

@@ -9,17 +9,19 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import torch
 
 from ..version import __version__
 
 
-def environment_record(device: str | torch.device) -> dict[str, str]:
+def environment_record(device: str | torch.device, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Device model and software versions (no host names, no time). On CUDA also the CUDA runtime, the driver's
-    CUDA version and cuDNN, which pick and build the kernels."""
+    CUDA version and cuDNN, which pick and build the kernels. `environ`: the variables of the process the record
+    is for (default this one's), where an encoder process will set some before its model loads."""
     device = torch.device(device)
+    environ = os.environ if environ is None else environ
     record = {"device_type": device.type}
     if device.type == "cuda":
         record["device_name"] = torch.cuda.get_device_name(device)
@@ -28,7 +30,7 @@ def environment_record(device: str | torch.device) -> dict[str, str]:
         record["cudnn"] = str(torch.backends.cudnn.version())
         # PyTorch asks cuDNN's heuristics in mode B instead of A when this is set (the bf16 fast path sets it
         # before its first convolution): other kernels, other bits
-        mode_b = os.environ.get("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "").lower() in ("1", "true", "yes", "on")
+        mode_b = environ.get("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "").lower() in ("1", "true", "yes", "on")
         record["cudnn_heuristics"] = "B" if mode_b else "A"
         record["cudnn_frontend"] = _cudnn_frontend_version()  # builds the recorded plans (tokenizers/cudnn_convs.py)
     else:

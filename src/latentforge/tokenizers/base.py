@@ -71,6 +71,13 @@ class Tokenizer(ABC):
         first rank. Nothing to do without weights."""
 
     @classmethod
+    def process_environment(cls, cfg: TokenizerConfig, device: str) -> dict[str, str]:
+        """The variables an encoder process sets for this backend on `device` before its model loads, unless the
+        user set them. They choose kernels, so a build reads them to know, before any model loads, the
+        environment (pipeline/environment.py) its ranks will record. None by default."""
+        return {}
+
+    @classmethod
     def latent_shape(cls, num_frames: int, height: int, width: int) -> tuple[int, int, int, int]:
         """[C, T', H', W'] of one modality's latent."""
         frames = 1 + (num_frames - 1) // cls.temporal_factor if cls.causal else num_frames // cls.temporal_factor

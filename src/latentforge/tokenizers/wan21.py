@@ -58,6 +58,11 @@ def prefer_heuristics_mode_b() -> None:
     os.environ.setdefault(HEURISTICS_MODE_B_ENV, "1")
 
 
+def fast_path_environment(cfg: TokenizerConfig, device: str) -> dict[str, str]:
+    """What prepare_fast_path sets in an encoder process: heuristics mode B for the bf16 fast path on CUDA."""
+    return {HEURISTICS_MODE_B_ENV: "1"} if cfg.precision == "bf16" and torch.device(device).type == "cuda" else {}
+
+
 def require_cudnn_frontend() -> None:
     """ConfigError with the fix when the cuDNN frontend that runs recorded plans is not importable."""
     try:
@@ -226,6 +231,10 @@ class Wan21Tokenizer(Tokenizer):
                 "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers "
                 "with --tokenizer-checkpoint"
             )
+
+    @classmethod
+    def process_environment(cls, cfg: TokenizerConfig, device: str) -> dict[str, str]:
+        return fast_path_environment(cfg, device)
 
     @classmethod
     def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:

@@ -31,6 +31,7 @@ from .wan21 import (
     deterministic_cudnn,
     encode_mu,
     fast_encoder,
+    fast_path_environment,
     prepare_fast_path,
     record_fast_plans,
     tf32_off,
@@ -86,6 +87,10 @@ class Wan22Tokenizer(Tokenizer):
                 "tokenizer.checkpoint is required for wan2.2: give Wan2.2_VAE.pth (hub repo Wan-AI/Wan2.2-TI2V-5B), "
                 "a diffusers folder or a hub id such as Wan-AI/Wan2.2-TI2V-5B-Diffusers with --tokenizer-checkpoint"
             )
+
+    @classmethod
+    def process_environment(cls, cfg: TokenizerConfig, device: str) -> dict[str, str]:
+        return fast_path_environment(cfg, device)
 
     @classmethod
     def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
