@@ -37,6 +37,8 @@ CASES = {
     "shard bytes": ("output.shard_bytes=0", ["output.shard_bytes=0 must be >= 1"]),
     "webdataset buckets": ("output.sink=webdataset frames.buckets=[[9,32,48],[9,40,48]]",
                            ["output.sink='webdataset' writes one cache, but frames.buckets gives several"]),
+    "upscale without buckets": ("frames.bucket_upscale=true", ["frames.bucket_upscale=true lets a sample go to a "
+                                                                "bucket larger", "frames.buckets is empty"]),
     "decode workers": ("run.workers_per_gpu=many", ["run.workers_per_gpu='many'; allowed: auto, or a whole number "
                                                     ">= 0"]),
     "decode threads": ("run.decode_threads=-1", ["run.decode_threads=-1 must be >= 0"]),

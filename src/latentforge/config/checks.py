@@ -79,6 +79,10 @@ def _validate_text(config: BuildConfig) -> None:
 
 def _validate_buckets(config: BuildConfig, tokenizer_cls: Any) -> None:
     buckets = parse_buckets(config.frames)
+    if config.frames.bucket_upscale and not buckets:
+        raise ConfigError("frames.bucket_upscale=true lets a sample go to a bucket larger than its picture, but "
+                          "frames.buckets is empty; list the buckets, or unset bucket_upscale (a single-shape build "
+                          "resizes every source to its shape)")
     if buckets and window_step(config.frames) is not None:
         raise ConfigError(f"frames.windows={config.frames.windows!r} cuts windows of one length, but "
                           "frames.buckets gives several; use frames.windows=one with buckets")
