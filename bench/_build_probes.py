@@ -50,18 +50,23 @@ def pure_encode(config: BuildConfig, device: str, batches: int) -> dict[str, Any
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     seconds: dict[str, list[float]] = {name: [] for name in on_device}
+    launches: dict[str, list[float]] = {name: [] for name in on_device}  # until encode returns, before the wait
     for repeat in range(batches + 1):
         for name, frames in on_device.items():
             _sync(dev)
             started = time.perf_counter()
             with torch.inference_mode():
                 tokenizer.encode(frames)
+            launched = time.perf_counter()
             _sync(dev)
             if repeat:
                 seconds[name].append(time.perf_counter() - started)
+                launches[name].append(launched - started)
     median = {name: statistics.median(values) for name, values in seconds.items()}
     result = {
         "batch": batch, "batches_timed": batches, "seconds_per_batch": median,
+        # The host's time to queue one batch's kernels: close to seconds_per_batch, the GPU would wait for it.
+        "host_launch_seconds_per_batch": {name: statistics.median(v) for name, v in launches.items()},
         "samples_per_s_all_modalities": batch / sum(median.values()),
         "samples_per_s_rgb": batch / median["rgb"],
         "peak_gpu_gib": torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None,

@@ -31,6 +31,9 @@ def print_tables(results: dict[str, Any]) -> None:
         print(f"\npure encode, batch {p['batch']}: {per} per batch; {p['samples_per_s_all_modalities']:.3f} samples/s "
               f"(all modalities), {p['samples_per_s_rgb']:.3f} samples/s (RGB only); "
               f"peak GPU {_f(p['peak_gpu_gib'], '.1f')} GiB")
+        launch = ", ".join(f"{k} {v:.3f} s" for k, v in p.get("host_launch_seconds_per_batch", {}).items())
+        if launch:
+            print(f"  host time to queue a batch's kernels (the GPU waits if it nears the batch's time): {launch}")
     if "t5" in phases:
         t = phases["t5"]
         print(f"\nT5 (d_model {t['d_model']}, batch {t['batch_size']}) over {t['prompts']} prompts "
