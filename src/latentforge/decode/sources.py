@@ -106,10 +106,16 @@ def id_plane(frame: av.VideoFrame, source: ModalitySource, sample_id: str) -> np
 
 
 def _read_png(file: str, source: ModalitySource, sample_id: str) -> np.ndarray:
+    # The whole file as one key packet to FFmpeg's PNG decoder, as av.open's demuxer hands it over: opening a
+    # container also probes the stream by decoding the image once more (~2.5x the time per frame). A fresh
+    # decoder per file, as before, so no state carries from one frame's file to the next.
     try:
-        with av.open(file) as container:
-            frame = next(container.decode(video=0))
-    except (av.FFmpegError, StopIteration) as error:
+        with open(file, "rb") as handle:
+            packet = av.Packet(handle.read())
+        packet.is_keyframe = True
+        decoder = av.CodecContext.create("png", "r")
+        frame = next(iter([*decoder.decode(packet), *decoder.decode(None)]))
+    except (OSError, av.FFmpegError, StopIteration) as error:
         raise SampleRejected("decode_error", sample_id, f"{source.modality} frame {file}: {error}") from None
     codes = id_plane(frame, source, sample_id)
     if (codes.shape[1], codes.shape[0]) != source.size:
