@@ -70,12 +70,6 @@ def nearest_source_indices(plan: ResizePlan) -> tuple[np.ndarray, np.ndarray]:
     return rows, cols
 
 
-def resize_nearest(frames: np.ndarray, plan: ResizePlan) -> np.ndarray:
-    """[T, src_h, src_w, ...] -> [T, out_h, out_w, ...] by nearest-neighbour sampling on the plan's grid."""
-    rows, cols = nearest_source_indices(plan)
-    return np.take(np.take(frames, rows, axis=1), cols, axis=2)  # take: several times faster than [:, rows]
-
-
 class NearestClip:
     """A clip's [T, out_h, out_w, ...] frames sampled nearest-neighbour on the plan's grid, filled one source
     frame at a time: each frame stays in cache between the row and column passes (and for the caller's own

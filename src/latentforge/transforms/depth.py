@@ -13,7 +13,7 @@ import numpy as np
 
 from ..config import DepthConfig
 from ..decode.resize import NearestClip, ResizePlan
-from ..decode.sources import ModalitySource, read_source_frames
+from ..decode.sources import ModalitySource, iter_source_frames
 from ..errors import SampleRejected
 from ..records import ModalityFrames
 
@@ -26,7 +26,7 @@ def source_frames(source: ModalitySource, indices: list[int], sample_id: str) ->
     if source.kind in ("npy", "npz"):
         values = _source_array(source, sample_id)
         return ((i, values[i]) for i in sorted(set(indices)))
-    return iter(read_source_frames(source, indices, sample_id).items())
+    return iter_source_frames(source, indices, sample_id)
 
 
 def _source_array(source: ModalitySource, sample_id: str) -> np.ndarray:
