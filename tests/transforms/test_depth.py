@@ -74,7 +74,7 @@ def test_npz_members_read_by_memory_map_equal_numpy_load(tmp_path):
     """Uncompressed .npz members are memory-mapped (only the used frames are read); compressed ones are loaded;
     both give numpy's own values, C or Fortran order."""
     from latentforge.decode.sources import ModalitySource
-    from latentforge.transforms.depth import source_values, stored_npz_member
+    from latentforge.transforms.depth import source_frames, stored_npz_member
 
     rng = np.random.default_rng(5)
     depth = rng.uniform(0.5, 9.0, (7, 6, 10)).astype(np.float32)
@@ -87,5 +87,7 @@ def test_npz_members_read_by_memory_map_equal_numpy_load(tmp_path):
         source = ModalitySource("depth", "npz", str(path), 7, (10, 6), array_name="depth")
         with np.load(path) as archive:
             expected = archive["depth"][indices]
-        assert np.array_equal(source_values(source, indices, "s"), expected), name
+        frames = dict(source_frames(source, indices, "s"))
+        assert sorted(frames) == sorted(set(indices)), name
+        assert np.array_equal(np.stack([frames[i] for i in indices]), expected), name
         assert (stored_npz_member(str(path), "depth") is None) == (name == "packed.npz"), name

@@ -3,14 +3,14 @@ documented colour per id so the RGB tokenizer can encode masks like video."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from ..config import MaskConfig
-from ..decode.resize import ResizePlan, resize_nearest
-from ..decode.sources import ModalitySource, read_source_frames
+from ..decode.resize import NearestClip, ResizePlan
+from ..decode.sources import ModalitySource, iter_source_frames
 from ..errors import ConfigError, SampleRejected
 from ..records import ModalityFrames
 
@@ -54,24 +54,37 @@ def _present_ids(ids: np.ndarray) -> np.ndarray:
     return np.unique(ids)
 
 
+def _undeclared_ids(codes: np.ndarray, declared: np.ndarray) -> list[int]:
+    """Sorted ids of `codes` outside `declared` (sorted, distinct). A frame whose min..max run is all declared
+    (the usual 0..N id set) holds none, which two reductions prove without counting its ids."""
+    lo, hi = int(codes.min()), int(codes.max())
+    if np.searchsorted(declared, hi, "right") - np.searchsorted(declared, lo, "left") == hi - lo + 1:
+        return []
+    present = _present_ids(codes)
+    return present[~np.isin(present, declared)].tolist()
+
+
 def load_mask(
     source: ModalitySource, indices: list[int], plan: ResizePlan, mask_cfg: MaskConfig, sample_id: str
 ) -> tuple[ModalityFrames, dict[str, Any]]:
     """The palette colours of the source frames `indices` ([T, out_h, out_w] ids with their palette, or uint8
-    [T, out_h, out_w, 3] colours), and the row's params."""
-    frames = read_source_frames(source, indices, sample_id)
-    ids = np.stack([frames[i] for i in indices])
-    if mask_cfg.ids is not None:
-        present = _present_ids(ids)
-        unknown = present[~np.isin(present, np.asarray(mask_cfg.ids))]
-        if unknown.size:
-            raise SampleRejected(
-                "mask_id_out_of_range",
-                sample_id,
-                f"mask {source.path} holds ids {unknown[:8].tolist()} outside modalities.mask.ids "
-                f"{sorted(mask_cfg.ids)[:16]}; declare them or fix the mask",
-            )
-    kept = resize_nearest(ids, plan)
+    [T, out_h, out_w, 3] colours), and the row's params. Declared ids are checked on the whole source frame,
+    not only the kept pixels."""
+    clip = NearestClip(plan, indices)
+    declared = None if mask_cfg.ids is None else np.unique(np.asarray(mask_cfg.ids))
+    undeclared: set[int] = set()
+    for index, codes in iter_source_frames(source, indices, sample_id):
+        if declared is not None:
+            undeclared.update(_undeclared_ids(codes, declared))
+        clip.add(index, codes)
+    if undeclared:
+        raise SampleRejected(
+            "mask_id_out_of_range",
+            sample_id,
+            f"mask {source.path} holds ids {sorted(undeclared)[:8]} outside modalities.mask.ids "
+            f"{sorted(mask_cfg.ids)[:16]}; declare them or fix the mask",
+        )
+    kept = cast(np.ndarray, clip.values)  # a source has at least one frame
     params = {
         "source_kind": source.kind,
         "bit_depth": source.bit_depth,
