@@ -84,7 +84,10 @@ class BatchQueue:
             return None
         stacked = torch.cat(self._latents)
         wait_for_device(self._tokenizer.device)  # the one wait for the device in a unit's encode
-        stacked = stacked.cpu()
+        if self._cuda:  # into page-locked memory: DMA (a unit's float32 latents took 0.19 s to pageable memory)
+            stacked = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True).copy_(stacked)
+        else:
+            stacked = stacked.cpu()
         self._latents.clear()
         self._release_read()
         if self._clocks:
