@@ -35,9 +35,12 @@ def encode_on_device(batch: list[SamplePixels], tokenizer: Tokenizer, names: tup
     """[B, C_total, T', H', W'] float32 on the tokenizer's device, each modality through the tokenizer and the
     channels concatenated; launched, not waited for."""
     with torch.inference_mode():
-        uploaded = {name: [upload_frames(pixels.modalities[name], tokenizer.device) for pixels in batch]
-                    for name in names}
-        return _encode_uploaded(uploaded, tokenizer)
+        return _encode_uploaded(_upload(batch, tokenizer, names), tokenizer)
+
+
+def _upload(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, ...]) -> dict:
+    """Every modality's compact frames on their way to the device (copies started, not waited for)."""
+    return {name: [upload_frames(pixels.modalities[name], tokenizer.device) for pixels in batch] for name in names}
 
 
 def _encode_uploaded(uploaded: dict, tokenizer: Tokenizer) -> torch.Tensor:
@@ -69,8 +72,7 @@ class BatchQueue:
                             torch.cuda.Event())
         with torch.inference_mode():
             start.record()
-            uploaded = {name: [upload_frames(pixels.modalities[name], self._tokenizer.device) for pixels in batch]
-                        for name in self._names}
+            uploaded = _upload(batch, self._tokenizer, self._names)
             read.record()
             self._latents.append(_encode_uploaded(uploaded, self._tokenizer))
             end.record()
