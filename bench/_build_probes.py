@@ -77,32 +77,52 @@ def pure_encode(config: BuildConfig, device: str, batches: int) -> dict[str, Any
     return result
 
 
-def text_dedup(config: BuildConfig, device: str, prompts: list[str], unit_size: int) -> dict[str, Any]:
-    """T5 seconds per sample over the same prompt stream, in units as the build sees it: dedup on (the
-    build's PromptCache) and off (every prompt through the model, text.batch_size at a time)."""
+def text_cost(config: BuildConfig, device: str, prompts: list[str], unit_size: int) -> dict[str, Any]:
+    """Text-encoder seconds over the same prompt stream, ours against Cosmos' padded call on this machine:
+    - reference: every distinct prompt padded to max_length, 16 per call (Cosmos' encode_prompts);
+    - per_prompt: every distinct prompt alone at its own length (the encoder's encode_prompts);
+    - build: the build's PromptCache over the stream in units (dedup on).
+    Also the largest rel-L2 between our rows and the reference's (the same function up to rounding)."""
     dev = torch.device(device)
     encoder = registry.resolve("text", config.text.name).from_config(config.text, dev)
-    encoder.encode_batch(prompts[: config.text.batch_size])  # warm-up: kernels, allocator
+    distinct = list(dict.fromkeys(prompts))
     units = [prompts[i : i + unit_size] for i in range(0, len(prompts), unit_size)]
 
-    def dedup_on() -> None:
+    def reference() -> list[np.ndarray]:
+        rows = []
+        with torch.inference_mode():
+            for start in range(0, len(distinct), 16):
+                tokens = encoder.tokenizer(distinct[start : start + 16], padding="max_length", truncation=True,
+                                           max_length=config.text.max_length, return_tensors="pt").to(dev)
+                hidden = encoder.model(**tokens).last_hidden_state.float().cpu().numpy()
+                rows += [h[:n] for h, n in zip(hidden, tokens["attention_mask"].sum(dim=1).tolist())]
+        return rows
+
+    def build() -> None:
         cache = PromptCache(encoder)
         for unit in units:
             cache.encode(unit)
 
-    def dedup_off() -> None:
-        for unit in units:
-            for start in range(0, len(unit), config.text.batch_size):
-                encoder.encode_batch(unit[start : start + config.text.batch_size])
-
-    result: dict[str, Any] = {"prompts": len(prompts), "distinct": len(set(prompts)),
-                              "batch_size": config.text.batch_size, "d_model": encoder.embed_dim}
-    for label, fn in (("dedup_on", dedup_on), ("dedup_off", dedup_off)):
+    encoder.encode_prompts(distinct[:4])  # warm-up: kernels, allocator
+    reference()
+    result: dict[str, Any] = {"prompts": len(prompts), "distinct": len(distinct), "d_model": encoder.embed_dim,
+                              "precision": config.text.precision}
+    outputs: dict[str, Any] = {}
+    for label, fn in (("reference", reference), ("per_prompt", lambda: encoder.encode_prompts(distinct)),
+                      ("build", build)):
         _sync(dev)
         started = time.perf_counter()
-        fn()
+        outputs[label] = fn()
         _sync(dev)
-        result[f"{label}_s_per_sample"] = (time.perf_counter() - started) / len(prompts)
+        result[f"{label}_seconds"] = time.perf_counter() - started
+    result["tokens_per_prompt"] = statistics.mean(len(row) for row in outputs["per_prompt"])
+    result["reference_s_per_distinct"] = result["reference_seconds"] / len(distinct)
+    result["per_prompt_s_per_distinct"] = result["per_prompt_seconds"] / len(distinct)
+    result["build_s_per_sample"] = result["build_seconds"] / len(prompts)
+    result["speedup_vs_reference"] = result["reference_seconds"] / result["per_prompt_seconds"]
+    result["max_rel_l2_vs_reference"] = max(
+        float(np.linalg.norm(ours.astype(np.float64) - ref) / max(np.linalg.norm(ref.astype(np.float64)), 1e-30))
+        for ours, ref in zip(outputs["per_prompt"], outputs["reference"]))
     encoder = None  # free the model before the caller measures anything else
     if dev.type == "cuda":
         torch.cuda.empty_cache()

@@ -3,7 +3,7 @@
 Phases (--phases; `throughput` and `scaling` are groups, `all` is both, sharing one generated dataset):
   cpu         core-seconds of decode + resize (+ normalise) of one 1280x720 clip to the output, alone
   pure        pure-encode samples/s: the builds' tokenizer, batch and precision on batches already on the GPU
-  t5          T5 seconds per sample over the dataset's prompts, prompt dedup on and off
+  t5          T5 seconds over the dataset's prompts: Cosmos' padded call vs ours (each prompt alone), and in the build
   perception  `latentforge build` of the perception preset (rgb+mask+depth) on 1 GPU, steady state
   rgb         the same build with RGB only
   scaling     the perception build on each N of --gpus-list (N=1 is the perception run), efficiency
@@ -298,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     phases: dict[str, Callable[[], Any]] = {
         "cpu": lambda: probes.cpu_decode_cost(bench.loaded_config(), args.cpu_reps),
         "pure": lambda: probes.pure_encode(bench.loaded_config(), args.device, args.pure_batches),
-        "t5": lambda: probes.text_dedup(bench.loaded_config(), args.device,
-                                        data.table_captions(bench.table)[: 16 * args.unit_size], args.unit_size),
+        "t5": lambda: probes.text_cost(bench.loaded_config(), args.device,
+                                       data.table_captions(bench.table)[: 16 * args.unit_size], args.unit_size),
         "perception": lambda: bench.steady_build("perception", 1, False, args.duration),
         "rgb": lambda: bench.steady_build("rgb", 1, True, args.duration),
         "scaling": bench.scaling,

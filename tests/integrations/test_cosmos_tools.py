@@ -45,7 +45,7 @@ def test_cosmos_t5_writes_pickles_for_metas(tmp_path, t5_folder, encoder):
     (tmp_path / "metas").mkdir()
     for stem, prompt in prompts.items():
         (tmp_path / "metas" / f"{stem}.txt").write_text(prompt, encoding="utf-8")
-    argv = ["cosmos", "t5", str(tmp_path), "--t5", str(t5_folder), "--batch-size", "2", "--device", "cpu"]
+    argv = ["cosmos", "t5", str(tmp_path), "--t5", str(t5_folder), "--device", "cpu"]
     assert main(argv) == 0
     written = sorted(p.name for p in (tmp_path / "t5_xxl").iterdir())
     assert written == ["clip_a.pickle", "clip_b.pickle", "clip_c.pickle"]

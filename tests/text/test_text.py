@@ -44,10 +44,13 @@ def transformers_reference(folder, model_class, prompts, dtype=torch.float32, to
     return hidden, lengths, np.array(untruncated) > 512
 
 
-def check_rows_against_reference(batch, hidden, lengths, atol):
+def check_rows_against_reference(batch, hidden, lengths, atol, rel_l2=None):
     np.testing.assert_array_equal(batch.lengths, lengths)
     for i, n in enumerate(lengths):
         np.testing.assert_allclose(batch.embeddings[i, :n], hidden[i, :n], rtol=0, atol=atol)
+        if rel_l2 is not None:  # each prompt alone at its own length vs Cosmos' padded, masked call
+            ours, padded = batch.embeddings[i, :n].astype(np.float64), hidden[i, :n].astype(np.float64)
+            assert np.linalg.norm(ours - padded) <= rel_l2 * np.linalg.norm(padded)
         # transformers itself leaves non-zero states on pad positions; ours must be exactly 0
         if n < hidden.shape[1]:
             assert np.abs(hidden[i, n:]).max() > 0
@@ -60,12 +63,12 @@ def check_rows_against_reference(batch, hidden, lengths, atol):
 )
 def test_rows_equal_transformers_output(request, encoder_class, model_class, folder_fixture, dim):
     folder = request.getfixturevalue(folder_fixture)
-    encoder = encoder_class(str(folder), batch_size=3)
+    encoder = encoder_class(str(folder))
     batch = encoder.encode(PROMPTS)
     hidden, lengths, truncated = transformers_reference(folder, model_class, PROMPTS)
     assert batch.embeddings.shape == (len(PROMPTS), 512, dim) and batch.embeddings.dtype == np.float32
     assert encoder.embed_dim == dim
-    check_rows_against_reference(batch, hidden, lengths, atol=1e-4)
+    check_rows_against_reference(batch, hidden, lengths, atol=1e-4, rel_l2=1e-6)
     assert lengths[2] == 1  # the empty prompt is just </s>
     assert lengths[3] == 512
     np.testing.assert_array_equal(batch.truncated, truncated)
@@ -87,9 +90,12 @@ def test_umt5_spiece_only_folder(tmp_path):
 
 
 def test_bf16_rows_equal_transformers_bf16(t5_folder):
-    batch = T5TextEncoder(str(t5_folder), precision="bf16").encode(PROMPTS[:2])
-    hidden, lengths, _ = transformers_reference(t5_folder, "T5EncoderModel", PROMPTS[:2], dtype=torch.bfloat16)
-    check_rows_against_reference(batch, hidden, lengths, atol=1e-6)
+    """bf16 rounds differently over 8 positions than over 512 (measured rel-L2 4.7e-3 on this model, within the
+    bf16 re-encode tolerance of 2e-2); the 512-token prompt, the same call as the reference, is bit-exact."""
+    batch = T5TextEncoder(str(t5_folder), precision="bf16").encode(PROMPTS)
+    hidden, lengths, _ = transformers_reference(t5_folder, "T5EncoderModel", PROMPTS, dtype=torch.bfloat16)
+    check_rows_against_reference(batch, hidden, lengths, atol=0.07, rel_l2=1e-2)
+    np.testing.assert_array_equal(batch.embeddings[3], hidden[3])
 
 
 def test_fp16_refused_before_loading(t5_folder, monkeypatch):
@@ -104,7 +110,7 @@ def test_fp16_refused_before_loading(t5_folder, monkeypatch):
 
 
 def test_identical_prompts_run_through_the_encoder_once(t5_folder):
-    encoder = T5TextEncoder(str(t5_folder), batch_size=2)
+    encoder = T5TextEncoder(str(t5_folder))
     seen_rows: list[int] = []
     encoder.model.register_forward_pre_hook(
         lambda module, args, kwargs: seen_rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
@@ -112,12 +118,29 @@ def test_identical_prompts_run_through_the_encoder_once(t5_folder):
     distinct = ["a red ball", "a blue cube", "the robot arm"]
     prompts = [distinct[i % 3] for i in (0, 1, 2, 2, 1, 0, 0, 0, 2, 1, 1, 0)]
     batch = encoder.encode(prompts)
-    assert sum(seen_rows) == 3 and max(seen_rows) <= 2
+    assert seen_rows == [1, 1, 1]  # each distinct prompt once, alone
     for i, prompt in enumerate(prompts):
         first = prompts.index(prompt)
         np.testing.assert_array_equal(batch.embeddings[i], batch.embeddings[first])
     hidden, lengths, _ = transformers_reference(t5_folder, "T5EncoderModel", prompts)
     check_rows_against_reference(batch, hidden, lengths, atol=1e-4)
+
+
+def test_a_row_depends_on_its_prompt_alone(t5_folder):
+    """The same bits whatever else is encoded with it, in which order, and by which encoder instance: rows of
+    one prompt agree across units, ranks and resumes."""
+    prompt = "the robot arm picks up a cube"
+    alone = T5TextEncoder(str(t5_folder)).encode([prompt]).embeddings[0]
+    crowd = T5TextEncoder(str(t5_folder)).encode(["x", "boxes slide left " * 50, prompt, ""]).embeddings[2]
+    np.testing.assert_array_equal(alone, crowd)
+    assert alone.any()
+
+
+def test_retired_batch_size_key_says_what_to_do(tmp_path):
+    from latentforge.config import load_config
+
+    with pytest.raises(ConfigError, match="text.batch_size is no longer a setting.*delete the key"):
+        load_config(extra={"text": {"batch_size": 8}})
 
 
 def test_registry_config_and_fingerprint(t5_folder):
@@ -130,6 +153,7 @@ def test_registry_config_and_fingerprint(t5_folder):
     listing = subprocess.run(["sha256sum", "model.safetensors"], cwd=t5_folder, capture_output=True, check=True)
     assert fingerprint["weights_sha256"] == hashlib.sha256(listing.stdout).hexdigest()
     assert fingerprint["precision"] == "fp32" and fingerprint["max_length"] == 512 and fingerprint["dim"] == 1024
+    assert fingerprint["positions"] == "prompt"
     assert str(t5_folder) not in repr(fingerprint)
 
 

@@ -19,7 +19,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     t5.add_argument("--precision", default="fp32", help="fp32 (Cosmos' default) or bf16")
     t5.add_argument("--max-length", type=int, default=512)
-    t5.add_argument("--batch-size", type=int, default=16, help="prompts per encoder call")
     t5.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     t5.set_defaults(run=run)
 
@@ -46,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     with progress_bars("prompts") as bars:
         report = cosmos_t5(args.dataset_dir, args.t5, args.metadata_csv, args.prompt_prefix, args.precision,
-                           args.max_length, args.batch_size, args.device, bars.start)
+                           args.max_length, args.device, bars.start)
     if args.metadata_csv is not None:
         say(f"wrote {len(report.metas_written)} prompt files to {report.folder.parent / 'metas'}")
     say(f"wrote {len(report.written)} pickles to {report.folder} ({len(report.skipped)} already there, kept)")

@@ -66,10 +66,20 @@ def _integer(value: Any, where: str) -> int:
     return number
 
 
+# Keys earlier versions knew, and why they are gone: a config that still sets one is told what to do.
+RETIRED_KEYS = {
+    "text.batch_size": "each distinct prompt now runs through the text encoder alone, at its own length, so its row "
+                       "never depends on the other prompts (docs/text.md); delete the key",
+}
+
+
 def from_dict(cls: Any, data: dict[str, Any], where: str) -> Any:
     hints = typing.get_type_hints(cls)
     allowed = [f.name for f in dataclasses.fields(cls)]
     unknown = [k for k in data if k not in allowed]
+    retired = [f"{where}.{k}" for k in unknown if f"{where}.{k}" in RETIRED_KEYS]
+    if retired:
+        raise ConfigError(f"{retired[0]} is no longer a setting: {RETIRED_KEYS[retired[0]]}")
     if unknown:
         raise ConfigError(
             f"unknown key {where + '.' if where else ''}{unknown[0]}; allowed keys"

@@ -99,7 +99,6 @@ class TextConfig:
     path: str | None = None  # local model folder (config.json, weights, tokenizer files)
     precision: str = "fp32"  # fp32 | bf16 (fp16 overflows T5)
     max_length: int = 512
-    batch_size: int = 16
     empty_prompt: bool = True  # write empty_prompt.h5
     source: str = "encoder"  # encoder | pickles | pickles+encoder: where rows come from (docs/text.md)
     # padded: every row [max_length, D], zero past its length; trimmed: only the valid tokens are stored, and

@@ -125,8 +125,7 @@ def empty_prompt_encoder(config: BuildConfig, device: torch.device | str) -> Tex
         return None
     cls = registry.resolve("text", config.text.name)
     text = config.text
-    return cls(text.path, precision=text.precision, max_length=text.max_length, batch_size=text.batch_size,
-               device=device)
+    return cls(text.path, precision=text.precision, max_length=text.max_length, device=device)
 
 
 def build_text_record(config: BuildConfig, encoder: TextEncoder | None,

@@ -237,7 +237,8 @@ class _DeepRun:
             return
         self.rec.close("text_encoder", "text encoder weights and tokenizer SHA-256 equal cache_config.json")
         tolerance = tolerance_for(type(encoder).precisions, self.config.text.precision, self.storage)
-        comparison = Comparison(False, tolerance, "prompts are batched differently than in the build")
+        comparison = Comparison(False, tolerance, "re-encoded here: the device's kernels or software may differ "
+                                "from the build's")
         advance = start_step(self.progress, "prompts", len(rows))
         encoded = encoder.encode([row.prompt for row in rows])
         for row, fresh, length in zip(rows, encoded.embeddings, encoded.lengths):

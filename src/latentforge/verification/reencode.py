@@ -48,6 +48,8 @@ def recorded_config(root: Path, overrides: Overrides) -> BuildConfig:
     for key in ("temporal_window", "max_gpu_mem_gib"):  # execution settings run.json leaves out: run as built
         if cache_config.tokenizer.get(key) is not None:
             data["tokenizer"][key] = cache_config.tokenizer[key]
+    if isinstance(data.get("text"), dict):  # recorded by versions that still had it; the rows do not depend on it
+        data["text"].pop("batch_size", None)
     data["output"] = {**data.get("output", {}), "root": str(root)}
     data["run"] = {**data.get("run", {}), "device": overrides.device}
     if overrides.dataset:

@@ -109,9 +109,8 @@ def write_t5_pickles(
 
 
 def cosmos_t5(dataset_dir: str | Path, t5_path: str | Path, metadata_csv: str | Path | None = None,
-              prompt_prefix: str | None = None, precision: str = "fp32", max_length: int = 512, batch_size: int = 16,
-              device: str | None = None,
-              progress: Progress | None = None) -> T5PickleReport:
+              prompt_prefix: str | None = None, precision: str = "fp32", max_length: int = 512,
+              device: str | None = None, progress: Progress | None = None) -> T5PickleReport:
     """`latentforge cosmos t5`: load the T5 folder (on CUDA when available, unless `device` says otherwise) and
     write the dataset's pickles. `prompt_prefix` applies to metadata.csv prompts only (default: Cosmos');
     `progress` as in write_t5_pickles."""
@@ -120,7 +119,6 @@ def cosmos_t5(dataset_dir: str | Path, t5_path: str | Path, metadata_csv: str | 
     import torch
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    encoder = T5TextEncoder(str(t5_path), precision=precision, max_length=max_length, batch_size=batch_size,
-                            device=device)
+    encoder = T5TextEncoder(str(t5_path), precision=precision, max_length=max_length, device=device)
     prefix = GROOT_PROMPT_PREFIX if prompt_prefix is None else prompt_prefix
     return write_t5_pickles(dataset_dir, encoder, metadata_csv, prefix, progress)
