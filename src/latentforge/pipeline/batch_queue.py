@@ -18,17 +18,9 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..device_sync import DeviceClock, wait_for_device
 from ..records import SamplePixels
 from ..tokenizers.base import Tokenizer, expand_frames, upload_frames
-
-
-def wait_for_device(device: torch.device) -> None:
-    """Return once everything queued on `device`'s current stream is done, sleeping meanwhile: the default wait
-    spins a core for as long as the device works (seconds per unit)."""
-    if device.type == "cuda":
-        done = torch.cuda.Event(blocking=True)
-        done.record(torch.cuda.current_stream(device))
-        done.synchronize()
 
 
 def encode_on_device(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, ...]) -> torch.Tensor:
@@ -56,7 +48,7 @@ class BatchQueue:
         self._cuda = tokenizer.device.type == "cuda"
         self._latents: list[torch.Tensor] = []
         self._unread: list[tuple[torch.cuda.Event, list[Callable[[], None]]]] = []  # slots the device may still read
-        self._clocks: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []  # each batch's device time
+        self._clocks: list[DeviceClock] = []  # each batch's device time
 
     def launch(self, batch: list[SamplePixels], releases: list[Callable[[], None]]) -> None:
         """Queue one batch; `releases` free its samples' frames once the device has read them."""
@@ -68,16 +60,14 @@ class BatchQueue:
             for release in releases:
                 release()
             return
-        start, end, read = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
-                            torch.cuda.Event())
+        read = torch.cuda.Event()
         with torch.inference_mode():
-            start.record()
+            clock = DeviceClock(self._tokenizer.device)
             uploaded = _upload(batch, self._tokenizer, self._names)
             read.record()
             self._latents.append(_encode_uploaded(uploaded, self._tokenizer))
-            end.record()
+            self._clocks.append(clock.stop())
         self._unread.append((read, list(releases)))
-        self._clocks.append((start, end))
 
     def finish(self, storage_dtype: np.dtype) -> np.ndarray | None:
         """Wait for the device, release every slot, and return the unit's latents in `storage_dtype` (None when
@@ -93,7 +83,7 @@ class BatchQueue:
         self._latents.clear()
         self._release_read()
         if self._clocks:
-            self._seconds["encode"] += sum(start.elapsed_time(end) for start, end in self._clocks) / 1e3
+            self._seconds["encode"] += sum(clock.seconds() for clock in self._clocks)
             self._clocks.clear()
         return stacked.numpy().astype(storage_dtype)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..cache.encoded_by import function_digest
 from ..config import BuildConfig
+from ..device_sync import DeviceClock
 from ..errors import SampleRejected
 from ..faults import fault_point
 from ..records import Reject, Sample, SamplePixels
@@ -199,15 +200,20 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     if missing:
         raise RuntimeError(f"unit {unit.index}: no decode outcome for {missing[:3]}")
 
-    # The encode's one wait for the device, before the text encoder queues its own work behind it.
+    # The text encoder's kernels queue behind the unit's batches, so the device runs them without a gap; the unit's
+    # one wait for the device is the text rows' copy back, and `finish` then finds the device idle. "text" is the
+    # device's time from the last batch to the rows' return.
+    text = None
+    if ctx.text_source is not None and rows:
+        clock = DeviceClock(ctx.tokenizer.device)
+        text = ctx.text_source.rows(prompts, pickled)
+        clock.stop()
     stacked = queue.finish(ctx.storage_dtype)
     if stacked is None:
         stacked = np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
     text_embeddings = text_lengths = None
-    if ctx.text_source is not None and rows:
-        started = time.perf_counter()
-        text = ctx.text_source.rows(prompts, pickled)
-        ctx.seconds["text"] += time.perf_counter() - started
+    if text is not None:
+        ctx.seconds["text"] += clock.seconds()
         text_embeddings = text.batch.embeddings.astype(ctx.storage_dtype)
         text_lengths = text.batch.lengths
         with_text = ctx.text_source.records_provenance

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..config import TextConfig
+from ..device_sync import wait_for_device
 from ..errors import ConfigError
 from ..hashing import sha256_file
 from ..hub import cached_snapshot, hub_cache_folder, looks_like_hub_id
@@ -212,12 +213,14 @@ class HFTextEncoder(TextEncoder):
     @torch.inference_mode()
     def encode_prompts(self, prompts: list[str]) -> list[np.ndarray]:
         """Each prompt's last hidden state over its own tokens, float32 [length, D]: every prompt runs alone, all
-        are launched before the one copy back to the host."""
+        are launched behind whatever the device already has queued, and the host sleeps until the one copy back."""
         states = []
         for prompt in prompts:
             ids = self.tokenizer(prompt, max_length=self.max_length, truncation=True, return_tensors="pt")["input_ids"]
             states.append(self.model(input_ids=ids.to(self.device)).last_hidden_state[0].float())
-        together = torch.cat(states).cpu().numpy()
+        together = torch.cat(states)
+        wait_for_device(self.device)
+        together = together.cpu().numpy()
         return np.split(together, np.cumsum([len(state) for state in states])[:-1])
 
     def _untruncated_counts(self, prompts: list[str]) -> np.ndarray:

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cudnn_convs import TorchConvs
+from .launch_pacing import LaunchPacer
 from .wan21_kernels import add_rms_silu
 
 Convs = Callable[..., torch.Tensor]  # (x, weight, bias, stride, padding) -> conv output
@@ -111,6 +112,7 @@ class FastWanEncoder(nn.Module):
         self.live_frames = _LIVE_FRAMES_PER_FRAME_RESIDUAL_DOWN if residual_down else _LIVE_FRAMES_PER_FRAME
         # A private copy in the compute dtype and layout; the caller's module stays untouched.
         self._params = _prepare_params(self.layers + [("quant", quant_conv)], dtype)
+        self.pacer = LaunchPacer()  # across calls: a unit's batches and modalities are one stream of windows
 
     # ------------------------------------------------------------------------------------------ forward
 
@@ -130,6 +132,7 @@ class FastWanEncoder(nn.Module):
             while start < frames:
                 chunk = x[:, :, start : start + size]
                 outputs.append(self._window(chunk, caches, first=start == 0))
+                self.pacer.queued(x.device)
                 start += chunk.shape[2]
                 size = window
         return torch.cat(outputs, dim=2)

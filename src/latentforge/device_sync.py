@@ -1,0 +1,44 @@
+"""How the host waits for a device and times the device's work: sleeping, never spinning a core."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def wait_for_device(device: torch.device) -> None:
+    """Return once everything queued on `device`'s current stream is done, sleeping meanwhile: the default wait
+    (and a copy to pageable memory) spins a core for as long as the device works (seconds per unit)."""
+    if device.type == "cuda":
+        done = torch.cuda.Event(blocking=True)
+        done.record(torch.cuda.current_stream(device))
+        done.synchronize()
+
+
+class DeviceClock:
+    """The device's time between two points of its queue: the start at creation, `stop()` later, `seconds()` once
+    the device has passed the stop (after a wait for it). On the CPU, where every step runs in order, wall time."""
+
+    def __init__(self, device: torch.device):
+        self._cuda = device.type == "cuda"
+        self._start = self._mark()
+        self._end: float | torch.cuda.Event | None = None
+
+    def _mark(self) -> float | torch.cuda.Event:
+        if not self._cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def stop(self) -> DeviceClock:
+        self._end = self._mark()
+        return self
+
+    def seconds(self) -> float:
+        if self._end is None:
+            raise RuntimeError("DeviceClock.seconds() before stop()")
+        if self._cuda:
+            return self._start.elapsed_time(self._end) / 1e3
+        return self._end - self._start
