@@ -13,6 +13,8 @@ Each step repeats what the `torch` backend does on the CPU, on whatever device h
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -32,29 +34,34 @@ _KEYS_A = -0.6
 _CHUNK_BYTES = 1 << 28
 
 
-def _keys(distance: torch.Tensor) -> torch.Tensor:
-    x, a = distance.abs(), _KEYS_A
-    near = ((a + 2) * x - (a + 3)) * x * x + 1
-    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-    return torch.where(x <= 1, near, torch.where(x < 2, far, torch.zeros_like(x)))
+def _keys(distance: float) -> float:
+    x, a = abs(distance), _KEYS_A
+    if x <= 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a if x < 2 else 0.0
 
 
-def _chroma_taps(luma: int, chroma: int, sited: bool, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(indices [luma, 4], weights [luma, 4]) of the chroma samples each luma position takes. sited: chroma sample
-    k lies on luma position 2k (horizontal, MPEG-2 style); else between luma positions 2k and 2k+1 (vertical)."""
-    position = torch.arange(luma, dtype=torch.float64) / 2
-    if not sited:
-        position = position - 0.25
-    base = position.floor()
-    offsets = torch.arange(-1, 3, dtype=torch.float64)
-    weights = _keys(position[:, None] - (base[:, None] + offsets))
-    indices = (base[:, None] + offsets).clamp(0, chroma - 1).long()
-    return indices.to(device), weights.float().to(device)
+def _phase(shift: float) -> tuple[int, tuple[float, ...]]:
+    """The taps of a luma sample at chroma position k + shift: (first tap's offset from k, its 4 weights)."""
+    first = math.floor(shift) - 1
+    return first, tuple(_keys(shift - (first + t)) for t in range(4))
 
 
-def _resample_last(values: torch.Tensor, taps: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    indices, weights = taps
-    return (values[..., indices] * weights).sum(-1)
+# Luma samples 2k and 2k + 1 in chroma positions: chroma sample k lies on luma column 2k (horizontal) and between
+# luma rows 2k and 2k + 1 (vertical).
+_COLUMNS = (_phase(0.0), _phase(0.5))
+_ROWS = (_phase(-0.25), _phase(0.25))
+
+
+def _upsample(values: torch.Tensor, dim: int, phases: tuple[tuple[int, tuple[float, ...]], ...]) -> torch.Tensor:
+    """Twice as many samples along `dim` (edge samples repeated past the ends): weighted sums of shifted slices,
+    elementwise float32 on any device."""
+    n = values.shape[dim]
+    first, last = values.narrow(dim, 0, 1), values.narrow(dim, n - 1, 1)
+    padded = torch.cat([first, first, values, last, last], dim)
+    out = [sum(w * padded.narrow(dim, 2 + start + t, n) for t, w in enumerate(weights) if w)
+           for start, weights in phases]
+    return torch.stack(out, dim + 1).flatten(dim, dim + 1)
 
 
 def _planes(values: torch.Tensor, fmt: YuvFormat) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -77,11 +84,8 @@ def yuv_to_rgb(values: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
     """uint8 [T, frame_bytes] -> float32 [T, 3, H, W] full-range RGB at the coded size, uint8 values (rounded
     half-to-even, clamped to 0..255)."""
     y, u, v = _planes(values, fmt)
-    chroma_w, chroma_h = fmt.chroma_size
-    rows = _chroma_taps(fmt.height, chroma_h, sited=False, device=values.device)
-    cols = _chroma_taps(fmt.width, chroma_w, sited=True, device=values.device)
     # Horizontal first: the vertical pass then runs over rows of the full width, as swscale's does.
-    chroma = _resample_last(_resample_last(torch.stack([u, v], 1), cols).transpose(-1, -2), rows).transpose(-1, -2)
+    chroma = _upsample(_upsample(torch.stack([u, v], 1), 3, _COLUMNS), 2, _ROWS)
     if fmt.full_range:
         luma, scale = y, 1.0
     else:
