@@ -4,6 +4,8 @@ and, before the resize, against swscale's own rgb24 conversion called straight t
 
 from __future__ import annotations
 
+import dataclasses
+
 import av
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ from latentforge.decode.device_convert import yuv_to_rgb
 from latentforge.errors import SampleRejected
 from latentforge.pipeline.probe import probe_sample
 from latentforge.pipeline.sample import load_sample_pixels
-from latentforge.records import Sample, SourceEntry
+from latentforge.records import ModalityFrames, Sample, SourceEntry
 from latentforge.tokenizers.base import frames_to_input
 
 # docs/frames.md: the torch backend's RGB24 comes from swscale with its default filter and these flags.
@@ -107,3 +109,17 @@ def test_sources_the_device_cannot_convert_are_rejected_with_the_fix(tmp_path, w
         probe_sample(make_sample(path), config)
     assert rejected.value.reason == "decode_error" and rejected.value.sample_id == "clip"
     assert phrase in rejected.value.detail and "frames.resize_backend=swscale" in rejected.value.detail
+
+
+def test_nv12_planes_convert_exactly_as_the_same_i420_planes(tmp_path):
+    """NVDEC's copy-back gives nv12: the same pixels with U and V interleaved must give the same frames."""
+    path = write_video(tmp_path / "clip.mp4", pattern_frames(7, 64, 48, seed=1), rotation=90)
+    config = make_config(resize_backend="device")
+    sample = make_sample(path)
+    i420 = load_sample_pixels(sample, probe_sample(sample, config), config).modalities["rgb"]
+    luma, chroma = 64 * 48, 32 * 24
+    values = i420.values.copy()
+    values[:, luma:] = np.stack([i420.values[:, luma : luma + chroma], i420.values[:, luma + chroma :]], -1).reshape(
+        len(values), 2 * chroma)
+    nv12 = ModalityFrames(values, yuv=dataclasses.replace(i420.yuv, layout="nv12"))
+    assert torch.equal(frames_to_input([nv12], "cpu"), frames_to_input([i420], "cpu"))
