@@ -15,12 +15,14 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from _device_resize_probe import device_resize_cost
 from av.video.reformatter import Interpolation
 
 from latentforge import registry
 from latentforge.config import BuildConfig
 from latentforge.decode import pyav as decode_pyav
-from latentforge.decode.nvdec import decode_rgb_nvdec
+from latentforge.decode.nvdec import decode_rgb_nvdec, with_nvdec
+from latentforge.decode.yuv_capture import decode_yuv
 from latentforge.pipeline.plan import plan_samples
 from latentforge.pipeline.probe import probe_sample
 from latentforge.pipeline.sample import load_sample_pixels
@@ -151,9 +153,10 @@ def swscale_flags(flags: Interpolation):
         decode_pyav.SWSCALE_FLAGS = saved
 
 
-def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
+def cpu_decode_cost(config: BuildConfig, reps: int, device: str) -> dict[str, Any]:
     """Core-seconds of one sample's CPU work: the build's RGB path (BITEXACT swscale; the build normalises on
-    the GPU) with and without a CPU normalise, the same path with other swscale flags, decode alone, and a
+    the GPU) with and without a CPU normalise, the same path with other swscale flags, decode alone, the
+    frames.resize_backend=device worker side (decode + plane copy; its device side timed on `device`), and a
     sample with each modality as a decode worker loads it."""
     sample, probe = _first_probed(config, 1)[0]
     path, info = sample.entry.video, probe.info
@@ -191,6 +194,15 @@ def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
     nvdec_or_cpu = dataclasses.replace(config.frames, nvdec_fallback="cpu")
     rows["NVDEC decode + swscale resize (frames.decoder=nvdec)"] = lambda: nvdec_used.append(
         decode_rgb_nvdec(path, info, indices, probe.plan, nvdec_or_cpu, sample.sample_id, threads=threads)[1])
+    device_frames = dataclasses.replace(config.frames, resize_backend="device", nvdec_fallback="cpu")
+
+    def yuv(hwaccel=None):
+        return decode_yuv(path, info, indices, probe.plan, device_frames, sample.sample_id, hwaccel, threads)
+
+    rows["cpu decode + device resize: worker side (decode + plane copy)"] = yuv
+    nvdec_yuv_used = []
+    rows["NVDEC decode + device resize: worker side (NVDEC + plane copy)"] = lambda: nvdec_yuv_used.append(
+        with_nvdec(yuv, device_frames, path, sample.sample_id)[1])
     if len(config.modalities.names) > 1:
         rows["rgb + mask (PNG folder) sample"] = modality("mask")
         rows["rgb + depth (NPZ) sample"] = modality("depth")
@@ -201,5 +213,7 @@ def cpu_decode_cost(config: BuildConfig, reps: int) -> dict[str, Any]:
                  "output": f"{config.frames.height}x{config.frames.width}", "filter": config.frames.resize_filter},
         "torch_threads": torch.get_num_threads(), "decode_threads": threads,
         "nvdec_decoder_used": nvdec_used[-1] if nvdec_used else None,  # "nvdec", or why it fell back
+        "nvdec_device_resize_decoder_used": nvdec_yuv_used[-1] if nvdec_yuv_used else None,
+        "device_resize": device_resize_cost(config, sample, probe, device, reps),
         "rows": [{"path": label, "core_s": c, "wall_s": w} for label, (c, w) in measured.items()],
     }

@@ -24,7 +24,14 @@ def print_tables(results: dict[str, Any]) -> None:
               "(target: decode+resize+normalise <= 1.0 core-s)")
         for row in c["rows"]:
             print(f"  {row['path']:<62} {row['core_s']:7.3f} core-s {row['wall_s']:7.3f} s wall")
-        print(f"  NVDEC row decoded with: {c.get('nvdec_decoder_used')}")
+        print(f"  NVDEC rows decoded with: {c.get('nvdec_decoder_used')}; device resize: "
+              f"{c.get('nvdec_device_resize_decoder_used')}")
+        d = c.get("device_resize")
+        if d:
+            print(f"  device resize on {d['device']} ({d['layout']}, {d['yuv_mb']:.1f} MB): {d['convert_s']:.4f} s "
+                  f"per clip, {d['upload_and_convert_s']:.4f} s with the upload; vs swscale max "
+                  f"{d['vs_swscale']['max_abs']} mean {d['vs_swscale']['mean_abs']:.3f} levels, vs torch max "
+                  f"{d['vs_torch']['max_abs']} mean {d['vs_torch']['mean_abs']:.3f}")
     if "pure" in phases:
         p = phases["pure"]
         per = ", ".join(f"{k} {v:.3f} s" for k, v in p["seconds_per_batch"].items())

@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         report.print_tables(bench.results)
         return 1
     phases: dict[str, Callable[[], Any]] = {
-        "cpu": lambda: probes.cpu_decode_cost(bench.loaded_config(), args.cpu_reps),
+        "cpu": lambda: probes.cpu_decode_cost(bench.loaded_config(), args.cpu_reps, args.device),
         "pure": lambda: probes.pure_encode(bench.loaded_config(), args.device, args.pure_batches),
         "t5": lambda: probes.text_cost(bench.loaded_config(), args.device,
                                        data.table_captions(bench.table)[: 16 * args.unit_size], args.unit_size),

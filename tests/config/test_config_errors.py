@@ -42,6 +42,11 @@ CASES = {
     "decode workers": ("run.workers_per_gpu=many", ["run.workers_per_gpu='many'; allowed: auto, or a whole number "
                                                     ">= 0"]),
     "decode threads": ("run.decode_threads=-1", ["run.decode_threads=-1 must be >= 0"]),
+    "device resize filter": ("frames.resize_backend=device frames.resize_filter=lanczos",
+                             ["frames.resize_filter='lanczos' is not available with resize_backend='device'",
+                              "allowed: bilinear, bicubic, area", "frames.resize_backend=swscale"]),
+    "resize backend": ("frames.resize_backend=gpu", ["frames.resize_backend='gpu' is not allowed; allowed: swscale, "
+                                                     "torch, device"]),
     "url staging": ("output.sink=webdataset output.staging_dir=s3://b/x",
                     ["output.staging_dir='s3://b/x' is a URL; give a node-local folder"]),
 }

@@ -8,8 +8,9 @@ import multiprocessing
 import numpy as np
 import torch
 
-from latentforge.executor.frame_slots import FrameSlots, SlotWriter
-from latentforge.records import ModalityFrames
+from latentforge.config import BuildConfig
+from latentforge.executor.frame_slots import FrameSlots, SlotWriter, slot_bytes_for
+from latentforge.records import ModalityFrames, YuvFormat
 from latentforge.tokenizers.base import frames_to_input
 
 
@@ -66,5 +67,25 @@ def test_frames_larger_than_a_slot_are_not_written():
         assert writer.write(0, big) is None
         assert not np.any(slots.read(0, writer.write(0, {"rgb": ModalityFrames(np.zeros((1, 2, 2, 3), np.uint8))})
                                      )["rgb"].values)
+    finally:
+        slots.close()
+
+
+def test_yuv_frames_keep_their_format_and_slots_hold_the_source_sized_frames():
+    """frames.resize_backend=device: frames travel at the source's coded size, so the slot is sized for the largest
+    probed source when that exceeds the output's RGB."""
+    fmt = YuvFormat("nv12", 64, 48, "bt709", False, 90, (40, 53), (0, 14, 40, 38), "bicubic")
+    frames = ModalityFrames(np.random.default_rng(0).integers(0, 256, (5, fmt.frame_bytes), dtype=np.uint8), yuv=fmt)
+    config = BuildConfig()
+    config.frames.num_frames, config.frames.height, config.frames.width = 5, 24, 40
+    assert slot_bytes_for(config) == 4 * 4096  # 5 x 24 x 40 x 3 RGB bytes, page-aligned
+    assert slot_bytes_for(config, fmt.frame_bytes) == 6 * 4096  # 5 x 64 x 48 x 1.5 YUV bytes
+    slots = FrameSlots(1, slot_bytes_for(config, fmt.frame_bytes), torch.device("cpu"))
+    try:
+        layout = SlotWriter(slots.path, slots.slot_bytes).write(0, {"rgb": frames})
+        assert layout is not None
+        read = slots.read(0, layout)["rgb"]
+        assert read.yuv == fmt and np.array_equal(read.values, frames.values)
+        assert torch.equal(frames_to_input([read], "cpu"), frames_to_input([frames], "cpu"))
     finally:
         slots.close()

@@ -41,12 +41,14 @@ def write_video(
     colorspace: str | None = None,
     options: dict[str, str] | None = None,
     gop: int | None = None,
+    full_range: bool = False,
 ) -> Path:
     """Encode [T, H, W, 3] uint8 RGB (or [T, H, W] gray ids when pix_fmt starts with 'gray').
 
     rotation: display-matrix rotation, counter-clockwise degrees (what a player applies).
     pts_ms: explicit presentation times in milliseconds (variable frame rate), else frame k at k / fps.
     colorspace: tag and convert with 'ITU709' or 'ITU601'; None leaves the stream untagged (BT.601 maths).
+    full_range: convert to full-range YUV and tag the stream and frames so (else limited, tagged only with colorspace).
     """
     path = Path(path)
     with av.open(str(path), "w") as container:
@@ -62,6 +64,8 @@ def write_video(
         if colorspace is not None:
             stream.codec_context.colorspace = {"ITU709": 1, "ITU601": 6}[colorspace]
             stream.codec_context.color_range = 1
+        if full_range:
+            stream.codec_context.color_range = 2
         if rotation:
             stream.set_display_rotation(rotation)
         for t, image in enumerate(frames):
@@ -69,9 +73,12 @@ def write_video(
                 frame = av.VideoFrame.from_ndarray(image, format=pix_fmt)
             else:
                 frame = av.VideoFrame.from_ndarray(image, format="rgb24")
-                frame = frame.reformat(format=pix_fmt, dst_colorspace=colorspace, dst_color_range="MPEG")
+                frame = frame.reformat(format=pix_fmt, dst_colorspace=colorspace,
+                                       dst_color_range="JPEG" if full_range else "MPEG")
                 if colorspace is not None:
                     frame.colorspace = stream.codec_context.colorspace
+                if full_range:
+                    frame.color_range = 2
             if pts_ms is not None:
                 frame.pts, frame.time_base = pts_ms[t], Fraction(1, 1000)
             for packet in stream.encode(frame):

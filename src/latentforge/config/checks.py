@@ -22,7 +22,7 @@ _CHOICES = {
     "dataset.on_missing_caption": ("reject", "empty"),
     "frames.window": ("start", "center", "random"),
     "frames.resize": ("cover_crop", "stretch"),
-    "frames.resize_backend": ("swscale", "torch"),
+    "frames.resize_backend": ("swscale", "torch", "device"),
     "frames.decoder": ("cpu", "nvdec"),
     "frames.nvdec_fallback": ("reject", "cpu"),
     "text.source": ("encoder", "pickles", "pickles+encoder"),
@@ -30,7 +30,8 @@ _CHOICES = {
     "output.storage_dtype": ("float16", "float32"),
     "modalities.depth.normalize": ("minmax",),
 }
-_FILTERS = {"swscale": ("bilinear", "bicubic", "area", "lanczos"), "torch": ("bilinear", "bicubic", "area")}
+_FILTERS = {"swscale": ("bilinear", "bicubic", "area", "lanczos"), "torch": ("bilinear", "bicubic", "area"),
+            "device": ("bilinear", "bicubic", "area")}
 _WINDOWS = re.compile(r"^(one|every \d+)$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, gs://, file://, ...: what fsspec takes as a URL
 
@@ -155,7 +156,8 @@ def validate(config: BuildConfig) -> None:
     if config.frames.resize_filter not in filters:
         raise ConfigError(
             f"frames.resize_filter={config.frames.resize_filter!r} is not available with resize_backend="
-            f"{config.frames.resize_backend!r}; allowed: {', '.join(filters)}"
+            f"{config.frames.resize_backend!r}; allowed: {', '.join(filters)} (or frames.resize_backend=swscale, "
+            "which has every filter)"
         )
     if not _WINDOWS.match(config.frames.windows) or window_step(config.frames) == 0:
         raise ConfigError(f"frames.windows={config.frames.windows!r}; allowed: 'one' or 'every N' with N >= 1")

@@ -37,8 +37,10 @@ class FramesConfig:
     window: str = "start"  # start | center | random (seeded by sample_id)
     windows: str = "one"  # "one" or "every N" (one sample per N frames, id suffixed @<start_frame>)
     resize: str = "cover_crop"  # cover_crop | stretch
-    resize_backend: str = "swscale"  # swscale (in the decoder, from the source pixels) | torch (from uint8 RGB)
-    resize_filter: str = "bicubic"  # swscale: bilinear | bicubic | area | lanczos; torch: bilinear | bicubic | area
+    # swscale (in the decoder, from the source pixels) | torch (from uint8 RGB) | device (the torch backend's
+    # steps on the encoder's device, from 8-bit 4:2:0 planes the decode workers copy; docs/frames.md)
+    resize_backend: str = "swscale"
+    resize_filter: str = "bicubic"  # swscale: bilinear | bicubic | area | lanczos; torch, device: no lanczos
     decoder: str = "cpu"  # cpu | nvdec (GPU video engine via FFmpeg's CUDA hwaccel)
     # nvdec only: a video NVDEC cannot decode is rejected (reject), or decoded on the CPU (cpu: the cache then
     # mixes decoders; each row records its own)

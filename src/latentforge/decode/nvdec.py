@@ -1,7 +1,8 @@
 """NVDEC decoding through FFmpeg's CUDA hwaccel (the decoder PyAV's wheels carry).
 
 `frames.decoder: nvdec` decodes on the GPU's video engine; frames come back to host memory and go through
-the same colour conversion and swscale resize as CPU decoding. Decoding H.264/HEVC is exactly specified, so a
+the same colour conversion and resize as CPU decoding (with `frames.resize_backend: device`, they travel on as
+NV12 planes to the encoder's device). Decoding H.264/HEVC is exactly specified, so a
 conforming hardware decoder gives the same pixels as FFmpeg's software decoder for 8-bit 4:2:0 streams. On any
 error (no GPU or driver, an unsupported profile such as 10-bit 4:4:4, a broken file) the sample is rejected, or,
 with `frames.nvdec_fallback: cpu`, decoded on the CPU; the manifest row records which decoder ran. Measured
@@ -9,6 +10,8 @@ on an H200: BENCHMARKS.md.
 """
 
 from __future__ import annotations
+
+from typing import Callable, TypeVar
 
 import numpy as np
 from av.codec.hwaccel import HWAccel
@@ -19,16 +22,15 @@ from ..records import VideoInfo
 from .pyav import decode_rgb
 from .resize import ResizePlan
 
+Frames = TypeVar("Frames")
 
-def decode_rgb_nvdec(
-    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
-    threads: int = 0,
-) -> tuple[np.ndarray, str]:
-    """(uint8 [T, out_h, out_w, 3], the decoder that produced it: "nvdec" or "cpu (nvdec failed: <error>)").
-    When NVDEC fails and frames_cfg.nvdec_fallback is "reject", the sample is rejected instead."""
+
+def with_nvdec(decode: Callable[[HWAccel | None], Frames], frames_cfg: FramesConfig, path: str, sample_id: str
+               ) -> tuple[Frames, str]:
+    """(decode(NVDEC), "nvdec"), or where NVDEC fails: (decode(None) on the CPU, "cpu (nvdec failed: <error>)")
+    with frames_cfg.nvdec_fallback=cpu, else the sample is rejected."""
     try:
-        accel = HWAccel(device_type="cuda", allow_software_fallback=False)
-        return decode_rgb(path, info, indices, plan, frames_cfg, sample_id, hwaccel=accel, threads=threads), "nvdec"
+        return decode(HWAccel(device_type="cuda", allow_software_fallback=False)), "nvdec"
     except Exception as error:  # noqa: BLE001 - any failure (no GPU, unsupported profile): reject or use the CPU
         # Only the error's kind goes into the (checksummed) manifest: messages can hold paths. Our decode
         # wraps FFmpeg's errors as rejects; the FFmpeg error underneath is the one that says why.
@@ -40,5 +42,14 @@ def decode_rgb_nvdec(
                 f"{path}: NVDEC cannot decode it ({reason}: {cause}); frames.nvdec_fallback=cpu decodes such videos on "
                 "the CPU (the cache then mixes decoders, each row records its own), or use frames.decoder=cpu",
             ) from None
-        frames = decode_rgb(path, info, indices, plan, frames_cfg, sample_id, threads=threads)
-        return frames, f"cpu (nvdec failed: {reason})"
+        return decode(None), f"cpu (nvdec failed: {reason})"
+
+
+def decode_rgb_nvdec(
+    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
+    threads: int = 0,
+) -> tuple[np.ndarray, str]:
+    """(uint8 [T, out_h, out_w, 3], the decoder that produced it: "nvdec" or "cpu (nvdec failed: <error>)").
+    When NVDEC fails and frames_cfg.nvdec_fallback is "reject", the sample is rejected instead."""
+    return with_nvdec(lambda accel: decode_rgb(path, info, indices, plan, frames_cfg, sample_id, accel, threads),
+                      frames_cfg, path, sample_id)

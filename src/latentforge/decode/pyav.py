@@ -33,13 +33,15 @@ SWSCALE_FILTERS = {
     "area": Interpolation.AREA,
     "lanczos": Interpolation.LANCZOS,
 }
-# AVColorSpace tag -> swscale matrix. Untagged or unknown -> BT.601, as swscale and players default.
-_MATRICES = {
-    1: Colorspace.ITU709,
-    4: Colorspace.FCC,
-    7: Colorspace.SMPTE240M,
-    9: Colorspace.BT2020,
-    10: Colorspace.BT2020,
+# AVColorSpace tag -> matrix (records.COLOUR_MATRICES). Untagged or unknown -> BT.601, as swscale and players
+# default.
+_MATRICES = {1: "bt709", 4: "fcc", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
+SWSCALE_MATRICES = {
+    "bt601": Colorspace.ITU601,
+    "bt709": Colorspace.ITU709,
+    "fcc": Colorspace.FCC,
+    "smpte240m": Colorspace.SMPTE240M,
+    "bt2020": Colorspace.BT2020,
 }
 _AVCOL_RANGE_JPEG = 2
 
@@ -160,6 +162,11 @@ def _frames(container, stream) -> Iterator[av.VideoFrame]:
         yield from stream.decode(packet)  # the final empty packet flushes the decoder
 
 
+def colour_tags(frame: av.VideoFrame) -> tuple[str, bool]:
+    """(matrix, full range) the frame's pixels are converted with: its own tags, untagged = BT.601 limited."""
+    return _MATRICES.get(frame.colorspace, "bt601"), frame.color_range == _AVCOL_RANGE_JPEG
+
+
 def to_rgb24(
     frame: av.VideoFrame, width: int | None = None, height: int | None = None, filter_name: str = "bicubic",
     threads: int = 0,
@@ -167,14 +174,13 @@ def to_rgb24(
     """The frame as full-range RGB (coded orientation), converted with its own colour tags. threads: swscale's
     (0: one per core, which on a many-core host costs several times the CPU of one thread); the pixels do not
     depend on it."""
-    matrix = _MATRICES.get(frame.colorspace, Colorspace.ITU601)
-    value_range = ColorRange.JPEG if frame.color_range == _AVCOL_RANGE_JPEG else ColorRange.MPEG
+    matrix, full_range = colour_tags(frame)
     converted = frame.reformat(
         width=width,
         height=height,
         format="rgb24",
-        src_colorspace=matrix,
-        src_color_range=value_range,
+        src_colorspace=SWSCALE_MATRICES[matrix],
+        src_color_range=ColorRange.JPEG if full_range else ColorRange.MPEG,
         dst_color_range=ColorRange.JPEG,
         interpolation=SWSCALE_FILTERS[filter_name] | SWSCALE_FLAGS,
         threads=threads,

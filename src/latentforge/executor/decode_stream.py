@@ -76,9 +76,9 @@ class DecodeStream:
     """Yields (unit, decoded samples of that unit) for every unit `next_unit()` hands out, in order."""
 
     def __init__(self, config: BuildConfig, next_unit: Callable[[], Unit | None], workers: int,
-                 stacks: tuple[str, str] | None = None, device: torch.device | None = None):
+                 stacks: tuple[str, str] | None = None, device: torch.device | None = None, frame_bytes: int = 0):
         """stacks: (build_dir, role) of the workers' SIGUSR1 dump files; None dumps to stderr. device: where
-        the frames go next (a GPU gets page-locked slots)."""
+        the frames go next (a GPU gets page-locked slots). frame_bytes: frame_slots.source_frame_bytes."""
         self.config = config
         self._next_unit = next_unit
         self._window = 2 * workers
@@ -89,7 +89,7 @@ class DecodeStream:
             slots_arg = None
             try:  # every sample in flight, the batch being filled, the batch the device may still be reading, a spare
                 self._frame_slots = FrameSlots(self._window + 2 * config.output.batch_size + 1,
-                                               slot_bytes_for(config), device or torch.device("cpu"))
+                                               slot_bytes_for(config, frame_bytes), device or torch.device("cpu"))
                 slots_arg = (self._frame_slots.path, self._frame_slots.slot_bytes)
                 self.transport = "shared memory" + (", page-locked" if self._frame_slots.pinned else "")
             except OSError as error:  # no memory for the slots: the frames travel pickled, slower

@@ -24,7 +24,9 @@ import numpy as np
 import torch
 
 from ..config import BuildConfig
-from ..records import ModalityFrames
+from ..pipeline.probe import ProbeResult
+from ..pipeline.unit import Unit
+from ..records import ModalityFrames, YuvFormat
 
 _ALIGN = 4096
 # Bytes per output pixel of each modality's compact frames, at most: RGB uint8 x 3; masks as 8/16-bit ids or,
@@ -41,13 +43,27 @@ class SlotArray:
     shape: tuple[int, ...]
     dtype: str
     palette: np.ndarray | None
+    yuv: YuvFormat | None = None
 
 
-def slot_bytes_for(config: BuildConfig) -> int:
-    """The largest sample the config can produce, in compact frames (every bucket considered)."""
+def source_frame_bytes(config: BuildConfig, units: list[Unit]) -> int:
+    """With frames.resize_backend=device, the bytes of the largest probed video's frame in YUV 4:2:0 form (frames
+    travel at the source's coded size, which can exceed the output's RGB); else 0."""
+    if config.frames.resize_backend != "device":
+        return 0
+    sizes = [p.info.width * p.info.height for u in units for p in u.probes.values() if isinstance(p, ProbeResult)]
+    return max(sizes, default=0) * 3 // 2
+
+
+def slot_bytes_for(config: BuildConfig, frame_bytes: int = 0) -> int:
+    """The largest sample the config can produce, in compact frames (every bucket considered). frame_bytes: the
+    largest RGB frame as it travels when that is not the output size (source_frame_bytes)."""
     frames = config.frames
-    pixels = max([frames.num_frames * frames.height * frames.width] + [t * h * w for t, h, w in frames.buckets])
-    return sum(_aligned(pixels * _BYTES_PER_PIXEL.get(name, 4)) for name in config.modalities.names)
+    shapes = [(frames.num_frames, frames.height, frames.width)] + [tuple(bucket) for bucket in frames.buckets]
+    pixels = max(t * h * w for t, h, w in shapes)
+    rgb = max(pixels * _BYTES_PER_PIXEL["rgb"], max(t for t, _, _ in shapes) * frame_bytes)
+    return sum(_aligned(rgb if name == "rgb" else pixels * _BYTES_PER_PIXEL.get(name, 4))
+               for name in config.modalities.names)
 
 
 def _aligned(size: int) -> int:
@@ -101,7 +117,8 @@ class FrameSlots:
     def read(self, slot: int, layout: list[SlotArray]) -> dict[str, ModalityFrames]:
         """Views of the frames a worker wrote into `slot` (valid until the slot is released)."""
         base = slot * self.slot_bytes
-        return {a.name: ModalityFrames(np.ndarray(a.shape, np.dtype(a.dtype), self._map, base + a.offset), a.palette)
+        return {a.name: ModalityFrames(np.ndarray(a.shape, np.dtype(a.dtype), self._map, base + a.offset), a.palette,
+                                       a.yuv)
                 for a in layout}
 
     def close(self) -> None:
@@ -126,7 +143,8 @@ class SlotWriter:
         """Copy every modality's frames into `slot`; None (nothing written) when they do not fit."""
         layout, offset = [], 0
         for name, frames in modalities.items():
-            layout.append(SlotArray(name, offset, frames.values.shape, frames.values.dtype.str, frames.palette))
+            layout.append(SlotArray(name, offset, frames.values.shape, frames.values.dtype.str, frames.palette,
+                                    frames.yuv))
             offset += _aligned(frames.nbytes)
         if offset > self.slot_bytes:
             return None

@@ -22,6 +22,7 @@ from ..pipeline.environment import environment_record
 from ..pipeline.unit import Unit
 from .base import Executor
 from .events import RankEvent, RankFinished
+from .frame_slots import source_frame_bytes
 from .process_setup import child_signals_held, dump_stacks_on_sigusr1, remove_empty_stack_files
 from .rank import RankSpec, rank_process_main, run_rank
 from .worker_sizing import decode_workers
@@ -99,8 +100,9 @@ class LocalExecutor(Executor):
     def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
         slots = resolve_slots(self.config)
         by_index = {u.index: u for u in units}
-        specs = [RankSpec(rank, device, slots.workers, slots.torch_threads, self.config, str(self.build_dir))
-                 for rank, device in enumerate(slots.devices)]
+        frame_bytes = source_frame_bytes(self.config, units)
+        specs = [RankSpec(rank, device, slots.workers, slots.torch_threads, self.config, str(self.build_dir),
+                          frame_bytes) for rank, device in enumerate(slots.devices)]
         note = f"latentforge: stacks of the other processes of this build go to {self.build_dir / STACKS_DIR}/"
         try:
             if len(specs) == 1:

@@ -39,6 +39,7 @@ class RankSpec:
     torch_threads: int | None  # None keeps torch's default
     config: BuildConfig
     build_dir: str
+    frame_bytes: int = 0  # the largest RGB frame as decode workers ship it, when not the output's (frame_slots.py)
 
 
 def serve_rank_metrics(spec: RankSpec, stats: RankStats, queues: Callable[[], dict[str, int]]
@@ -75,7 +76,8 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
         index = next_index()
         return None if index is None else units[index]
 
-    stream = DecodeStream(spec.config, next_unit, spec.workers, (spec.build_dir, f"rank{spec.rank}-decode"), device)
+    stream = DecodeStream(spec.config, next_unit, spec.workers, (spec.build_dir, f"rank{spec.rank}-decode"), device,
+                          spec.frame_bytes)
     stats.transport = stream.transport
     on_stream(stream)
 

@@ -29,6 +29,7 @@ from ..pipeline.unit import Unit
 from .base import Executor
 from .driver_guard import this_driver
 from .events import RankEvent, RankFinished
+from .frame_slots import source_frame_bytes
 from .lock_record import read_lock_record
 from .rank import RankSpec
 from .rank_stats import RankStats
@@ -152,6 +153,7 @@ class _RayRun:
         self.dispatcher = ray.remote(num_cpus=0, scheduling_strategy=here)(UnitDispatcher).remote(units)
         self.actor_class = ray.remote(RankWorker)
         self.token = token
+        self.frame_bytes = source_frame_bytes(config, units)
         self.facts = node_facts(config, build_dir, units, token)
         self.driver = this_driver(token, same_machine=own_ray)
         self.own_ray, self.recorded = own_ray, time.monotonic()
@@ -173,7 +175,8 @@ class _RayRun:
 
     def start_worker(self) -> None:
         rank, self.next_rank = self.next_rank, self.next_rank + 1
-        spec = RankSpec(rank, self.shape.device, self.decode_workers, None, self.config, str(self.build_dir))
+        spec = RankSpec(rank, self.shape.device, self.decode_workers, None, self.config, str(self.build_dir),
+                        self.frame_bytes)
         options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0,
                                    "runtime_env": {"env_vars": {BUILD_TOKEN_ENV: self.token, **_fault_env(rank)}}}
         options.update(self.nodes_book.placement())

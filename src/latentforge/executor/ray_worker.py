@@ -84,7 +84,8 @@ class RankWorker:
                 stats.add_rejects(r.reason for r in payload.rejects)
 
             ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, stage)
-            stream = DecodeStream(spec.config, self._take, spec.workers, device=torch.device(spec.device))
+            stream = DecodeStream(spec.config, self._take, spec.workers, device=torch.device(spec.device),
+                                  frame_bytes=spec.frame_bytes)
             stats.transport = stream.transport
             live["decode"] = lambda: stream.queued_samples
             for unit, decoded in stream.units():

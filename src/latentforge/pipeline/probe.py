@@ -10,6 +10,7 @@ from ..config import BuildConfig
 from ..decode.pyav import probe_video
 from ..decode.resize import ResizePlan, plan_resize
 from ..decode.sources import ModalitySource, check_matches_video, probe_modality_source
+from ..decode.yuv_capture import check_yuv_source
 from ..errors import SampleRejected
 from ..records import Reject, Sample, VideoInfo
 from ..transforms.window import FrameWindow, select_window
@@ -60,6 +61,8 @@ def probe_sample(sample: Sample, config: BuildConfig) -> ProbeResult:
         frames, window, bucket = choice.frames, choice.window, choice.record
     else:
         window = select_window(info, frames, sample.sample_id, sample.start_frame)
+    if config.frames.resize_backend == "device":
+        check_yuv_source(info.pix_fmt, info.width, info.height, sample.entry.video, sample.sample_id)
     width, height = info.display_size
     plan = plan_resize(width, height, frames.width, frames.height, frames.resize)
     modality_info: dict[str, ModalitySource] = {}

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import BuildConfig
-from ..decode.nvdec import decode_rgb_nvdec
+from ..decode.nvdec import with_nvdec
 from ..decode.pyav import decode_rgb
+from ..decode.yuv_capture import decode_yuv
 from ..records import ModalityFrames, Sample, SamplePixels
 from ..transforms.depth import load_depth
 from ..transforms.masks import load_mask
@@ -29,23 +30,34 @@ def provenance_of(probe: ProbeResult) -> dict[str, Any]:
     return provenance
 
 
+def decode_video(sample: Sample, probe: ProbeResult, config: BuildConfig) -> tuple[ModalityFrames, str | None]:
+    """The RGB modality's compact frames (YUV planes for frames.resize_backend=device), and with frames.decoder=nvdec
+    the decoder that ran (None for the CPU decoder)."""
+    args = (sample.entry.video, probe.info, list(probe.window.indices), probe.plan, config.frames, sample.sample_id)
+    threads = config.run.decode_threads
+
+    def decode(hwaccel) -> ModalityFrames:
+        if config.frames.resize_backend == "device":
+            return decode_yuv(*args, hwaccel=hwaccel, threads=threads)
+        return ModalityFrames(decode_rgb(*args, hwaccel=hwaccel, threads=threads))
+
+    if config.frames.decoder == "nvdec":
+        return with_nvdec(decode, config.frames, sample.entry.video, sample.sample_id)
+    return decode(None), None
+
+
 def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig) -> SamplePixels:
     """Every modality in config.modalities.names order, all on the same source frame indices."""
     indices = list(probe.window.indices)
     modalities: dict[str, ModalityFrames] = {}
     provenance = provenance_of(probe)
     for name in config.modalities.names:
-        if name == "rgb" and config.frames.decoder == "nvdec":
-            rgb, provenance["decoder"] = decode_rgb_nvdec(
-                sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id,
-                threads=config.run.decode_threads,
-            )
-            modalities["rgb"] = ModalityFrames(rgb)
-        elif name == "rgb":
-            modalities["rgb"] = ModalityFrames(decode_rgb(
-                sample.entry.video, probe.info, indices, probe.plan, config.frames, sample.sample_id,
-                threads=config.run.decode_threads,
-            ))
+        if name == "rgb":
+            modalities["rgb"], decoder = decode_video(sample, probe, config)
+            if decoder is not None:
+                provenance["decoder"] = decoder
+            if config.frames.resize_backend == "device":
+                provenance["resize_backend"] = "device"
         elif name == "mask":
             modalities["mask"], provenance["mask"] = load_mask(
                 probe.modality_info["mask"], indices, probe.plan, config.modalities.mask, sample.sample_id

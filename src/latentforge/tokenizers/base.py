@@ -12,9 +12,10 @@ import numpy as np
 import torch
 
 from ..config import TokenizerConfig
+from ..decode.device_convert import yuv_to_output
 from ..errors import ConfigError
 from ..hashing import sha256_file
-from ..records import ModalityFrames
+from ..records import ModalityFrames, YuvFormat
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
@@ -147,6 +148,7 @@ class DeviceFrames:
 
     values: torch.Tensor
     colours: torch.Tensor | None  # masks: the palette's colours in [-1, 1], [N, 3] float32
+    yuv: YuvFormat | None = None  # frames.resize_backend=device: values are YUV planes (decode/device_convert.py)
 
 
 def upload_frames(frames: ModalityFrames, device: torch.device | str) -> DeviceFrames:
@@ -160,7 +162,7 @@ def upload_frames(frames: ModalityFrames, device: torch.device | str) -> DeviceF
         if device.type == "cuda":  # pinned, so this small copy does not wait for the device either
             colours = colours.pin_memory()
         colours = colours.to(device, non_blocking=True)
-    return DeviceFrames(values, colours)
+    return DeviceFrames(values, colours, frames.yuv)
 
 
 def expand_frames(batch: list[DeviceFrames]) -> torch.Tensor:
@@ -169,7 +171,9 @@ def expand_frames(batch: list[DeviceFrames]) -> torch.Tensor:
     expanded = []
     for frames in batch:
         values = frames.values
-        if frames.colours is not None:  # ids -> colour in [-1, 1], one gather
+        if frames.yuv is not None:  # YUV planes -> converted, resized uint8 RGB -> [-1, 1]
+            expanded.append(pixel_table(values.device)[yuv_to_output(values, frames.yuv).long()])
+        elif frames.colours is not None:  # ids -> colour in [-1, 1], one gather
             expanded.append(frames.colours[values.long()])
         elif values.ndim == 3:  # depth: the value in 3 channels
             expanded.append(values.unsqueeze(-1).expand(*values.shape, 3))
