@@ -6,6 +6,8 @@ Phases (--phases; `throughput` and `scaling` are groups, `all` is both, sharing 
   t5          T5 seconds over the dataset's prompts: Cosmos' padded call vs ours (each prompt alone), and in the build
   perception  `latentforge build` of the perception preset (rgb+mask+depth) on 1 GPU, steady state
   rgb         the same build with RGB only
+  rgb_device  the RGB build with frames.resize_backend=device (and frames.decoder=nvdec on a GPU): the workers only
+              decode and copy YUV planes; colour conversion and resize run on the encoder's device
   scaling     the perception build on each N of --gpus-list (N=1 is the perception run), efficiency
   sha         SHA-256 of every shard of the first two units, committed from each scaling run's staged units
 
@@ -44,8 +46,9 @@ import _build_probes as probes  # noqa: E402
 import _build_report as report  # noqa: E402
 import _build_run as runner  # noqa: E402
 
-PHASES = ("cpu", "pure", "t5", "perception", "rgb", "scaling", "sha")
-GROUPS = {"throughput": ("cpu", "pure", "t5", "perception", "rgb"), "scaling": ("perception", "scaling", "sha"),
+PHASES = ("cpu", "pure", "t5", "perception", "rgb", "rgb_device", "scaling", "sha")
+GROUPS = {"throughput": ("cpu", "pure", "t5", "perception", "rgb", "rgb_device"),
+          "scaling": ("perception", "scaling", "sha"),
           "all": PHASES}
 TINY = dict(clips=2, rows=8, src_size="96x64", src_frames=20, frames=9, size="48x64", batch=2, unit_size=2,
             workers_per_gpu=0, warmup=0.0, duration=60.0, scale_duration=60.0, gpus_list=[1, 2], cpu_reps=1,
@@ -110,8 +113,13 @@ def _wh(text: str) -> tuple[int, int]:
     return a, b
 
 
+def device_resize_frames(args) -> dict[str, str]:
+    """The frames settings of the rgb_device build: NVDEC where there is a GPU, the CPU decoder elsewhere."""
+    return {"resize_backend": "device", "decoder": "nvdec" if args.device.startswith("cuda") else "cpu"}
+
+
 def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, gpus: int, rgb_only: bool,
-                 limit: int) -> dict[str, Any]:
+                 limit: int, frames: dict[str, Any] | None = None) -> dict[str, Any]:
     height, width = _wh(args.size)
     cuda = args.device.startswith("cuda")
     dataset = {"reader": "table", "path": [str(table)], "id_column": "id", "limit": limit}
@@ -123,7 +131,7 @@ def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, gp
     return {
         "preset": "openvid-perception-stage1",
         "dataset": dataset,
-        "frames": {"num_frames": args.frames, "height": height, "width": width},
+        "frames": {"num_frames": args.frames, "height": height, "width": width, **(frames or {})},
         "modalities": {"names": ["rgb"] if rgb_only else ["rgb", "mask", "depth"], "mask": {"ids": data.MASK_IDS}},
         "tokenizer": tokenizer,
         "text": {"name": "t5", "path": str(text), "precision": "bf16" if cuda else "fp32"},
@@ -187,9 +195,10 @@ class Bench:
         self.text = data.make_text_model(a.workdir / "models" / a.text, corpus, a.device, a.text == "t5-11b")
         return {"rows": rows, "clips": a.clips, "dataset_s": generated, "models_s": time.time() - started}
 
-    def config_file(self, name: str, gpus: int, rgb_only: bool, limit: int) -> tuple[Path, Path]:
+    def config_file(self, name: str, gpus: int, rgb_only: bool, limit: int,
+                    frames: dict[str, Any] | None = None) -> tuple[Path, Path]:
         root = self.args.workdir / "caches" / name
-        config = build_config(self.args, self.table, self.vae, self.text, root, gpus, rgb_only, limit)
+        config = build_config(self.args, self.table, self.vae, self.text, root, gpus, rgb_only, limit, frames)
         path = self.args.workdir / "configs" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -201,10 +210,11 @@ class Bench:
         path, _ = self.config_file("probe-config", 1, rgb_only, self.args.batch)
         return load_config(path)
 
-    def steady_build(self, name: str, gpus: int, rgb_only: bool, duration: float) -> dict[str, Any]:
+    def steady_build(self, name: str, gpus: int, rgb_only: bool, duration: float,
+                     frames: dict[str, Any] | None = None) -> dict[str, Any]:
         a = self.args
         limit = min(self.rows_for(gpus, duration, rgb_only), self.results["phases"]["prepare"]["rows"])
-        path, root = self.config_file(name, gpus, rgb_only, limit)
+        path, root = self.config_file(name, gpus, rgb_only, limit, frames)
         (a.out / "logs").mkdir(parents=True, exist_ok=True)
         run = runner.run_build(name, path, root, gpus, a.unit_size, limit, a.warmup + duration, a.tick,
                                a.out / "logs" / f"{name}.log")
@@ -302,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                                        data.table_captions(bench.table)[: 16 * args.unit_size], args.unit_size),
         "perception": lambda: bench.steady_build("perception", 1, False, args.duration),
         "rgb": lambda: bench.steady_build("rgb", 1, True, args.duration),
+        "rgb_device": lambda: bench.steady_build("rgb_device", 1, True, args.duration, device_resize_frames(args)),
         "scaling": bench.scaling,
         "sha": bench.sha,
     }
