@@ -81,6 +81,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gpus-list", type=int, nargs="+", default=None, help="e.g. 1 2 (cpu: procs)")
     p.add_argument("--max-rate", type=float, default=1.0,
                    help="upper guess of perception samples/s per GPU, sizes each build's --limit")
+    p.add_argument("--device-resize-decoder", choices=("nvdec", "cpu"), default="nvdec",
+                   help="frames.decoder of the rgb_device build on a GPU")
     p.add_argument("--cpu-reps", type=int, default=3)
     p.add_argument("--pure-batches", type=int, default=2, help="timed batches after one untimed")
     p.add_argument("--tick", type=float, default=2.0, help="seconds between RSS/CPU/unit samples")
@@ -114,8 +116,9 @@ def _wh(text: str) -> tuple[int, int]:
 
 
 def device_resize_frames(args) -> dict[str, str]:
-    """The frames settings of the rgb_device build: NVDEC where there is a GPU, the CPU decoder elsewhere."""
-    return {"resize_backend": "device", "decoder": "nvdec" if args.device.startswith("cuda") else "cpu"}
+    """The frames settings of the rgb_device build: --device-resize-decoder where there is a GPU, else the CPU's."""
+    return {"resize_backend": "device",
+            "decoder": args.device_resize_decoder if args.device.startswith("cuda") else "cpu"}
 
 
 def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, gpus: int, rgb_only: bool,

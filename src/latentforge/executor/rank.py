@@ -114,6 +114,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
                 raise UnitFailed(unit.index, [s.sample_id for s in unit.samples], error) from error
     except BaseException:
         stream.abort()
+        ctx.close()
         # The units encoded before the failure stay staged, and no write outlives the rank (a rerun in the same
         # process would otherwise find a unit half written and encode it again beside the late write). A write
         # error raised here is the failure itself or comes after it: the first one is the one to report.
@@ -121,6 +122,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
             writer.close()
         raise
     profiler.close()
+    ctx.close()
     stream.close()
     writer.close()
     record_stream_clocks()

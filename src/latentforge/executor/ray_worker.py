@@ -61,6 +61,7 @@ class RankWorker:
         stats = RankStats(rank=spec.rank, pid=os.getpid(), device=spec.device, workers=spec.workers, node=where,
                           node_id=node_id)
         stream: DecodeStream | None = None
+        ctx: UnitContext | None = None
         live: dict[str, Callable[[], int]] = {}
         metrics = contextlib.ExitStack()
         try:
@@ -98,6 +99,8 @@ class RankWorker:
             return RankFinished(spec.rank, self._finish(stats, stream, None), failure, node)
         finally:
             metrics.close()
+            if ctx is not None:
+                ctx.close()
             if stream is not None:
                 stream.close()
         return RankFinished(spec.rank, self._finish(stats, stream, ctx), None, node)

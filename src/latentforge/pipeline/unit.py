@@ -29,6 +29,7 @@ from .batch_queue import BatchQueue, encode_on_device
 from .environment import environment_record
 from .probe import ProbeResult
 from .sample import load_sample_pixels
+from .text_prefetch import TextPrefetch, select_rows
 from .text_stage import PickledText, TextSource, text_source
 
 
@@ -77,16 +78,25 @@ class UnitContext:
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     samples_done: int = 0
     text_source: TextSource | None = field(init=False)  # text.source applied to `text`; None: no text stage
+    # text.source=encoder: the unit's prompts go through the encoder while its batches run
+    text_prefetch: TextPrefetch | None = field(init=False)
     encoded_by: dict[str, Any] = field(init=False)  # recorded with every staged unit
 
     def __post_init__(self) -> None:
         self.text_source = text_source(self.config, self.text)
+        prefetch = self.text_source is not None and self.text_source.mode == "encoder"
+        self.text_prefetch = TextPrefetch(self.text_source, self.tokenizer.device) if prefetch else None
         self.encoded_by = {"function": function_digest(self.tokenizer.fingerprint()),
                            "environment": environment_record(self.tokenizer.device)}
 
     @property
     def storage_dtype(self) -> np.dtype:
         return np.dtype(self.config.output.storage_dtype)
+
+    def close(self) -> None:
+        """Stop the text thread (after the last unit)."""
+        if self.text_prefetch is not None:
+            self.text_prefetch.close()
 
 
 def _nothing_held() -> None:
@@ -158,6 +168,10 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     pickled: list[PickledText | None] = []
     pending: list[SamplePixels] = []
     held: list[Callable[[], None]] = []  # the pending samples' releases
+    # Every probed sample's prompt, started now; the rows of the samples decode rejects are dropped at the end
+    prompt_of = {s.source_index: probe.caption for s in unit.samples
+                 if isinstance(probe := unit.probes[s.source_index], ProbeResult)}
+    prefetched = ctx.text_prefetch.submit(list(prompt_of.values())) if ctx.text_prefetch and prompt_of else None
 
     def flush() -> None:
         if not pending:
@@ -200,20 +214,25 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     if missing:
         raise RuntimeError(f"unit {unit.index}: no decode outcome for {missing[:3]}")
 
-    # The text encoder's kernels queue behind the unit's batches, so the device runs them without a gap; the unit's
-    # one wait for the device is the text rows' copy back, and `finish` then finds the device idle. "text" is the
-    # device's time from the last batch to the rows' return.
-    text = None
-    if ctx.text_source is not None and rows:
-        clock = DeviceClock(ctx.tokenizer.device)
+    text, text_clock = None, None
+    if prefetched is not None:
+        encoded, seconds = prefetched.result()
+        ctx.seconds["text"] += seconds
+        position = {index: i for i, index in enumerate(prompt_of)}
+        text = select_rows(encoded, [position[row.source_index] for row in rows]) if rows else None
+    elif ctx.text_source is not None and rows:
+        # Pickles are read on the host; an encoder (pickles+encoder) queues behind the unit's batches, so the
+        # device runs it without a gap. "text" is the device's time from the last batch to the rows' return.
+        text_clock = DeviceClock(ctx.tokenizer.device)
         text = ctx.text_source.rows(prompts, pickled)
-        clock.stop()
+        text_clock.stop()
     stacked = queue.finish(ctx.storage_dtype)
     if stacked is None:
         stacked = np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
+    if text_clock is not None:
+        ctx.seconds["text"] += text_clock.seconds()
     text_embeddings = text_lengths = None
     if text is not None:
-        ctx.seconds["text"] += clock.seconds()
         text_embeddings = text.batch.embeddings.astype(ctx.storage_dtype)
         text_lengths = text.batch.lengths
         with_text = ctx.text_source.records_provenance
