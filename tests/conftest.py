@@ -19,6 +19,7 @@ import pytest
 from helpers import REPO
 from helpers.bucket_world import bucket_config, bucket_world
 from helpers.builds import build_quietly, run_cli, tiny_config, tiny_t5, tiny_world, write_table
+from helpers.exec_world import run_main
 
 _PRINT = builtins.print
 
@@ -35,6 +36,14 @@ def _print_is_the_builtin():
     if builtins.print is not _PRINT:
         found, builtins.print = builtins.print, _PRINT
         pytest.fail(f"this test left builtins.print replaced by {found!r}")
+
+
+@pytest.fixture
+def cli(capfd) -> Callable[..., subprocess.CompletedProcess]:
+    """`latentforge ARGS` run in this process: cli(args, cwd=None, **env) -> CompletedProcess with the exit code
+    and what reached stdout/stderr (helpers.exec_world.run_main). For tests of what a verb does and says; a test
+    of the process itself (signals, kills, a fresh interpreter's imports or environment) runs a subprocess."""
+    return lambda args, cwd=None, **env: run_main(args, capfd, cwd=cwd, **env)
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 value and the fix, never a traceback (unless --debug), and a check that can fail before any work leaves nothing
 under the output root.
 
-Most run the CLI's main() in this process (`cli`, helpers.exec_world.run_main: exit code and what reached
+Most run the CLI's main() in this process (tests/conftest.py's `cli`: exit code and what reached
 stdout/stderr, spawned ranks included), which saves a fresh interpreter's torch and diffusers imports per call.
 A subprocess (run_cli) stays where the process matters: a Python path without a package, a Hugging Face cache
 chosen by HF_HOME (read when huggingface_hub is imported), the traceback Python prints for --debug, and Ctrl-C
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.exec_world import build_args, cli_command, cli_env, make_table, run_cli, run_main
+from helpers.exec_world import build_args, cli_command, cli_env, make_table, run_cli
 from helpers.processes import descendants, wait_for
 from latentforge.version import __version__
 
@@ -30,12 +30,6 @@ CLIPS = 3
 @pytest.fixture(scope="module")
 def table(tmp_path_factory) -> Path:
     return make_table(tmp_path_factory.mktemp("world") / "data", count=CLIPS)
-
-
-@pytest.fixture
-def cli(capfd):
-    """`latentforge ARGS` run in this process: cli(args, **env) -> CompletedProcess (run_cli's signature)."""
-    return lambda args, **env: run_main(args, capfd, **env)
 
 
 def message_of(done, code: int, *phrases: str) -> str:
