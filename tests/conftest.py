@@ -5,15 +5,21 @@ haar-4x8x8 and a tiny T5 (rgb, mask, depth; 9 frames of 32x48; 3 samples in batc
 from __future__ import annotations
 
 import builtins
+import os
+import shlex
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from helpers import REPO
 from helpers.bucket_world import bucket_config, bucket_world
 from helpers.builds import build_quietly, run_cli, tiny_config, tiny_t5, tiny_world, write_table
+from helpers.exec_world import run_main
 
 _PRINT = builtins.print
 
@@ -30,6 +36,14 @@ def _print_is_the_builtin():
     if builtins.print is not _PRINT:
         found, builtins.print = builtins.print, _PRINT
         pytest.fail(f"this test left builtins.print replaced by {found!r}")
+
+
+@pytest.fixture
+def cli(capfd) -> Callable[..., subprocess.CompletedProcess]:
+    """`latentforge ARGS` run in this process: cli(args, cwd=None, **env) -> CompletedProcess with the exit code
+    and what reached stdout/stderr (helpers.exec_world.run_main). For tests of what a verb does and says; a test
+    of the process itself (signals, kills, a fresh interpreter's imports or environment) runs a subprocess."""
+    return lambda args, cwd=None, **env: run_main(args, capfd, cwd=cwd, **env)
 
 
 @pytest.fixture(scope="session")
@@ -88,3 +102,29 @@ def demo_run(tmp_path_factory) -> DemoRun:
     assert done.returncode == 0, done.stdout + done.stderr
     (cwd / "examples").symlink_to(REPO / "examples", target_is_directory=True)
     return DemoRun(cwd, cwd / "demo-cache" / "cache", done.stdout)
+
+
+@pytest.fixture(scope="session")
+def demo_shell(demo_run) -> Callable[[str], subprocess.CompletedProcess]:
+    """Runs one command line with bash in the demo's folder (this environment's `latentforge` and `python` first
+    on PATH) and returns its run, once per session per command: the commands the demo prints and the README's
+    block of the same commands (tests/demo, tests/docs) each run once, in the order first asked for. Two lines
+    are the same command when their words are, a `python` script's path taken from the demo's folder (the demo
+    prints examples/train_tiny.py by its absolute path, the README as examples/train_tiny.py beside demo-cache)."""
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    runs: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
+
+    def same_command(command: str) -> tuple[str, ...]:
+        words = shlex.split(command, comments=True)
+        if words[:1] == ["python"] and len(words) > 1:
+            words[1] = str((demo_run.cwd / words[1]).resolve())
+        return tuple(words)
+
+    def run(command: str) -> subprocess.CompletedProcess:
+        key = same_command(command)
+        if key not in runs:
+            runs[key] = subprocess.run(["bash", "-c", command], cwd=demo_run.cwd, env=env, capture_output=True,
+                                       text=True, timeout=300)
+        return runs[key]
+
+    return run

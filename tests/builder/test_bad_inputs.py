@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from helpers.builds import build_quietly, read_manifest, tiny_config, tiny_world, write_table
-from helpers.exec_world import build_args, run_cli
+from helpers.exec_world import build_args
 from helpers.media import pattern_frames, write_depth_npz, write_png_folder, write_text_file, write_video
 from latentforge.cache.integrity import verify_integrity
 
@@ -258,7 +258,7 @@ def test_missing_and_blank_captions_become_the_empty_prompt_on_request(tmp_path)
     assert prompts == {"no_caption": "", "blank_caption": "", row["id"]: row["caption"]}
 
 
-def test_max_reject_fraction_aborts_a_mostly_broken_run_before_encoding(tmp_path):
+def test_max_reject_fraction_aborts_a_mostly_broken_run_before_encoding(tmp_path, cli):
     videos = tmp_path / "data" / "videos"
     videos.mkdir(parents=True)
     write_video(videos / "good.mp4", pattern_frames(9, 48, 32))
@@ -268,7 +268,7 @@ def test_max_reject_fraction_aborts_a_mostly_broken_run_before_encoding(tmp_path
     table = write_table([{"id": i, "video": f"videos/{v}", "caption": "c"} for i, v in rows],
                         tmp_path / "data" / "samples.csv")
     root = tmp_path / "cache"
-    done = run_cli(build_args(table, root, "--max-reject-fraction", "0.5", "--workers-per-gpu", "0"))
+    done = cli(build_args(table, root, "--max-reject-fraction", "0.5", "--workers-per-gpu", "0"))
     message = " ".join(done.stderr.split())  # rich wraps lines
     assert done.returncode == 1, done.stderr
     assert "3 of 4 samples were rejected by the plan and the probe, more than run.max_reject_fraction=0.5" in message

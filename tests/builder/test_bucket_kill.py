@@ -12,12 +12,13 @@ import yaml
 from helpers.bucket_world import bucket_settings
 from helpers.exec_world import run_cli, sums
 
-pytestmark = pytest.mark.slow  # two CLI runs in subprocesses
+pytestmark = pytest.mark.slow  # a killed CLI run in a subprocess, then the resume
 
 FIRST, SECOND = "buckets/17x32x64", "buckets/17x64x32"
 
 
-def test_kill_in_the_second_bucket_then_the_same_command_gives_the_same_sums(bucket_inputs, bucketed_cache, tmp_path):
+def test_kill_in_the_second_bucket_then_the_same_command_gives_the_same_sums(bucket_inputs, bucketed_cache, tmp_path,
+                                                                              cli):
     root = tmp_path / "cache"
     config = tmp_path / "buckets.yaml"
     config.write_text(yaml.safe_dump(bucket_settings(*bucket_inputs, root)))
@@ -31,7 +32,7 @@ def test_kill_in_the_second_bucket_then_the_same_command_gives_the_same_sums(buc
     assert any(p.name.startswith(".unit-") for p in staging.iterdir()), "the kill was not inside a staged write"
     assert not (root / SECOND / "_CACHE_COMPLETE").exists() and not (root / "_CACHE_COMPLETE").exists()
 
-    done = run_cli(args)
+    done = cli(args)  # only the killed run needs its own process
     assert done.returncode == 0, done.stderr
     assert sums(root) == sums(bucketed_cache)
     assert (root / "_CACHE_COMPLETE").is_file()

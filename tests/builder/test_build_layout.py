@@ -21,7 +21,6 @@ from helpers.builds import (
     build_quietly,
     checksummed_bytes,
     read_manifest,
-    run_cli,
     tiny_config,
     tiny_extra,
     tiny_t5,
@@ -29,6 +28,7 @@ from helpers.builds import (
     write_table,
 )
 from helpers.integrity_commands import SEED_000_INTEGRITY  # noqa: E402
+from latentforge.cli.main import main
 
 NUM_SAMPLES = 3  # world clips 0..2; clip_003 is too short
 ROWS_PER_SHARD = 2
@@ -51,8 +51,7 @@ def built(tmp_path_factory):
     del extra["output"]["root"]
     extra["run"]["workers_per_gpu"] = 1
     config_file.write_text(yaml.safe_dump({"preset": "openvid-perception-stage1", **extra}), encoding="utf-8")
-    done = run_cli("build", "--config", str(config_file), "--out", str(second), "--quiet")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert main(["build", "--config", str(config_file), "--out", str(second), "--quiet"]) == 0  # the CLI, here
     return first, second, model, rows
 
 

@@ -9,7 +9,7 @@ import shutil
 import h5py
 import numpy as np
 
-from helpers.builds import build_quietly, read_manifest, run_cli, tiny_config, tiny_t5, tiny_world, write_table
+from helpers.builds import build_quietly, read_manifest, tiny_config, tiny_t5, tiny_world, write_table
 from helpers.media import write_text_file
 from latentforge.cache.integrity import verify_integrity
 
@@ -30,7 +30,7 @@ def _latents_by_id(root) -> dict[str, np.ndarray]:
     return out
 
 
-def test_bad_samples_are_rejected_with_their_reason_and_good_rows_are_unaffected(tmp_path):
+def test_bad_samples_are_rejected_with_their_reason_and_good_rows_are_unaffected(tmp_path, cli):
     world = tmp_path / "world"
     rows = tiny_world(world, clips=4)  # clip_003 has 6 frames: too short for 9
     good = rows[:3]
@@ -67,7 +67,7 @@ def test_bad_samples_are_rejected_with_their_reason_and_good_rows_are_unaffected
     details = {r["sample_id"]: r["detail"] for r in rejects}
     assert "broken.mp4" in details["bad_unreadable"] and "nowhere.npz" in details["bad_no_depth"]
 
-    completed = run_cli("verify", str(mixed_root))
+    completed = cli(["verify", str(mixed_root)])
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert (mixed_root / "_CACHE_COMPLETE").is_file()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from helpers.builds import read_manifest, run_cli, tiny_extra, tiny_world, write_table
+from helpers.builds import read_manifest, tiny_extra, tiny_world, write_table
 from latentforge.cache.integrity import verify_integrity
 
 HOSTILE_IDS = [
@@ -39,7 +39,7 @@ def _snapshot(folder: Path, skip: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def test_hostile_ids_build_and_write_nothing_outside_root(tmp_path):
+def test_hostile_ids_build_and_write_nothing_outside_root(tmp_path, cli):
     world = tmp_path / "world"
     clips = tiny_world(world, clips=3)[:2]
     rows = [{**clips[i % 2], "id": sample_id} for i, sample_id in enumerate(HOSTILE_IDS)]
@@ -50,7 +50,7 @@ def test_hostile_ids_build_and_write_nothing_outside_root(tmp_path):
     config_file.write_text(yaml.safe_dump({"preset": "openvid-perception-stage1", **extra}), encoding="utf-8")
     before, siblings = _snapshot(tmp_path, root), sorted(os.listdir(tmp_path.parent))
 
-    done = run_cli("build", "--config", str(config_file), "--quiet")
+    done = cli(["build", "--config", str(config_file), "--quiet"])
 
     assert done.returncode == 0, done.stdout + done.stderr
     after = _snapshot(tmp_path, root)

@@ -1,7 +1,9 @@
 """Disk full, permission denied and read-only output end the run with a clear message, then resume
 to the uninterrupted result. Tests run as root, where chmod alone proves nothing: the failing build runs
 as root without CAP_DAC_OVERRIDE/CAP_FOWNER (setpriv), on folders owned by `nobody` with mode 0755.
-(Switching to `nobody` itself fails here: the interpreter lives under /root, mode 0700.)"""
+(Switching to `nobody` itself fails here: the interpreter lives under /root, mode 0700.) The failing builds run
+in their own process (limits, capabilities, and an HDF5 failure ends a process with os._exit); the reference,
+sizing and resuming builds run the CLI's main() in this process (tests/conftest.py's `cli`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers.exec_world import build_args, cli_command, cli_env, make_table, run_cli, sums
+from latentforge.cli.main import main
 
 pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
@@ -31,8 +34,7 @@ def world():
     for path in [base / "data", *(base / "data").rglob("*")]:
         path.chmod(path.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0))
     reference = base / "reference"
-    done = run_cli(build_args(table, reference, "--workers-per-gpu", "0"))
-    assert done.returncode == 0, done.stderr
+    assert main(build_args(table, reference, "--workers-per-gpu", "0")) == 0
     yield base, table, reference
     shutil.rmtree(base)
 
@@ -45,7 +47,7 @@ def _run(args, preexec=None, prefix=()):
                           timeout=120, preexec_fn=preexec)
 
 
-def test_disk_full_ends_cleanly_and_resumes(world):
+def test_disk_full_ends_cleanly_and_resumes(world, cli):
     base, table, reference = world
     staged = max(p.stat().st_size for p in (reference / "build" / "staging").glob("unit-*.h5"))
     run_records = max(p.stat().st_size for p in (reference / "build").iterdir() if p.is_file())
@@ -64,7 +66,7 @@ def test_disk_full_ends_cleanly_and_resumes(world):
     assert "file size limit reached" in message and "rerun the same command to resume" in message
     assert "Traceback" not in done.stderr
     assert not (root / "_CACHE_COMPLETE").exists()
-    done = run_cli(args)
+    done = cli(args)
     assert done.returncode == 0, done.stderr
     assert sums(root) == sums(reference)
 
@@ -77,14 +79,14 @@ def _mount_tmpfs(folder: Path, size: int) -> None:
         pytest.skip(f"a real full disk needs a tmpfs mount, which this user may not do: {done.stderr.strip()}")
 
 
-def test_full_file_system_at_commit_exits_1(world):
+def test_full_file_system_at_commit_exits_1(world, cli):
     """ENOSPC from a real file system while the shards are written (h5py raises it as an OSError carrying
     the HDF5 driver's report): one line naming the file, exit 1, never the HDF5 library's crash at exit."""
     base, table, _ = world
     # frames large enough that the shards outweigh the disk estimate's fixed margin
     big = ("--workers-per-gpu", "0", "--set", "output.storage_dtype=float32")
     sized = base / "sized"
-    done = run_cli(build_args(table, sized, *big, width=768, height=512))
+    done = cli(build_args(table, sized, *big, width=768, height=512))
     assert done.returncode == 0, done.stderr
     records = sum(p.stat().st_size for p in (sized / "build").rglob("*") if p.is_file())
     shards = sum(p.stat().st_size for p in (sized / "shards").iterdir())
@@ -103,7 +105,7 @@ def test_full_file_system_at_commit_exits_1(world):
 
 
 @pytest.mark.parametrize("case", ["staging_not_writable", "read_only_root"])
-def test_permission_denied_ends_cleanly_and_resumes(world, case):
+def test_permission_denied_ends_cleanly_and_resumes(world, case, cli):
     base, table, reference = world
     root = base / case
     (root / "build" / "staging").mkdir(parents=True)
@@ -115,6 +117,6 @@ def test_permission_denied_ends_cleanly_and_resumes(world, case):
     message = " ".join(done.stderr.split())  # rich wraps lines
     assert "permission denied" in message and "rerun the same command to resume" in message
     assert "Traceback" not in done.stderr
-    done = run_cli(args)
+    done = cli(args)
     assert done.returncode == 0, done.stderr
     assert sums(root) == sums(reference)

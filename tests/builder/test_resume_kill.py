@@ -1,5 +1,8 @@
 """Kill-proof builds: SIGKILL inside every phase and at random moments, torn staged files, SIGTERM,
-and no process outliving a killed main process. Every resume must end in the uninterrupted SHA256SUMS."""
+and no process outliving a killed main process. Every resume must end in the uninterrupted SHA256SUMS.
+
+The builds that are killed or signalled run in their own process; the reference build and the resumes, which
+only have to finish, run the CLI's main() in this process (tests/conftest.py's `cli`)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import pytest
 
 from helpers.exec_world import build_args, cli_command, cli_env, make_table, run_cli, sums
 from helpers.processes import alive, descendants, wait_for
+from latentforge.cli.main import main
 from latentforge.writers.staging import completed_units
 
 pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
@@ -30,8 +34,7 @@ PHASE_KILLS = (("decode", 9), ("encode", 9), ("stage", 2), ("commit", 2), ("mani
 def world(tmp_path_factory):
     folder = tmp_path_factory.mktemp("kill")
     table = make_table(folder / "data", count=24)
-    done = run_cli(build_args(table, folder / "reference", "--workers-per-gpu", "0"))
-    assert done.returncode == 0, done.stderr
+    assert main(build_args(table, folder / "reference", "--workers-per-gpu", "0")) == 0
     return table, sums(folder / "reference")
 
 
@@ -39,7 +42,7 @@ def _staged(root: Path) -> list[Path]:
     return sorted((root / "build" / "staging").glob("unit-*.h5")) if (root / "build" / "staging").is_dir() else []
 
 
-def test_kill_inside_every_phase_then_resume(world, tmp_path):
+def test_kill_inside_every_phase_then_resume(world, tmp_path, cli):
     table, reference = world
     root = tmp_path / "cache"
     args = build_args(table, root, "--workers-per-gpu", "0")
@@ -54,13 +57,13 @@ def test_kill_inside_every_phase_then_resume(world, tmp_path):
             for path in _staged(root):  # tmp + rename: a final name only ever holds a complete file
                 with h5py.File(path, "r") as handle:
                     assert "rows_jsonl" in handle, path
-    done = run_cli(args)
+    done = cli(args)
     assert done.returncode == 0, done.stderr
     assert sums(root) == reference
     assert not [p for p in (root / "build" / "staging").iterdir() if ".tmp" in p.name]
 
 
-def test_kill_at_random_moments_then_resume(world, tmp_path):
+def test_kill_at_random_moments_then_resume(world, tmp_path, cli):
     table, reference = world
     root = tmp_path / "cache"
     rng = random.Random(5)
@@ -75,12 +78,12 @@ def test_kill_at_random_moments_then_resume(world, tmp_path):
             process.send_signal(signal.SIGKILL)
             process.wait()
             assert wait_for(lambda: not alive(family)), f"survivors after kill {attempt}: {alive(family)}"
-    done = run_cli(build_args(table, root))
+    done = cli(build_args(table, root))
     assert done.returncode == 0, done.stderr
     assert sums(root) == reference
 
 
-def test_torn_staged_file_is_redone(world, tmp_path):
+def test_torn_staged_file_is_redone(world, tmp_path, cli):
     table, reference = world
     root = tmp_path / "cache"
     args = build_args(table, root, "--workers-per-gpu", "0")
@@ -90,7 +93,7 @@ def test_torn_staged_file_is_redone(world, tmp_path):
     with open(victim, "r+b") as handle:
         handle.truncate(size // 2)
     assert 3 not in completed_units(root / "build")
-    done = run_cli(args)
+    done = cli(args)
     assert done.returncode == 0, done.stderr
     assert victim.stat().st_size == size and 3 in completed_units(root / "build")
     assert sums(root) == reference
@@ -104,7 +107,7 @@ def _start_and_wait_for_staging(table, root):
     return process
 
 
-def test_sigterm_exits_143_with_resume_hint(world, tmp_path):
+def test_sigterm_exits_143_with_resume_hint(world, tmp_path, cli):
     table, reference = world
     root = tmp_path / "cache"
     process = _start_and_wait_for_staging(table, root)
@@ -116,6 +119,6 @@ def test_sigterm_exits_143_with_resume_hint(world, tmp_path):
     assert time.monotonic() - started < 30  # prompt: the ranks get 5 s to stop, then SIGKILL
     assert "Resume with" in stderr and "latentforge build --reader table" in stderr.replace("\n", " ")
     assert wait_for(lambda: not alive(family))
-    done = run_cli(build_args(table, root))
+    done = cli(build_args(table, root))
     assert done.returncode == 0 and sums(root) == reference, done.stderr
 

@@ -3,11 +3,9 @@ reprs."""
 
 from __future__ import annotations
 
-from helpers.builds import run_cli
 
-
-def test_summary_names_rejects_by_reason_without_reprs(built_cache):
-    done = run_cli("inspect", str(built_cache))
+def test_summary_names_rejects_by_reason_without_reprs(built_cache, cli):
+    done = cli(["inspect", str(built_cache)])
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     samples = next(line for line in done.stdout.splitlines() if line.lstrip().startswith("samples"))

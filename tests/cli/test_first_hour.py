@@ -1,6 +1,12 @@
-"""A new user's mistakes, fed to `latentforge` as a subprocess: each ends with its documented exit code and one
-line naming the value and the fix, never a traceback (unless --debug), and a check that can fail before any
-work leaves nothing under the output root."""
+"""A new user's mistakes, fed to `latentforge`: each ends with its documented exit code and one line naming the
+value and the fix, never a traceback (unless --debug), and a check that can fail before any work leaves nothing
+under the output root.
+
+Most run the CLI's main() in this process (tests/conftest.py's `cli`: exit code and what reached
+stdout/stderr, spawned ranks included), which saves a fresh interpreter's torch and diffusers imports per call.
+A subprocess (run_cli) stays where the process matters: a Python path without a package, a Hugging Face cache
+chosen by HF_HOME (read when huggingface_hub is imported), the traceback Python prints for --debug, and Ctrl-C
+reaching a process group."""
 
 from __future__ import annotations
 
@@ -40,77 +46,77 @@ no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="asks for a GPU th
 
 
 @no_gpu
-def test_cuda_device_without_cuda_fails_before_any_work(table, tmp_path):
+def test_cuda_device_without_cuda_fails_before_any_work(cli, table, tmp_path):
     root = tmp_path / "cache"
-    done = run_cli(build_args(table, root, "--device", "cuda"))
+    done = cli(build_args(table, root, "--device", "cuda"))
     message_of(done, 2, "run.device='cuda', but", "use --device cpu (add --procs N")
     assert not root.exists()
 
 
 @no_gpu
-def test_all_gpus_without_gpus_points_at_cpu_processes(table, tmp_path):
-    done = run_cli(build_args(table, tmp_path / "cache", "--gpus", "all"))
+def test_all_gpus_without_gpus_points_at_cpu_processes(cli, table, tmp_path):
+    done = cli(build_args(table, tmp_path / "cache", "--gpus", "all"))
     message_of(done, 2, "run.gpus='all' starts one encoder process per GPU, but", "--device cpu (add --procs N")
 
 
 @no_gpu
-def test_deep_verify_on_cuda_without_cuda(built_cache):
-    done = run_cli(["verify", str(built_cache), "--deep", "--device", "cuda"])
+def test_deep_verify_on_cuda_without_cuda(cli, built_cache):
+    done = cli(["verify", str(built_cache), "--deep", "--device", "cuda"])
     message_of(done, 2, "--device='cuda', but", "use --device cpu")
 
 
-def test_output_root_that_is_a_file(table, tmp_path):
+def test_output_root_that_is_a_file(cli, table, tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("not a folder")
-    done = run_cli(build_args(table, afile))
+    done = cli(build_args(table, afile))
     message_of(done, 2, "is a file, not a folder; give a folder with --out")
 
 
-def test_missing_config_file(tmp_path):
-    done = run_cli(["build", "--config", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "cache")])
+def test_missing_config_file(cli, tmp_path):
+    done = cli(["build", "--config", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "cache")])
     message_of(done, 2, "nope.yaml: cannot read it", "give an existing YAML file")
 
 
-def test_a_fractional_integer_is_refused_not_rounded(table, tmp_path):
-    done = run_cli(build_args(table, tmp_path / "cache", "--set", "frames.height=32.5"))
+def test_a_fractional_integer_is_refused_not_rounded(cli, table, tmp_path):
+    done = cli(build_args(table, tmp_path / "cache", "--set", "frames.height=32.5"))
     message_of(done, 2, "frames.height: expected a whole number, got 32.5")
 
 
-def test_a_checkpoint_hash_for_an_analytic_tokenizer(table, tmp_path):
-    done = run_cli(build_args(table, tmp_path / "cache", "--tokenizer-sha256", "ab" * 32))
+def test_a_checkpoint_hash_for_an_analytic_tokenizer(cli, table, tmp_path):
+    done = cli(build_args(table, tmp_path / "cache", "--tokenizer-sha256", "ab" * 32))
     message_of(done, 2, "tokenizer.sha256=", "haar-4x8x8 is analytic and has no weights; unset it")
 
 
-def test_a_malformed_checkpoint_hash(table, tmp_path):
-    done = run_cli(build_args(table, tmp_path / "cache", "--tokenizer", "wan2.1", "--tokenizer-checkpoint", "x.pth",
+def test_a_malformed_checkpoint_hash(cli, table, tmp_path):
+    done = cli(build_args(table, tmp_path / "cache", "--tokenizer", "wan2.1", "--tokenizer-checkpoint", "x.pth",
                               "--tokenizer-sha256", "abc"))
     message_of(done, 2, "tokenizer.sha256='abc' is not a SHA-256 (64 hex digits")
 
 
-def test_wrong_checkpoint_hash_fails_before_anything_is_written(table, tmp_path):
+def test_wrong_checkpoint_hash_fails_before_anything_is_written(cli, table, tmp_path):
     checkpoint = tmp_path / "Wan2.1_VAE.pth"
     checkpoint.write_bytes(b"any bytes: the hash is checked before the file is read as weights")
     root = tmp_path / "cache"
-    done = run_cli(build_args(table, root, "--tokenizer", "wan2.1", "--tokenizer-checkpoint", str(checkpoint),
+    done = cli(build_args(table, root, "--tokenizer", "wan2.1", "--tokenizer-checkpoint", str(checkpoint),
                               "--tokenizer-sha256", "ab" * 32))
     actual = hashlib.sha256(checkpoint.read_bytes()).hexdigest()
     message_of(done, 1, f"has SHA-256 {actual}, but {'ab' * 32} is required")
     assert not root.exists()
 
 
-def test_a_corrupt_checkpoint_is_named_without_torch_advice(table, tmp_path):
+def test_a_corrupt_checkpoint_is_named_without_torch_advice(cli, table, tmp_path):
     checkpoint = tmp_path / "Wan2.1_VAE.pth"
     checkpoint.write_bytes(b"PK\x03\x04 truncated download")
     root = tmp_path / "cache"
-    done = run_cli(build_args(table, root, "--tokenizer", "wan2.1", "--tokenizer-checkpoint", str(checkpoint)))
+    done = cli(build_args(table, root, "--tokenizer", "wan2.1", "--tokenizer-checkpoint", str(checkpoint)))
     message = message_of(done, 1, f"cannot read {checkpoint} as a PyTorch checkpoint", "download it again")
     assert "weights_only" not in message
     assert not root.exists()
 
 
-def test_text_path_that_is_not_a_folder_fails_before_the_probe(table, tmp_path):
+def test_text_path_that_is_not_a_folder_fails_before_the_probe(cli, table, tmp_path):
     root = tmp_path / "cache"
-    done = run_cli(build_args(table, root, "--text", "t5", "--text-path", str(tmp_path / "nowhere")))
+    done = cli(build_args(table, root, "--text", "t5", "--text-path", str(tmp_path / "nowhere")))
     message_of(done, 2, "is not a model folder (no config.json)", "--text-path")
     assert "probe" not in done.stderr and not root.exists()
 
@@ -142,54 +148,54 @@ def test_publish_to_s3_without_s3fs_keeps_the_pip_extra(built_cache, tmp_path):
     message_of(done, 2, "s3:// needs s3fs; pip install 'latentforge[publish]'")
 
 
-def test_scan_without_an_output_root_names_the_flag(table):
+def test_scan_without_an_output_root_names_the_flag(cli, table):
     args = build_args(table, Path("unused"))
     out = args.index("--out")
     del args[out: out + 2]
-    message_of(run_cli(["scan", *args[1:]]), 2, "output.root is empty; give the cache root folder with --out")
+    message_of(cli(["scan", *args[1:]]), 2, "output.root is empty; give the cache root folder with --out")
 
 
-def test_stats_and_preview_of_a_folder_that_is_not_a_cache(tmp_path):
+def test_stats_and_preview_of_a_folder_that_is_not_a_cache(cli, tmp_path):
     for verb in ("stats", "preview"):
-        message_of(run_cli([verb, str(tmp_path)]), 1, "has no cache_config.json; is it a latentforge cache root?")
+        message_of(cli([verb, str(tmp_path)]), 1, "has no cache_config.json; is it a latentforge cache root?")
 
 
-def test_version():
-    done = run_cli(["--version"])
+def test_version(cli):
+    done = cli(["--version"])
     assert done.returncode == 0 and done.stdout.strip() == f"latentforge {__version__}"
 
 
-def test_the_reader_follows_the_path(table, tmp_path):
+def test_the_reader_follows_the_path(cli, table, tmp_path):
     args = build_args(table, tmp_path / "cache")
     reader = args.index("--reader")
     del args[reader: reader + 2]
-    done = run_cli(args)
+    done = cli(args)
     assert done.returncode == 0, done.stderr
     assert '"reader": "table"' in (tmp_path / "cache" / "cache_config.json").read_text()
 
 
-def test_a_build_that_accepts_nothing_fails_and_scan_says_so_first(table, tmp_path):
+def test_a_build_that_accepts_nothing_fails_and_scan_says_so_first(cli, table, tmp_path):
     root = tmp_path / "cache"
     too_long = ("--set", "frames.num_frames=33")  # the clips have 9 frames
     scan_args = ["scan", *build_args(table, root, *too_long)[1:]]
-    message_of(run_cli(scan_args), 1, f"all {CLIPS} samples were rejected", "too_short x3: lower frames.num_frames")
-    message_of(run_cli(build_args(table, root, *too_long)), 1, f"all {CLIPS} samples were rejected by the plan",
+    message_of(cli(scan_args), 1, f"all {CLIPS} samples were rejected", "too_short x3: lower frames.num_frames")
+    message_of(cli(build_args(table, root, *too_long)), 1, f"all {CLIPS} samples were rejected by the plan",
                "too_short x3")
     assert not (root / "_CACHE_COMPLETE").exists() and not (root / "shards").exists()
 
 
-def test_a_failing_unit_is_named_in_one_line_and_debug_shows_the_traceback(table, tmp_path):
+def test_a_failing_unit_is_named_in_one_line_and_debug_shows_the_traceback(cli, table, tmp_path):
     root = tmp_path / "cache"
     args = build_args(table, root, "--workers-per-gpu", "0")
-    done = run_cli(args, LATENTFORGE_FAULT="encode:1:raise")
+    done = cli(args, LATENTFORGE_FAULT="encode:1:raise")
     message_of(done, 1, "unit 0 (samples clip000, clip001) failed: InjectedFault", "--debug")
     done = run_cli(["--debug", *args], LATENTFORGE_FAULT="encode:1:raise")
     assert done.returncode == 1 and "Traceback" in done.stderr and "InjectedFault" in done.stderr
 
 
-def test_a_failing_unit_in_a_spawned_rank_names_its_traceback_file(table, tmp_path):
+def test_a_failing_unit_in_a_spawned_rank_names_its_traceback_file(cli, table, tmp_path):
     root = tmp_path / "cache"
-    done = run_cli(build_args(table, root, "--procs", "2", "--workers-per-gpu", "0"),
+    done = cli(build_args(table, root, "--procs", "2", "--workers-per-gpu", "0"),
                    LATENTFORGE_FAULT="encode:1:raise")
     message = message_of(done, 1, "failed: unit ", "failed: InjectedFault")
     tracebacks = sorted((root / "build").glob("rank*-traceback.txt"))
@@ -197,14 +203,14 @@ def test_a_failing_unit_in_a_spawned_rank_names_its_traceback_file(table, tmp_pa
     assert all("InjectedFault" in path.read_text() for path in tracebacks)
 
 
-def test_verify_refuses_a_stray_file_at_the_root_even_when_listed(cache):
+def test_verify_refuses_a_stray_file_at_the_root_even_when_listed(cli, cache):
     stray = cache / "notes.txt"
     stray.write_text("my notes\n")
     digest = hashlib.sha256(stray.read_bytes()).hexdigest()
     sums = cache / "SHA256SUMS"
     sums.write_text(sums.read_text() + f"{digest}  notes.txt\n")
     shutil.rmtree(cache / "build", ignore_errors=True)
-    done = run_cli(["verify", str(cache)])
+    done = cli(["verify", str(cache)])
     assert done.returncode == 1, done.stdout + done.stderr
     assert "notes.txt" in done.stdout + done.stderr and "Traceback" not in done.stderr
 
@@ -229,7 +235,7 @@ def test_ctrl_c_while_decode_workers_start_prints_only_the_resume_line(table, tm
 
 
 @pytest.mark.slow
-def test_a_corrected_checkpoint_hash_builds_without_overwrite(table, tmp_path):
+def test_a_corrected_checkpoint_hash_builds_without_overwrite(cli, table, tmp_path):
     from diffusers import AutoencoderKLWan
 
     torch.manual_seed(0)
@@ -241,8 +247,8 @@ def test_a_corrected_checkpoint_hash_builds_without_overwrite(table, tmp_path):
 
     def build(sha256: str | None):
         check = ("--tokenizer-sha256", sha256) if sha256 else ()
-        return run_cli(build_args(table, root, "--tokenizer", "wan2.1", "--tokenizer-checkpoint", str(folder),
-                                  *check, frames=5, width=16, height=16), timeout=300)
+        return cli(build_args(table, root, "--tokenizer", "wan2.1", "--tokenizer-checkpoint", str(folder),
+                                  *check, frames=5, width=16, height=16))
 
     message_of(build("ab" * 32), 1, f"has SHA-256 {digest}, but {'ab' * 32} is required")
     assert not root.exists()

@@ -9,7 +9,7 @@ import pytest
 import transformers
 import yaml
 
-from helpers.builds import run_cli, tiny_extra
+from helpers.builds import tiny_extra
 from latentforge import registry
 from latentforge.cli.main import main
 from latentforge.config import FramesConfig, load_config
@@ -100,14 +100,14 @@ def test_the_good_config_passes_validation(no_models):
     assert (config.frames.num_frames, config.frames.height, config.frames.width) == (9, 32, 48)
 
 
-def test_cli_process_exits_2_with_the_config_error_not_a_model_error(tmp_path):
+def test_cli_process_exits_2_with_the_config_error_not_a_model_error(tmp_path, cli):
     # A text model folder that does not exist: were it loaded before validation, the error would be about it.
     table = tmp_path / "samples.csv"
     table.write_text("id,video,caption,mask,depth\n", encoding="utf-8")
-    done = run_cli("build", "--preset", "openvid-perception-stage1", "--reader", "table", "--tokenizer", "haar-4x8x8",
-                   "--dataset", str(table), "--out", str(tmp_path / "cache"), "--text-path", str(tmp_path / "missing"),
-                   "--set", "dataset.mask_column=mask", "--set", "dataset.depth_column=depth",
-                   "--set", "frames.num_frames=92")
+    done = cli(["build", "--preset", "openvid-perception-stage1", "--reader", "table", "--tokenizer", "haar-4x8x8",
+                "--dataset", str(table), "--out", str(tmp_path / "cache"), "--text-path", str(tmp_path / "missing"),
+                "--set", "dataset.mask_column=mask", "--set", "dataset.depth_column=depth",
+                "--set", "frames.num_frames=92"])
     assert done.returncode == 2, done.stdout + done.stderr
     err = _flat(done.stderr)
     assert "num_frames=92" in err and "(num_frames - 1) % 4 == 0" in err and "use 89 or 93" in err

@@ -5,10 +5,7 @@ and preview write only under build/)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,10 +13,8 @@ from helpers.next_commands import printed_commands
 
 
 @pytest.fixture(scope="session")
-def printed_runs(demo_run) -> dict[str, subprocess.CompletedProcess]:
+def printed_runs(demo_run, demo_shell) -> dict[str, subprocess.CompletedProcess]:
     """{command: its run}, in the printed order (test_next_commands checks them all, test_train_tiny_on_demo what
-    the training example printed)."""
-    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
-    return {command: subprocess.run(["bash", "-c", command], cwd=demo_run.cwd, env=env, capture_output=True,
-                                    text=True, timeout=300)
-            for command in printed_commands(demo_run.stdout)}
+    the training example printed). Each runs with bash through tests/conftest.py's demo_shell, which runs a
+    command line once per session: the README's block of the same commands (tests/docs) reuses these runs."""
+    return {command: demo_shell(command) for command in printed_commands(demo_run.stdout)}

@@ -13,12 +13,18 @@ repository's), so paths read as they do from the repository root. This environme
 PATH, so `latentforge` and `python` are the ones under test; the block must exit 0. Mark only blocks that make
 sense there: nothing that needs a GPU, real weights, object storage or Ray. The README's set-up commands carry
 their own markers (`demo-command`, `test-command`) and are run by CI.
+
+A block of plain `latentforge ...` / `python ...` lines (the README's: the commands the demo prints as the next
+things to try) runs line by line through tests/conftest.py's demo_shell, in its order, stopping at the first
+failure as `bash -e` would: each line is one command with no shell state or operators, so running it on its own
+is running it in the block, and demo_shell runs each command once per session (tests/demo runs the same ones).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
+from helpers.next_commands import PROGRAMS
 
 pytestmark = pytest.mark.slow  # builds the demo and runs every block; -m 'not slow' leaves it out
 
@@ -62,8 +69,27 @@ def test_the_readme_has_runnable_blocks():
     assert any(where.startswith("README.md:") for where, _ in BLOCKS)
 
 
+def _plain_commands(block: str) -> list[str] | None:
+    """The block's lines when each is one plain command of the kind the demo prints (`latentforge ...` or
+    `python ...`, no pipes, redirections, lists, substitutions or continuation lines); else None."""
+    lines = [line for line in block.splitlines() if line.strip()]
+    try:
+        words = [shlex.split(line, comments=True) for line in lines]
+    except ValueError:  # an open quote
+        return None
+    plain = all(w and w[0] in PROGRAMS and not any(set(word) & set("|&;<>()$`\\") for word in w) for w in words)
+    return lines if lines and plain else None
+
+
 @pytest.mark.parametrize("where, block", BLOCKS, ids=[where for where, _ in BLOCKS])
-def test_runnable_block(demo_folder, where, block):
+def test_runnable_block(demo_folder, demo_shell, where, block):
+    commands = _plain_commands(block)
+    if commands is not None:
+        for command in commands:  # in order; the first failure ends the block, as under `bash -e`
+            done = demo_shell(command)
+            assert done.returncode == 0 and "Traceback" not in done.stderr, \
+                f"{where}\n{block}\n{command}\n{done.stdout}\n{done.stderr}"
+        return
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], cwd=demo_folder, env=env,
                           capture_output=True, text=True, timeout=300)

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from helpers.exec_world import build_args, make_table, run_cli, sums
+from helpers.exec_world import build_args, make_table, sums
 
 
 @pytest.fixture(scope="module")
@@ -20,11 +20,11 @@ def _stats(root):
 
 
 @pytest.mark.slow
-def test_procs_and_workers_do_not_change_sha256sums(table, tmp_path):
+def test_procs_and_workers_do_not_change_sha256sums(table, tmp_path, cli):
     runs = {"p1w0": ("--procs", "1", "--workers-per-gpu", "0"), "p3w1": ("--procs", "3", "--workers-per-gpu", "1"),
             "p1w2": ("--procs", "1", "--workers-per-gpu", "2")}
     for name, flags in runs.items():
-        done = run_cli(build_args(table, tmp_path / name, *flags))
+        done = cli(build_args(table, tmp_path / name, *flags))  # main() here; ranks and workers are spawned
         assert done.returncode == 0, done.stderr
     assert sums(tmp_path / "p1w0") == sums(tmp_path / "p3w1") == sums(tmp_path / "p1w2")
     # sha256sum, not our code, confirms the listing

@@ -70,3 +70,34 @@ def exec_config(table: Path, root: Path, *overrides: str) -> BuildConfig:
              "run": {"workers_per_gpu": 0}}
     return load_config(extra=extra, overrides=list(overrides))
 
+
+def run_main(args: list[str], capfd, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    """`latentforge ARGS` in this process (latentforge.cli.main.main), saving the ~4 s a fresh interpreter pays
+    importing torch and diffusers: the exit code (argparse's SystemExit included) and what reached file
+    descriptors 1 and 2 (capfd: spawned ranks' output too), as run_cli returns them. The environment is this
+    process's without LATENTFORGE_FAULT* (as cli_env) plus `env`, and is put back afterwards, as are the fault
+    counters (latentforge.faults counts arrivals per process) and the working folder (`cwd`)."""
+    from latentforge import faults
+    from latentforge.cli.main import main
+
+    saved_env, saved_arrivals, saved_cwd = dict(os.environ), dict(faults._arrivals), os.getcwd()
+    for name in [k for k in os.environ if k.startswith("LATENTFORGE_FAULT")]:
+        del os.environ[name]
+    os.environ.update(env)
+    faults._arrivals.clear()
+    capfd.readouterr()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        try:
+            code = main(list(args))
+        except SystemExit as leaving:
+            code = leaving.code if isinstance(leaving.code, int) else (0 if leaving.code is None else 1)
+        out, err = capfd.readouterr()
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        faults._arrivals.clear()
+        faults._arrivals.update(saved_arrivals)
+    return subprocess.CompletedProcess(["latentforge", *args], code, out, err)

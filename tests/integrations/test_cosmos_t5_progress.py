@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 
-from helpers.builds import run_cli
 from helpers.progress import ProgressRecorder
 from latentforge.demo.tiny_text_model import make_tiny_t5
 from latentforge.integrations.cosmos.t5_pickles import write_t5_pickles
@@ -40,8 +39,8 @@ def test_progress_counts_the_pickles_to_write(dataset, t5_folder):
     assert totals == {"encode": 2} and done == Counter(totals)
 
 
-def test_cli_names_the_folder_and_count(dataset, t5_folder):
-    done = run_cli("cosmos", "t5", str(dataset), "--t5", str(t5_folder), "--device", "cpu")
+def test_cli_names_the_folder_and_count(dataset, t5_folder, cli):
+    done = cli(["cosmos", "t5", str(dataset), "--t5", str(t5_folder), "--device", "cpu"])
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "prompts/s" in done.stderr
     assert f"wrote 3 pickles to {dataset / 't5_xxl'} (0 already there, kept)" in done.stdout

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from helpers.builds import run_cli
 from helpers.progress import ProgressRecorder
 from latentforge.report.preview import preview
 from latentforge.report.statistics import compute_stats
@@ -29,15 +28,15 @@ def test_preview_advances_once_per_sample_decoded(built_cache, tmp_path):
     assert totals == {"decode": len(made.dataset_indices)} == {"decode": 2} and done == Counter(totals)
 
 
-def test_cli_stats_and_preview_name_the_files_they_wrote(built_cache, tmp_path):
-    done = run_cli("stats", str(built_cache), "--out", str(tmp_path / "stats"))
+def test_cli_stats_and_preview_name_the_files_they_wrote(built_cache, tmp_path, cli):
+    done = cli(["stats", str(built_cache), "--out", str(tmp_path / "stats")])
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "samples/s" in done.stderr  # the progress bar
     written = sorted((tmp_path / "stats").iterdir())
     assert len(written) >= 5 and f"wrote {len(written)} files" in done.stdout
     assert all(str(path) in done.stdout for path in written)
 
-    done = run_cli("preview", str(built_cache), "--samples", "1", "--out", str(tmp_path / "preview"))
+    done = cli(["preview", str(built_cache), "--samples", "1", "--out", str(tmp_path / "preview")])
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "decode" in done.stderr
     for name in ("preview.mp4", "preview.png"):

@@ -39,13 +39,15 @@ def _objects(client, prefix: str) -> dict[str, bytes]:
             for o in listed}
 
 
-def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3, tmp_path):
+def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3, tmp_path, cli):
     client, env = s3
     table = make_table(tmp_path / "data", count=5)
     # 2 samples of 1536 B a tar; decoding on the encoder thread (decode workers are not what this tests)
     wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000", "--workers-per-gpu", "0")
-    clean = run_cli(build_args(table, f"s3://{BUCKET}/clean", *wds, "--set",
-                               f"output.staging_dir={tmp_path / 'clean-staging'}"), **env)
+    # in this process: the clean build and the fetch; the killed build and its rerun (staging under TMPDIR, which
+    # tempfile reads once per process) in their own
+    clean = cli(build_args(table, f"s3://{BUCKET}/clean", *wds, "--set",
+                           f"output.staging_dir={tmp_path / 'clean-staging'}"), **env)
     assert clean.returncode == 0, clean.stderr
     reference = _objects(client, "clean")
     assert "_CACHE_COMPLETE" in reference and sum(k.startswith("shards/") for k in reference) == 3
@@ -62,7 +64,7 @@ def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3,
     assert _objects(client, "killed") == reference
 
     fetched = tmp_path / "fetched"
-    done = run_cli(["fetch", f"s3://{BUCKET}/killed", str(fetched), "--allow-unpublished"], **env)
+    done = cli(["fetch", f"s3://{BUCKET}/killed", str(fetched), "--allow-unpublished"], **env)
     assert done.returncode == 0, done.stderr
     assert subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=fetched).returncode == 0
 

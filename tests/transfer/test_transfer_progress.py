@@ -8,7 +8,6 @@ from pathlib import Path
 
 from rich.filesize import decimal
 
-from helpers.builds import run_cli
 from helpers.progress import ProgressRecorder
 from latentforge.transfer import Destination, FetchOptions, PublishOptions, TransferEvent, fetch, publish
 
@@ -77,16 +76,16 @@ def test_fetch_counts_bytes_and_each_download_says_why(cache, tmp_path):
     assert [(e.path, e.reason) for e in events] == [("manifest.jsonl", "local copy differs from SHA256SUMS")]
 
 
-def test_cli_publish_and_fetch_name_where_and_how_much(cache, tmp_path):
+def test_cli_publish_and_fetch_name_where_and_how_much(cache, tmp_path, cli):
     total = decimal(sum(_sizes(cache).values()))
     url = f"file://{tmp_path / 'dest'}"
-    done = run_cli("publish", str(cache), url)
+    done = cli(["publish", str(cache), url])
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "missing at destination" in done.stderr and "MB/s" in done.stderr
     assert f"published {cache} ({total}) to {url}" in done.stdout
 
     out = tmp_path / "out"
-    done = run_cli("fetch", url, str(out))
+    done = cli(["fetch", url, str(out)])
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "missing locally" in done.stderr
     assert f"fetched {url} into {out}" in done.stdout and "SHA256SUMS check passed" in done.stdout

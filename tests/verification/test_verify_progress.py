@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from helpers.builds import run_cli
 from helpers.progress import ProgressRecorder
 from latentforge.cache.rows import manifest_rows
 from latentforge.verification.deep import verify_deep
@@ -25,9 +24,9 @@ def test_every_step_advances_to_its_total(cache):
     assert done == Counter(totals)
 
 
-def test_cli_deep_verify_shows_progress_and_names_the_report(cache, tmp_path):
+def test_cli_deep_verify_shows_progress_and_names_the_report(cache, tmp_path, cli):
     written = tmp_path / "deep.json"
-    done = run_cli("verify", str(cache), "--deep", "--spot", "1", "--report", str(written))
+    done = cli(["verify", str(cache), "--deep", "--spot", "1", "--report", str(written)])
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "reencode" in done.stderr and "samples/s" in done.stderr
     assert written.is_file() and done.stdout.rstrip().endswith(f"wrote the report to {written}")
