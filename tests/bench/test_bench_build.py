@@ -39,7 +39,8 @@ def tiny(tmp_path_factory):
 def test_every_phase_ran_and_printed(tiny):
     out, result, stdout = tiny
     assert result["errors"] == {}
-    assert set(result["phases"]) == {"prepare", "cpu", "pure", "t5", "perception", "rgb", "scaling", "sha"}
+    assert set(result["phases"]) == {"prepare", "cpu", "pure", "t5", "perception", "rgb", "rgb_device", "scaling",
+                                     "sha"}
     assert "samples/s" in stdout and "subset shards" in stdout
 
 
