@@ -39,6 +39,7 @@ class DeviceClock:
     def seconds(self) -> float:
         if self._end is None:
             raise RuntimeError("DeviceClock.seconds() before stop()")
-        if self._cuda:
+        if self._cuda:  # the stop may still be in flight (a clock read right after its stream's own wait)
+            self._end.synchronize()
             return self._start.elapsed_time(self._end) / 1e3
         return self._end - self._start
