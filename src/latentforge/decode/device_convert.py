@@ -6,27 +6,27 @@ Each step repeats what the `torch` backend does on the CPU, on whatever device h
    (Keys, a = -0.6) from its sample positions (co-sited with even luma columns, between luma rows), then the
    frame's matrix and range;
 2. rotated upright (as `upright`);
-3. resized with the same interpolate call as `torch_resize` (antialiased when either axis shrinks), rounded,
-   clamped;
-4. cropped to the plan's box.
+3. resized with the weights of the same interpolate call as `torch_resize` (antialiased when either axis shrinks),
+   only the pixels the crop keeps, rounded, clamped.
 
-Step 1 is linear up to its rounding, so the matrix, the range and the chroma offset are applied to the
-quarter-size chroma planes first: what is left at full size is one sum per channel of the scaled luma and an
-upsampled chroma term. On a CUDA device with Triton that full-size part runs as one compiled kernel
-(torch.compile), instead of some thirty passes over float32 frames; elsewhere it runs eagerly. Both compute
-the same sums; they can differ in the last float bit, so a rounding tie can fall one level apart.
+Both resamples (chroma upsampling, resize) are gathers with fixed weights along one axis at a time
+(resample_taps.py). On a CUDA device with Triton, each step runs as one compiled kernel (torch.compile with
+dynamic shapes) instead of dozens of passes over float32 frames; elsewhere, or where compiling fails, the same
+functions run eagerly. Compiled and eager compute the same sums and can differ in the last float bit, so a
+rounding tie can fall one level apart.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from typing import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..records import YuvFormat
+from .resample_taps import chroma_taps, resize_taps
 
 # Luma weights (Kr, Kb) of each matrix (records.COLOUR_MATRICES); Kg = 1 - Kr - Kb.
 LUMA_WEIGHTS = {
@@ -36,66 +36,121 @@ LUMA_WEIGHTS = {
     "smpte240m": (0.212, 0.087),
     "bt2020": (0.2627, 0.0593),
 }
-# swscale's bicubic: Mitchell-Netravali with B = 0, C = 0.6, i.e. Keys' cubic with a = -0.6.
-_KEYS_A = -0.6
 # Frames converted at once: bounds the float32 intermediates to about this many bytes.
 _CHUNK_BYTES = 1 << 28
 
 
-def _keys(distance: float) -> float:
-    x, a = abs(distance), _KEYS_A
-    if x <= 1:
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a if x < 2 else 0.0
+def _gather_sum(values: torch.Tensor, dim: int, index: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """out[..., m, ...] = sum over k of weight[m, k] * values[..., index[m, k], ...] along `dim` (-1 or -2), summed
+    in k order."""
+    shape = (-1,) if dim == -1 else (-1, 1)
+    out = values.index_select(dim, index[:, 0]) * weight[:, 0].view(shape)
+    for k in range(1, index.shape[1]):
+        out = out + values.index_select(dim, index[:, k]) * weight[:, k].view(shape)
+    return out
 
 
-def _phase(shift: float) -> tuple[int, tuple[float, ...]]:
-    """The taps of a luma sample at chroma position k + shift: (first tap's offset from k, its 4 weights)."""
-    first = math.floor(shift) - 1
-    return first, tuple(_keys(shift - (first + t)) for t in range(4))
-
-
-# Luma samples 2k and 2k + 1 in chroma positions: chroma sample k lies on luma column 2k (horizontal) and between
-# luma rows 2k and 2k + 1 (vertical).
-_COLUMNS = (_phase(0.0), _phase(0.5))
-_ROWS = (_phase(-0.25), _phase(0.25))
-
-
-def _upsample(values: torch.Tensor, dim: int, phases: tuple[tuple[int, tuple[float, ...]], ...]) -> torch.Tensor:
-    """Twice as many samples along `dim` (edge samples repeated past the ends): weighted sums of shifted slices."""
-    n = values.shape[dim]
-    first, last = values.narrow(dim, 0, 1), values.narrow(dim, n - 1, 1)
-    padded = torch.cat([first, first, values, last, last], dim)
-    out = [sum(w * padded.narrow(dim, 2 + start + t, n) for t, w in enumerate(weights) if w)
-           for start, weights in phases]
-    return torch.stack(out, dim + 1).flatten(dim, dim + 1)
-
-
-def _full_size_rgb(luma: torch.Tensor, terms: torch.Tensor, luma_scale: float) -> torch.Tensor:
-    """uint8 luma [T, H, W] and float32 chroma terms [T, 3, H/2, W/2] -> float32 [T, 3, H, W]: each channel is
-    luma * luma_scale + its upsampled term, rounded half-to-even and clamped to 0..255."""
+def _full_size_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, coefficients: torch.Tensor,
+                   rows: tuple[torch.Tensor, torch.Tensor], columns: tuple[torch.Tensor, torch.Tensor]
+                   ) -> torch.Tensor:
+    """uint8 Y [T, H, W], U and V [T, H/2, W/2] -> float32 RGB [T, 3, H, W], rounded half-to-even and clamped to
+    0..255. coefficients: luma scale, luma offset, then Cr -> R, Cb -> G, Cr -> G, Cb -> B (chroma range included)."""
     # Horizontal first: the vertical pass then runs over rows of the full width, as swscale's does.
-    chroma = _upsample(_upsample(terms, 3, _COLUMNS), 2, _ROWS)
-    return (luma.unsqueeze(1) * luma_scale + chroma).round().clamp(0, 255)
+    cb = _gather_sum(_gather_sum(u.float(), -1, *columns), -2, *rows) - 128
+    cr = _gather_sum(_gather_sum(v.float(), -1, *columns), -2, *rows) - 128
+    luma = y * coefficients[0] + coefficients[1]
+    red = luma + cr * coefficients[2]
+    green = luma + cb * coefficients[3] + cr * coefficients[4]
+    blue = luma + cb * coefficients[5]
+    return torch.stack([red, green, blue], 1).round().clamp(0, 255)
+
+
+def _resize_columns(rgb: torch.Tensor, index: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return _gather_sum(rgb, -1, index, weight)
+
+
+def _resize_rows(rgb: torch.Tensor, index: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return _gather_sum(rgb, -2, index, weight).round().clamp(0, 255)
 
 
 @functools.cache
-def _cuda_full_size_rgb(device: torch.device) -> Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]:
-    """_full_size_rgb compiled for `device` into one kernel for any frame count and size (dynamic shapes, one graph
-    per luma scale, so a build never reaches torch.compile's recompile limit, past which calls would run eagerly);
-    the eager function where Triton is missing or the compiled one fails on a first small call (e.g. no C
-    compiler for Triton's launcher)."""
+def _compiled(step: Callable, device: torch.device) -> Callable | None:
+    """`step` compiled for `device`: one kernel for any frame count and size (dynamic shapes). Each step is its own
+    function, so each gets its own few graphs (layouts, tap counts) and stays under torch.compile's recompile limit,
+    past which calls would run eagerly. None on other devices, without Triton, or where compiling fails (tried
+    once on a small input)."""
+    if device.type != "cuda":
+        return None
     from torch.utils._triton import has_triton  # imports Triton: only for CUDA devices
 
     if not has_triton():
-        return _full_size_rgb
-    compiled = torch.compile(_full_size_rgb, dynamic=True, fullgraph=True)
+        return None
+    compiled = torch.compile(step, dynamic=True, fullgraph=True)
     try:
-        luma, terms = torch.zeros((2, 8, 8), dtype=torch.uint8, device=device), torch.zeros((2, 3, 4, 4), device=device)
-        compiled(luma, terms, 1.0)
-    except Exception:  # noqa: BLE001 - any compile failure: the eager function computes the same sums
-        return _full_size_rgb
+        _FIRST_CALLS[step](compiled, device)
+    except Exception:  # noqa: BLE001 - any compile failure: the eager functions compute the same
+        return None
     return compiled
+
+
+def _try_colour(step: Callable, device: torch.device) -> None:
+    planes = torch.zeros((2, 8, 8), dtype=torch.uint8, device=device)
+    step(planes, planes[:, :4, :4], planes[:, :4, :4], torch.zeros(6, device=device), *_chroma_tables(8, 8, device))
+
+
+def _try_resize(step: Callable, device: torch.device) -> None:
+    step(torch.zeros((2, 3, 8, 8), device=device), *_on_device([resize_taps(8, 4, "bilinear", True, 0, 4)], device)[0])
+
+
+_FIRST_CALLS = {_full_size_rgb: _try_colour, _resize_columns: _try_resize, _resize_rows: _try_resize}
+
+
+def _on_device(tables, device: torch.device) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+    """Sampling tables on `device`, copied from page-locked memory so the host does not wait for the device."""
+    on_device = []
+    for index, weight in tables:
+        index, weight = torch.from_numpy(index), torch.from_numpy(weight).float()
+        if device.type == "cuda":
+            index, weight = index.pin_memory(), weight.pin_memory()
+        on_device.append((index.to(device, non_blocking=True), weight.to(device, non_blocking=True)))
+    return tuple(on_device)
+
+
+@functools.lru_cache(maxsize=64)
+def _chroma_tables(width: int, height: int, device: torch.device) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+    """(rows, columns) of the chroma upsampling at a coded size."""
+    return _on_device([chroma_taps(height, True), chroma_taps(width, False)], device)
+
+
+@functools.lru_cache(maxsize=64)
+def _resize_tables(fmt: YuvFormat, device: torch.device) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+    """(columns, rows) of the resize from the upright coded size to the crop of the scaled size."""
+    upright_w, upright_h = (fmt.height, fmt.width) if fmt.rotation % 180 else (fmt.width, fmt.height)
+    scaled_w, scaled_h = fmt.scaled_size
+    x0, y0, x1, y1 = fmt.crop
+    antialias = scaled_w < upright_w or scaled_h < upright_h
+    return _on_device([resize_taps(upright_w, scaled_w, fmt.resize_filter, antialias, x0, x1),
+                       resize_taps(upright_h, scaled_h, fmt.resize_filter, antialias, y0, y1)], device)
+
+
+def _coefficients(fmt: YuvFormat, device: torch.device) -> torch.Tensor:
+    """_full_size_rgb's coefficients for the frame's matrix and range."""
+    if fmt.full_range:
+        luma_scale, chroma_scale = 1.0, 1.0
+    else:
+        luma_scale, chroma_scale = 255 / 219, 255 / 224
+    kr, kb = LUMA_WEIGHTS[fmt.matrix]
+    kg = 1 - kr - kb
+    values = [luma_scale, 0.0 if fmt.full_range else -16 * luma_scale, 2 * (1 - kr) * chroma_scale,
+              -2 * kb * (1 - kb) / kg * chroma_scale, -2 * kr * (1 - kr) / kg * chroma_scale,
+              2 * (1 - kb) * chroma_scale]
+    return _device_constant(tuple(values), device)
+
+
+@functools.lru_cache(maxsize=64)
+def _device_constant(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
+    table = torch.tensor(np.array(values, np.float32))
+    return table.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else table
 
 
 def _planes(values: torch.Tensor, fmt: YuvFormat) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -113,33 +168,22 @@ def _planes(values: torch.Tensor, fmt: YuvFormat) -> tuple[torch.Tensor, torch.T
     return y, u, v
 
 
-def _chroma_terms(u: torch.Tensor, v: torch.Tensor, fmt: YuvFormat) -> tuple[torch.Tensor, float]:
-    """(float32 [T, 3, H/2, W/2]: what the chroma and the luma offset add to R, G and B; the luma scale)."""
-    if fmt.full_range:
-        luma_scale, luma_offset, chroma_scale = 1.0, 0.0, 1.0
-    else:
-        luma_scale, chroma_scale = 255 / 219, 255 / 224
-        luma_offset = -16 * luma_scale
-    kr, kb = LUMA_WEIGHTS[fmt.matrix]
-    kg = 1 - kr - kb
-    cb, cr = (u.float() - 128) * chroma_scale, (v.float() - 128) * chroma_scale
-    red = cr * (2 * (1 - kr)) + luma_offset
-    green = cb * -(2 * kb * (1 - kb) / kg) + cr * -(2 * kr * (1 - kr) / kg) + luma_offset
-    blue = cb * (2 * (1 - kb)) + luma_offset
-    return torch.stack([red, green, blue], 1), luma_scale
-
-
 def yuv_to_rgb(values: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
     """uint8 [T, frame_bytes] -> float32 [T, 3, H, W] full-range RGB at the coded size, uint8 values (rounded
     half-to-even, clamped to 0..255)."""
-    y, u, v = _planes(values, fmt)
-    terms, luma_scale = _chroma_terms(u, v, fmt)
-    full_size_rgb = _cuda_full_size_rgb(values.device) if values.device.type == "cuda" else _full_size_rgb
-    return full_size_rgb(y, terms, luma_scale)
+    colour = _compiled(_full_size_rgb, values.device) or _full_size_rgb
+    return colour(*_planes(values, fmt), _coefficients(fmt, values.device),
+                  *_chroma_tables(fmt.width, fmt.height, values.device))
 
 
 def resize_rgb(rgb: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
-    """float32 [T, 3, H, W] upright uint8 values -> [T, 3, scaled_h, scaled_w], as torch_resize does."""
+    """float32 [T, 3, H, W] upright uint8 values -> the crop of the resized frames [T, 3, out_h, out_w], rounded and
+    clamped, as torch_resize and the crop compute them: compiled, only the kept pixels from interpolate's weights;
+    eagerly, torch's interpolate itself."""
+    columns_step, rows_step = (_compiled(step, rgb.device) for step in (_resize_columns, _resize_rows))
+    if fmt.resize_filter != "area" and columns_step and rows_step:
+        columns, rows = _resize_tables(fmt, rgb.device)
+        return rows_step(columns_step(rgb, *columns), *rows)
     scaled_w, scaled_h = fmt.scaled_size
     size = (scaled_h, scaled_w)
     if fmt.resize_filter == "area":
@@ -147,18 +191,21 @@ def resize_rgb(rgb: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
     else:
         shrinks = scaled_w < rgb.shape[-1] or scaled_h < rgb.shape[-2]
         out = F.interpolate(rgb, size=size, mode=fmt.resize_filter, align_corners=False, antialias=shrinks)
-    return out.round().clamp(0, 255)
+    x0, y0, x1, y1 = fmt.crop
+    return out[..., y0:y1, x0:x1].round().clamp(0, 255)
 
 
 def yuv_to_output(values: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
     """uint8 [T, frame_bytes] YUV frames -> uint8 [T, out_h, out_w, 3] output frames, on values' device."""
     out_w, out_h = fmt.out_size
-    x0, y0, x1, y1 = fmt.crop
-    output = torch.empty((values.shape[0], 3, out_h, out_w), dtype=torch.uint8, device=values.device)
-    chunk = max(1, _CHUNK_BYTES // (4 * 3 * fmt.width * fmt.height))
-    for start in range(0, values.shape[0], chunk):
-        rgb = yuv_to_rgb(values[start : start + chunk], fmt)
+    frames = values.shape[0]
+    output = torch.empty((frames, 3, out_h, out_w), dtype=torch.uint8, device=values.device)
+    # Chunks of equal size (a size-1 chunk would make the compiled steps specialise for it).
+    chunks = -(-frames * 4 * 3 * fmt.width * fmt.height // _CHUNK_BYTES)
+    for part in torch.arange(frames).tensor_split(max(1, chunks)):
+        start, stop = int(part[0]), int(part[-1]) + 1
+        rgb = yuv_to_rgb(values[start:stop], fmt)
         if fmt.rotation:
-            rgb = torch.rot90(rgb, fmt.rotation // 90, dims=(-2, -1))
-        output[start : start + chunk] = resize_rgb(rgb, fmt)[..., y0:y1, x0:x1]
+            rgb = torch.rot90(rgb, fmt.rotation // 90, dims=(-2, -1)).contiguous()
+        output[start:stop] = resize_rgb(rgb, fmt)
     return output.permute(0, 2, 3, 1)
