@@ -1,6 +1,7 @@
 """bench/build.py's cpu phase, `frames.resize_backend: device`: the device's side of one clip (YUV -> RGB, rotate,
-resize, crop, pixel table), timed on the probe's device with and without the upload, and how far its pixels are
-from the swscale and torch backends' on the same frames (uint8 levels)."""
+resize, crop, pixel table), timed on the probe's device with and without the upload and with the eager steps, and
+how far its pixels are from the eager steps' and the swscale and torch backends' on the same frames (uint8
+levels)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import numpy as np
 import torch
 
 from latentforge.config import BuildConfig
+from latentforge.decode.device_convert import kernels_for, yuv_to_input
 from latentforge.decode.pyav import decode_rgb
 from latentforge.decode.yuv_capture import decode_yuv
 from latentforge.pipeline.probe import ProbeResult
 from latentforge.records import Sample
-from latentforge.tokenizers.base import DeviceFrames, expand_frames, upload_frames
+from latentforge.tokenizers.base import DeviceFrames, expand_frames, pixel_table, upload_frames
 
 
 def _device_seconds(fn: Callable[[], Any], device: torch.device, reps: int) -> float:
@@ -49,7 +51,14 @@ def device_resize_cost(config: BuildConfig, sample: Sample, probe: ProbeResult, 
             "upload_and_convert_s": _device_seconds(lambda: expand_frames([upload_frames(yuv, dev)]), dev, reps),
             "convert_s": _device_seconds(lambda: expand_frames([resident]), dev, reps),
         }
+        table = pixel_table(dev)
+        result["kernels"] = kernels_for(dev) is not None  # Triton kernels (else the eager steps ran above)
+        result["convert_eager_s"] = _device_seconds(lambda: yuv_to_input(resident.values, yuv.yuv, table, False),
+                                                    dev, reps)
         levels = ((expand_frames([resident])[0] + 1) * 127.5).round().cpu().numpy().astype(int)
+        eager = ((yuv_to_input(resident.values, yuv.yuv, table, False) + 1) * 127.5).round().cpu().numpy()
+        difference = np.abs(levels - eager.astype(int))
+        result["vs_eager"] = {"max_abs": int(difference.max()), "pixels_apart": int((difference > 0).sum())}
     for backend in ("swscale", "torch"):
         frames_cfg = dataclasses.replace(config.frames, resize_backend=backend)
         reference = np.moveaxis(decode_rgb(*args, frames_cfg, sample.sample_id), -1, 0).astype(int)

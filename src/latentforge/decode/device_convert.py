@@ -1,4 +1,4 @@
-"""`frames.resize_backend: device`, the device's part: YUV 4:2:0 frames (yuv_capture.py) -> the output RGB frames.
+"""`frames.resize_backend: device`, the device's part: YUV 4:2:0 frames (yuv_capture.py) -> the encoder's input.
 
 Each step repeats what the `torch` backend does on the CPU, on whatever device holds the frames:
 1. YUV -> full-range RGB at the coded size, rounded to uint8 values: what swscale's rgb24 conversion gives
@@ -6,20 +6,20 @@ Each step repeats what the `torch` backend does on the CPU, on whatever device h
    (Keys, a = -0.6) from its sample positions (co-sited with even luma columns, between luma rows), then the
    frame's matrix and range;
 2. rotated upright (as `upright`);
-3. resized with the weights of the same interpolate call as `torch_resize` (antialiased when either axis shrinks),
-   only the pixels the crop keeps, rounded, clamped.
+3. resized as `torch_resize` does (antialiased when either axis shrinks), only the pixels the crop keeps,
+   rounded, clamped;
+4. mapped to [-1, 1] through the pixel table, in the encoder's [3, T, H, W] layout.
 
-Both resamples (chroma upsampling, resize) are gathers with fixed weights along one axis at a time
-(resample_taps.py). On a CUDA device with Triton, each step runs as one compiled kernel (torch.compile with
-dynamic shapes) instead of dozens of passes over float32 frames; elsewhere, or where compiling fails, the same
-functions run eagerly. Compiled and eager compute the same sums and can differ in the last float bit, so a
-rounding tie can fall one level apart.
+Both resamples are gathers with fixed weights along one axis at a time (resample_taps.py). On a CUDA device with
+Triton they run as three kernels (device_kernels.py); elsewhere, or where those fail to build, eagerly with torch
+(the resize through torch's own interpolate). The two compute the same sums and can differ in the last float bit,
+so a rounding tie can fall one level apart.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -50,11 +50,11 @@ def _gather_sum(values: torch.Tensor, dim: int, index: torch.Tensor, weight: tor
     return out
 
 
-def _full_size_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, coefficients: torch.Tensor,
+def _full_size_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, coefficients: tuple[float, ...],
                    rows: tuple[torch.Tensor, torch.Tensor], columns: tuple[torch.Tensor, torch.Tensor]
                    ) -> torch.Tensor:
     """uint8 Y [T, H, W], U and V [T, H/2, W/2] -> float32 RGB [T, 3, H, W], rounded half-to-even and clamped to
-    0..255. coefficients: luma scale, luma offset, then Cr -> R, Cb -> G, Cr -> G, Cb -> B (chroma range included)."""
+    0..255, with _coefficients."""
     # Horizontal first: the vertical pass then runs over rows of the full width, as swscale's does.
     cb = _gather_sum(_gather_sum(u.float(), -1, *columns), -2, *rows) - 128
     cr = _gather_sum(_gather_sum(v.float(), -1, *columns), -2, *rows) - 128
@@ -65,51 +65,32 @@ def _full_size_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, coefficien
     return torch.stack([red, green, blue], 1).round().clamp(0, 255)
 
 
-def _resize_columns(rgb: torch.Tensor, index: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return _gather_sum(rgb, -1, index, weight)
-
-
-def _resize_rows(rgb: torch.Tensor, index: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return _gather_sum(rgb, -2, index, weight).round().clamp(0, 255)
-
-
 @functools.cache
-def _compiled(step: Callable, device: torch.device) -> Callable | None:
-    """`step` compiled for `device`: one kernel for any frame count and size (dynamic shapes). Each step is its own
-    function, so each gets its own few graphs (layouts, tap counts) and stays under torch.compile's recompile limit,
-    past which calls would run eagerly. None on other devices, without Triton, or where compiling fails (tried
-    once on a small input)."""
+def kernels_for(device: torch.device) -> ModuleType | None:
+    """device_kernels where they run on `device` and agree with the eager steps (a CUDA device with Triton; checked
+    once here on a small random clip, every step and both layouts), else None: the eager steps."""
     if device.type != "cuda":
         return None
-    from torch.utils._triton import has_triton  # imports Triton: only for CUDA devices
-
-    if not has_triton():
-        return None
-    compiled = torch.compile(step, dynamic=True, fullgraph=True)
     try:
-        _FIRST_CALLS[step](compiled, device)
-    except Exception:  # noqa: BLE001 - any compile failure: the eager functions compute the same
+        from . import device_kernels
+
+        levels = torch.linspace(-1, 1, 256, device=device)
+        values = torch.randint(0, 256, (3, 96 * 54 * 3 // 2), generator=torch.Generator().manual_seed(0))
+        for layout, rotation in (("i420", 0), ("nv12", 90)):
+            fmt = YuvFormat(layout, 96, 54, "bt709", False, rotation, (30, 53), (1, 2, 29, 50), "bicubic")
+            ours, eager = (_convert(values.to(torch.uint8).to(device), fmt, levels, k) for k in (device_kernels, None))
+            if not torch.allclose(ours, eager, atol=1.01 * 2 / 255, rtol=0):
+                return None
+    except Exception:  # noqa: BLE001 - no Triton, no C compiler for its launcher, ...: the eager steps
         return None
-    return compiled
-
-
-def _try_colour(step: Callable, device: torch.device) -> None:
-    planes = torch.zeros((2, 8, 8), dtype=torch.uint8, device=device)
-    step(planes, planes[:, :4, :4], planes[:, :4, :4], torch.zeros(6, device=device), *_chroma_tables(8, 8, device))
-
-
-def _try_resize(step: Callable, device: torch.device) -> None:
-    step(torch.zeros((2, 3, 8, 8), device=device), *_on_device([resize_taps(8, 4, "bilinear", True, 0, 4)], device)[0])
-
-
-_FIRST_CALLS = {_full_size_rgb: _try_colour, _resize_columns: _try_resize, _resize_rows: _try_resize}
+    return device_kernels
 
 
 def _on_device(tables, device: torch.device) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
     """Sampling tables on `device`, copied from page-locked memory so the host does not wait for the device."""
     on_device = []
     for index, weight in tables:
-        index, weight = torch.from_numpy(index), torch.from_numpy(weight).float()
+        index, weight = torch.from_numpy(index.astype(np.int32)), torch.from_numpy(weight).float()
         if device.type == "cuda":
             index, weight = index.pin_memory(), weight.pin_memory()
         on_device.append((index.to(device, non_blocking=True), weight.to(device, non_blocking=True)))
@@ -133,24 +114,17 @@ def _resize_tables(fmt: YuvFormat, device: torch.device) -> tuple[tuple[torch.Te
                        resize_taps(upright_h, scaled_h, fmt.resize_filter, antialias, y0, y1)], device)
 
 
-def _coefficients(fmt: YuvFormat, device: torch.device) -> torch.Tensor:
-    """_full_size_rgb's coefficients for the frame's matrix and range."""
+def _coefficients(fmt: YuvFormat) -> tuple[float, ...]:
+    """The colour step's coefficients for the frame's matrix and range: luma scale, luma offset, then Cr -> R,
+    Cb -> G, Cr -> G, Cb -> B (chroma range included)."""
     if fmt.full_range:
         luma_scale, chroma_scale = 1.0, 1.0
     else:
         luma_scale, chroma_scale = 255 / 219, 255 / 224
     kr, kb = LUMA_WEIGHTS[fmt.matrix]
     kg = 1 - kr - kb
-    values = [luma_scale, 0.0 if fmt.full_range else -16 * luma_scale, 2 * (1 - kr) * chroma_scale,
-              -2 * kb * (1 - kb) / kg * chroma_scale, -2 * kr * (1 - kr) / kg * chroma_scale,
-              2 * (1 - kb) * chroma_scale]
-    return _device_constant(tuple(values), device)
-
-
-@functools.lru_cache(maxsize=64)
-def _device_constant(values: tuple[float, ...], device: torch.device) -> torch.Tensor:
-    table = torch.tensor(np.array(values, np.float32))
-    return table.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else table
+    return (luma_scale, 0.0 if fmt.full_range else -16 * luma_scale, 2 * (1 - kr) * chroma_scale,
+            -2 * kb * (1 - kb) / kg * chroma_scale, -2 * kr * (1 - kr) / kg * chroma_scale, 2 * (1 - kb) * chroma_scale)
 
 
 def _planes(values: torch.Tensor, fmt: YuvFormat) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -170,20 +144,14 @@ def _planes(values: torch.Tensor, fmt: YuvFormat) -> tuple[torch.Tensor, torch.T
 
 def yuv_to_rgb(values: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
     """uint8 [T, frame_bytes] -> float32 [T, 3, H, W] full-range RGB at the coded size, uint8 values (rounded
-    half-to-even, clamped to 0..255)."""
-    colour = _compiled(_full_size_rgb, values.device) or _full_size_rgb
-    return colour(*_planes(values, fmt), _coefficients(fmt, values.device),
-                  *_chroma_tables(fmt.width, fmt.height, values.device))
+    half-to-even, clamped to 0..255), eagerly."""
+    return _full_size_rgb(*_planes(values, fmt), _coefficients(fmt), *_chroma_tables(fmt.width, fmt.height,
+                                                                                       values.device))
 
 
 def resize_rgb(rgb: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
     """float32 [T, 3, H, W] upright uint8 values -> the crop of the resized frames [T, 3, out_h, out_w], rounded and
-    clamped, as torch_resize and the crop compute them: compiled, only the kept pixels from interpolate's weights;
-    eagerly, torch's interpolate itself."""
-    columns_step, rows_step = (_compiled(step, rgb.device) for step in (_resize_columns, _resize_rows))
-    if fmt.resize_filter != "area" and columns_step and rows_step:
-        columns, rows = _resize_tables(fmt, rgb.device)
-        return rows_step(columns_step(rgb, *columns), *rows)
+    clamped: torch_resize's interpolate call, then the crop."""
     scaled_w, scaled_h = fmt.scaled_size
     size = (scaled_h, scaled_w)
     if fmt.resize_filter == "area":
@@ -195,17 +163,28 @@ def resize_rgb(rgb: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
     return out[..., y0:y1, x0:x1].round().clamp(0, 255)
 
 
-def yuv_to_output(values: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
-    """uint8 [T, frame_bytes] YUV frames -> uint8 [T, out_h, out_w, 3] output frames, on values' device."""
+def _convert(values: torch.Tensor, fmt: YuvFormat, levels: torch.Tensor, kernels: ModuleType | None) -> torch.Tensor:
     out_w, out_h = fmt.out_size
     frames = values.shape[0]
-    output = torch.empty((frames, 3, out_h, out_w), dtype=torch.uint8, device=values.device)
-    # Chunks of equal size (a size-1 chunk would make the compiled steps specialise for it).
-    chunks = -(-frames * 4 * 3 * fmt.width * fmt.height // _CHUNK_BYTES)
-    for part in torch.arange(frames).tensor_split(max(1, chunks)):
+    output = torch.empty((3, frames, out_h, out_w), dtype=torch.float32, device=values.device)
+    chunks = max(1, -(-frames * 4 * 3 * fmt.width * fmt.height // _CHUNK_BYTES))
+    for part in torch.arange(frames).tensor_split(chunks):
         start, stop = int(part[0]), int(part[-1]) + 1
-        rgb = yuv_to_rgb(values[start:stop], fmt)
+        if kernels is not None:
+            rgb = kernels.colour(*_planes(values[start:stop], fmt), _coefficients(fmt),
+                                 *_chroma_tables(fmt.width, fmt.height, values.device))
+        else:
+            rgb = yuv_to_rgb(values[start:stop], fmt)
         if fmt.rotation:
-            rgb = torch.rot90(rgb, fmt.rotation // 90, dims=(-2, -1)).contiguous()
-        output[start:stop] = resize_rgb(rgb, fmt)
-    return output.permute(0, 2, 3, 1)
+            rgb = torch.rot90(rgb, fmt.rotation // 90, dims=(-2, -1))
+        if kernels is not None and fmt.resize_filter != "area":
+            kernels.resize_into(output[:, start:stop], rgb, *_resize_tables(fmt, values.device), levels)
+        else:
+            output[:, start:stop] = levels[resize_rgb(rgb, fmt).long()].transpose(0, 1)
+    return output
+
+
+def yuv_to_input(values: torch.Tensor, fmt: YuvFormat, levels: torch.Tensor, kernels: bool = True) -> torch.Tensor:
+    """uint8 [T, frame_bytes] YUV frames -> float32 [3, T, out_h, out_w]: each output level through `levels` (the
+    256-entry pixel table, on values' device). kernels=False: the eager steps even where the kernels run."""
+    return _convert(values, fmt, levels, kernels_for(values.device) if kernels else None)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..config import TokenizerConfig
-from ..decode.device_convert import yuv_to_output
+from ..decode.device_convert import yuv_to_input
 from ..errors import ConfigError
 from ..hashing import sha256_file
 from ..records import ModalityFrames, YuvFormat
@@ -171,8 +171,8 @@ def expand_frames(batch: list[DeviceFrames]) -> torch.Tensor:
     expanded = []
     for frames in batch:
         values = frames.values
-        if frames.yuv is not None:  # YUV planes -> converted, resized uint8 RGB -> [-1, 1]
-            expanded.append(pixel_table(values.device)[yuv_to_output(values, frames.yuv).long()])
+        if frames.yuv is not None:  # YUV planes -> converted, resized levels -> [-1, 1], made [3, T, H, W]
+            expanded.append(yuv_to_input(values, frames.yuv, pixel_table(values.device)).movedim(0, -1))
         elif frames.colours is not None:  # ids -> colour in [-1, 1], one gather
             expanded.append(frames.colours[values.long()])
         elif values.ndim == 3:  # depth: the value in 3 channels
