@@ -41,12 +41,12 @@ _CHUNK_BYTES = 1 << 28
 
 
 def _gather_sum(values: torch.Tensor, dim: int, index: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """out[..., m, ...] = sum over k of weight[m, k] * values[..., index[m, k], ...] along `dim` (-1 or -2), summed
+    """out[..., m, ...] = sum over k of weight[k, m] * values[..., index[k, m], ...] along `dim` (-1 or -2), summed
     in k order."""
     shape = (-1,) if dim == -1 else (-1, 1)
-    out = values.index_select(dim, index[:, 0]) * weight[:, 0].view(shape)
-    for k in range(1, index.shape[1]):
-        out = out + values.index_select(dim, index[:, k]) * weight[:, k].view(shape)
+    out = values.index_select(dim, index[0]) * weight[0].view(shape)
+    for k in range(1, index.shape[0]):
+        out = out + values.index_select(dim, index[k]) * weight[k].view(shape)
     return out
 
 
@@ -87,10 +87,12 @@ def kernels_for(device: torch.device) -> ModuleType | None:
 
 
 def _on_device(tables, device: torch.device) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
-    """Sampling tables on `device`, copied from page-locked memory so the host does not wait for the device."""
+    """Sampling tables on `device`, tap-major (index int32 [K, m], weight float32 [K, m]), copied from page-locked
+    memory so the host does not wait for the device."""
     on_device = []
     for index, weight in tables:
-        index, weight = torch.from_numpy(index.astype(np.int32)), torch.from_numpy(weight).float()
+        index = torch.from_numpy(np.ascontiguousarray(index.T, np.int32))
+        weight = torch.from_numpy(np.ascontiguousarray(weight.T, np.float32))
         if device.type == "cuda":
             index, weight = index.pin_memory(), weight.pin_memory()
         on_device.append((index.to(device, non_blocking=True), weight.to(device, non_blocking=True)))

@@ -21,7 +21,7 @@ _BLOCK = 256
 # integer, half-to-even (IEEE's rounding); subtracting it again is exact.
 _ROUNDER = tl.constexpr(12582912.0)
 
-Table = tuple[torch.Tensor, torch.Tensor]  # index int32 [m, K], weight float32 [m, K]
+Table = tuple[torch.Tensor, torch.Tensor]  # index int32 [K, m], weight float32 [K, m] (tap-major: coalesced loads)
 
 
 @triton.jit
@@ -41,14 +41,14 @@ def _colour_kernel(y_ptr, u_ptr, v_ptr, out_ptr, row_index, row_weight, column_i
     cb = tl.zeros([BLOCK], tl.float32)
     cr = tl.zeros([BLOCK], tl.float32)
     for i in tl.static_range(4):
-        chroma_row = tl.load(row_index + row * 4 + i).to(tl.int64)
-        weight = tl.load(row_weight + row * 4 + i)
+        chroma_row = tl.load(row_index + i * height + row).to(tl.int64)
+        weight = tl.load(row_weight + i * height + row)
         base = frame * c_frame + chroma_row * c_row
         u_sum = tl.zeros([BLOCK], tl.float32)
         v_sum = tl.zeros([BLOCK], tl.float32)
         for j in tl.static_range(4):
-            chroma_column = tl.load(column_index + column * 4 + j, mask=inside, other=0).to(tl.int64)
-            tap = tl.load(column_weight + column * 4 + j, mask=inside, other=0.0)
+            chroma_column = tl.load(column_index + j * width + column, mask=inside, other=0).to(tl.int64)
+            tap = tl.load(column_weight + j * width + column, mask=inside, other=0.0)
             offset = base + chroma_column * c_column
             u_sum += tl.load(u_ptr + offset, mask=inside, other=0).to(tl.float32) * tap
             v_sum += tl.load(v_ptr + offset, mask=inside, other=0).to(tl.float32) * tap
@@ -72,8 +72,8 @@ def _columns_kernel(in_ptr, out_ptr, index, weight, in_width, out_width, TAPS: t
     inside = column < out_width
     total = tl.zeros([BLOCK], tl.float32)
     for k in tl.static_range(TAPS):
-        source = tl.load(index + column * TAPS + k, mask=inside, other=0).to(tl.int64)
-        tap = tl.load(weight + column * TAPS + k, mask=inside, other=0.0)
+        source = tl.load(index + k * out_width + column, mask=inside, other=0).to(tl.int64)
+        tap = tl.load(weight + k * out_width + column, mask=inside, other=0.0)
         total += tl.load(in_ptr + line * in_width + source, mask=inside, other=0.0) * tap
     tl.store(out_ptr + line * out_width + column, total, mask=inside)
 
@@ -88,8 +88,8 @@ def _rows_kernel(in_ptr, out_ptr, index, weight, levels, in_height, out_height, 
     inside = column < width
     total = tl.zeros([BLOCK], tl.float32)
     for k in tl.static_range(TAPS):
-        source = tl.load(index + row * TAPS + k).to(tl.int64)
-        tap = tl.load(weight + row * TAPS + k)
+        source = tl.load(index + k * out_height + row).to(tl.int64)
+        tap = tl.load(weight + k * out_height + row)
         total += tl.load(in_ptr + (plane * in_height + source) * width + column, mask=inside, other=0.0) * tap
     value = tl.load(levels + _level(total).to(tl.int32), mask=inside, other=0.0)
     frame, channel = plane // 3, plane % 3
@@ -113,11 +113,11 @@ def resize_into(out: torch.Tensor, rgb: torch.Tensor, columns: Table, rows: Tabl
     """float32 RGB levels [T, 3, H, W] -> levels[rounded resize] into `out`, a [3, T, out_h, out_w] slice along T
     of a contiguous [3, T_all, out_h, out_w] tensor."""
     frames, _, height, width = rgb.shape
-    out_w, out_h = columns[0].shape[0], rows[0].shape[0]
+    out_w, out_h = columns[0].shape[1], rows[0].shape[1]
     rgb = rgb.contiguous()
     across = torch.empty((frames, 3, height, out_w), dtype=torch.float32, device=rgb.device)
     _columns_kernel[(frames * 3 * height, triton.cdiv(out_w, _BLOCK))](
-        rgb, across, *columns, width, out_w, TAPS=columns[0].shape[1], BLOCK=_BLOCK)
+        rgb, across, *columns, width, out_w, TAPS=columns[0].shape[0], BLOCK=_BLOCK)
     out_frames = out.stride(0) // (out_h * out_w)
     _rows_kernel[(frames * 3 * out_h, triton.cdiv(out_w, _BLOCK))](
-        across, out, *rows, levels, height, out_h, out_w, out_frames, TAPS=rows[0].shape[1], BLOCK=_BLOCK)
+        across, out, *rows, levels, height, out_h, out_w, out_frames, TAPS=rows[0].shape[0], BLOCK=_BLOCK)
