@@ -12,21 +12,33 @@ def _stats(workers: int, **seconds: float) -> RankStats:
 
 
 def test_no_sentence_when_the_encoder_barely_waited():
-    assert explain_input_waits(_stats(4, encode=100.0, encoder_wait=1.0, decode=300.0), 16) == ""
+    assert explain_input_waits(_stats(4, encode=100.0, encoder_wait=1.0, decode=300.0), 16, "swscale") == ""
 
 
 def test_too_few_workers_names_the_count_that_keeps_up():
     # 3 s to decode a sample on one worker, 2 workers -> one every 1.5 s; the encoder takes 0.5 s.
-    said = explain_input_waits(_stats(2, encode=50.0, encoder_wait=100.0, encoder_wait_first=2.0, decode=300.0), 16)
+    said = explain_input_waits(_stats(2, encode=50.0, encoder_wait=100.0, encoder_wait_first=2.0, decode=300.0), 16,
+                               "swscale")
     assert "decode is the bottleneck" in said and "run.workers_per_gpu=7" in said and "16 cores" in said
-    assert "67 % of its time" in said
+    assert "67 % of its time" in said and "resize_backend" not in said  # 7 workers fit on 16 cores
 
 
 def test_start_up_waits_and_inline_decoding_are_told_apart():
-    said = explain_input_waits(_stats(8, encode=100.0, encoder_wait=10.0, encoder_wait_first=9.0, decode=200.0), 16)
+    said = explain_input_waits(_stats(8, encode=100.0, encoder_wait=10.0, encoder_wait_first=9.0, decode=200.0), 16,
+                               "swscale")
     assert "before the first sample" in said and "bottleneck" not in said
-    inline = explain_input_waits(_stats(0, encode=100.0, encoder_wait=50.0), 16)
+    inline = explain_input_waits(_stats(0, encode=100.0, encoder_wait=50.0), 16, "swscale")
     assert "run.workers_per_gpu=0" in inline
+
+
+def test_a_gpu_build_short_of_cores_is_pointed_to_the_device_resize():
+    # 1.5 s per sample on one worker, the encoder 0.1 s: 16 workers would keep up, the host has 8 cores.
+    starved = _stats(6, encode=10.0, encoder_wait=20.0, encoder_wait_first=1.0, decode=150.0)
+    said = explain_input_waits(starved, 8, "swscale")
+    assert "run.workers_per_gpu=16" in said and "frames.resize_backend=device" in said
+    assert "frames.resize_backend" not in explain_input_waits(starved, 8, "device")
+    on_cpu = RankStats(rank=0, pid=1, device="cpu", workers=6, samples=100, seconds=dict(starved.seconds))
+    assert "frames.resize_backend" not in explain_input_waits(on_cpu, 8, "swscale")
 
 
 def test_auto_workers_follow_the_cores_per_gpu():

@@ -16,8 +16,9 @@ from .rank_stats import RankStats
 NOTEWORTHY_SHARE = 0.02
 
 
-def explain_input_waits(stats: RankStats, cores: int) -> str:
-    """One sentence, or "" when the encoder (almost) never waited."""
+def explain_input_waits(stats: RankStats, cores: int, resize_backend: str) -> str:
+    """One sentence, or "" when the encoder (almost) never waited. resize_backend: the build's
+    frames.resize_backend, for the advice when more workers would not fit on the host's cores."""
     seconds = stats.seconds
     waited, first = seconds.get("encoder_wait", 0.0), seconds.get("encoder_wait_first", 0.0)
     busy = seconds.get("encode", 0.0) + seconds.get("text", 0.0)
@@ -37,6 +38,9 @@ def explain_input_waits(stats: RankStats, cores: int) -> str:
                     f"{stats.workers} workers deliver one every {decode_each / stats.workers:.2f} s and the encoder "
                     f"takes {encode_each:.2f} s: run.workers_per_gpu={needed} would keep up (this host has "
                     f"{cores} cores)")
+        if needed > cores and resize_backend != "device" and stats.device.startswith("cuda"):
+            said.append("that is more workers than cores: frames.resize_backend=device moves the colour conversion "
+                        "and resize to the GPU, about a third of the decode CPU for 720p sources (docs/frames.md)")
     elif first < 0.5 * waited:
         said.append(f"{stats.workers} workers keep up on average ({decode_each:.2f} s per sample on one, the "
                     f"encoder {encode_each:.2f} s), so the waits came in bursts: sources that decode slowly, or a "

@@ -97,7 +97,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
                              decode=stream.decode_seconds, encoder_wait=stream.wait_seconds,
                              encoder_wait_first=stream.first_wait_seconds or 0.0)
         stats.beat(stream.worker_cpu_seconds)
-        stats.input_waits = explain_input_waits(stats, usable_cores())
+        stats.input_waits = explain_input_waits(stats, usable_cores(), spec.config.frames.resize_backend)
 
     writer = StagingWriter(Path(spec.build_dir), staged, spec.config.output.staging_url)
     live.update(decode=lambda: stream.queued_samples, staging=lambda: writer.pending)

@@ -113,13 +113,13 @@ class RankWorker:
     def _report(self, unit: Unit, stats: RankStats, stream: DecodeStream, ctx: UnitContext, node: str) -> None:
         import ray
 
-        self._fill_seconds(stats, stream, ctx)
+        self._fill_seconds(stats, stream, ctx, self.spec.config.frames.resize_backend)
         # Waited on, so the unit counts as staged before the worker can fail on the next one.
         ray.get(self.dispatcher.staged.remote(UnitStaged(self.spec.rank, unit.index, len(unit.samples),
                                                          stats.to_json(), node)))
 
     @staticmethod
-    def _fill_seconds(stats: RankStats, stream: DecodeStream, ctx: UnitContext) -> None:
+    def _fill_seconds(stats: RankStats, stream: DecodeStream, ctx: UnitContext, resize_backend: str) -> None:
         for key in ("encode", "text"):
             stats.seconds[key] = ctx.seconds.get(key, 0.0)
         stats.seconds["stage"] = ctx.seconds.get("stage_handoff", 0.0)  # stage_now writes inside the hand-off
@@ -127,11 +127,11 @@ class RankWorker:
         stats.seconds["encoder_wait"] = stream.wait_seconds
         stats.seconds["encoder_wait_first"] = stream.first_wait_seconds or 0.0
         stats.beat(stream.worker_cpu_seconds)
-        stats.input_waits = explain_input_waits(stats, usable_cores())
+        stats.input_waits = explain_input_waits(stats, usable_cores(), resize_backend)
 
     def _finish(self, stats: RankStats, stream: DecodeStream | None, ctx: UnitContext | None) -> dict[str, Any]:
         if stream is not None and ctx is not None:
-            self._fill_seconds(stats, stream, ctx)
+            self._fill_seconds(stats, stream, ctx, self.spec.config.frames.resize_backend)
         else:
             stats.beat(stream.worker_cpu_seconds if stream is not None else 0.0)
         return stats.to_json()
