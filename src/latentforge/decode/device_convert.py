@@ -147,8 +147,8 @@ def _planes(values: torch.Tensor, fmt: YuvFormat) -> tuple[torch.Tensor, torch.T
 def yuv_to_rgb(values: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
     """uint8 [T, frame_bytes] -> float32 [T, 3, H, W] full-range RGB at the coded size, uint8 values (rounded
     half-to-even, clamped to 0..255), eagerly."""
-    return _full_size_rgb(*_planes(values, fmt), _coefficients(fmt), *_chroma_tables(fmt.width, fmt.height,
-                                                                                       values.device))
+    chroma = _chroma_tables(fmt.width, fmt.height, values.device)
+    return _full_size_rgb(*_planes(values, fmt), _coefficients(fmt), *chroma)
 
 
 def resize_rgb(rgb: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
@@ -166,6 +166,7 @@ def resize_rgb(rgb: torch.Tensor, fmt: YuvFormat) -> torch.Tensor:
 
 
 def _convert(values: torch.Tensor, fmt: YuvFormat, levels: torch.Tensor, kernels: ModuleType | None) -> torch.Tensor:
+    """yuv_to_input with the kernels, or with the eager steps (kernels None), in chunks of frames of equal size."""
     out_w, out_h = fmt.out_size
     frames = values.shape[0]
     output = torch.empty((3, frames, out_h, out_w), dtype=torch.float32, device=values.device)
