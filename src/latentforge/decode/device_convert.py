@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..device_sync import copy_to_device
 from ..records import YuvFormat
 from .resample_taps import chroma_taps, resize_taps
 
@@ -87,15 +88,13 @@ def kernels_for(device: torch.device) -> ModuleType | None:
 
 
 def _on_device(tables, device: torch.device) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
-    """Sampling tables on `device`, tap-major (index int32 [K, m], weight float32 [K, m]), copied from page-locked
-    memory so the host does not wait for the device."""
+    """Sampling tables on `device`, tap-major (index int32 [K, m], weight float32 [K, m]), copied without the host
+    waiting for the device."""
     on_device = []
     for index, weight in tables:
         index = torch.from_numpy(np.ascontiguousarray(index.T, np.int32))
         weight = torch.from_numpy(np.ascontiguousarray(weight.T, np.float32))
-        if device.type == "cuda":
-            index, weight = index.pin_memory(), weight.pin_memory()
-        on_device.append((index.to(device, non_blocking=True), weight.to(device, non_blocking=True)))
+        on_device.append((copy_to_device(index, device), copy_to_device(weight, device)))
     return tuple(on_device)
 
 

@@ -13,6 +13,7 @@ import torch
 
 from ..config import TokenizerConfig
 from ..decode.device_convert import yuv_to_input
+from ..device_sync import copy_to_device
 from ..errors import ConfigError
 from ..hashing import sha256_file
 from ..records import ModalityFrames, YuvFormat
@@ -158,10 +159,7 @@ def upload_frames(frames: ModalityFrames, device: torch.device | str) -> DeviceF
     values = torch.as_tensor(frames.values).to(device, non_blocking=True)
     colours = None
     if frames.palette is not None:  # a few colours: looked up on the host, exactly the device's gather
-        colours = PIXEL_TABLE[torch.as_tensor(frames.palette).long()]
-        if device.type == "cuda":  # pinned, so this small copy does not wait for the device either
-            colours = colours.pin_memory()
-        colours = colours.to(device, non_blocking=True)
+        colours = copy_to_device(PIXEL_TABLE[torch.as_tensor(frames.palette).long()], device)
     return DeviceFrames(values, colours, frames.yuv)
 
 
