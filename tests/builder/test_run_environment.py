@@ -1,16 +1,22 @@
 """Every unit records where it was encoded (`encoded_by` in cache_config.json, and each run's build/stats-*.json),
 so deep verify on the same machine compares latents bit for bit instead of within a tolerance (docs/verify.md),
-also for a cache fetched without its build/ records."""
+also for a cache fetched without its build/ records. On the CPU the record names the vector width torch's kernels
+use, which changes float bits as much as another CPU does."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
+import subprocess
+import sys
 
+import pytest
 import torch
 
 import latentforge
+from helpers import SRC
 from helpers.builds import build_quietly, tiny_config, tiny_world, write_table
 from latentforge.builder.run import build
 from latentforge.verification.deep import verify_deep
@@ -31,7 +37,8 @@ def test_a_fresh_cpu_build_deep_verifies_with_the_exact_comparison(tmp_path):
     build(config, quiet=True)  # a rerun finds every unit staged: it encodes nothing and only commits
     runs = [json.loads(p.read_text()) for p in sorted((tmp_path / "cache" / "build").glob("stats-*.json"))]
     assert len(runs) == 2 and runs[0]["ranks"] and not runs[1]["ranks"]
-    expected = {"device_type": "cpu", "device_name": _cpu_model(), "torch": torch.__version__,
+    expected = {"device_type": "cpu", "device_name": _cpu_model(),
+                "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
                 "latentforge": latentforge.__version__}
     assert [run["environment"] for run in runs] == [expected, expected]
     assert all(rank["environment"] == expected for rank in runs[0]["ranks"])
@@ -50,3 +57,20 @@ def test_a_fresh_cpu_build_deep_verifies_with_the_exact_comparison(tmp_path):
     report = verify_deep(tmp_path / "cache", spot=2, overrides=Overrides(dataset=tuple(config.dataset.path)),
                          report_path=tmp_path / "report.json")
     assert report.ok and report.comparison.startswith("exact"), (report.failures, report.comparison)
+
+
+def test_another_vector_width_is_another_environment(built_cache, tmp_path):
+    """The same CPU with torch's kernels pinned to another width (ATEN_CPU_CAPABILITY) rounds otherwise: deep
+    verify there compares within the tolerance and names the width, instead of expecting the build's bits."""
+    here = torch.backends.cpu.get_cpu_capability()
+    if here == "DEFAULT":
+        pytest.skip("torch runs its DEFAULT kernels on this CPU already: there is no other width to pin")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default",
+           "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "latentforge.cli.main", "verify", str(built_cache), "--deep",
+                           "--spot", "1", "--report", str(report)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    comparison = json.loads(report.read_text())["comparison"]
+    assert comparison.startswith("rel-L2 <=") and f"cpu_capability '{here}' -> 'DEFAULT'" in comparison

@@ -1,7 +1,8 @@
 """Tiny real-architecture text encoders (random weights) for the demo and the tests.
 
 `make_tiny_t5` / `make_tiny_umt5` save, into a folder that `from_pretrained` loads, a transformers
-T5EncoderModel / UMT5EncoderModel with seeded random weights and a T5-style tokenizer (Unigram +
+T5EncoderModel / UMT5EncoderModel with seeded random weights (the same bytes on every CPU: see `seeded_weights`)
+and a T5-style tokenizer (Unigram +
 Metaspace, `</s>` appended, pad 0 / eos 1 / unk 2) whose vocabulary is built from `corpus`
 (or, for umT5, optionally a SentencePiece `spiece.model` as google/umt5-xxl ships), plus a provenance note
 saying the weights are untrained, which the cache README then quotes.
@@ -15,6 +16,7 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
@@ -82,6 +84,29 @@ def _train_spiece(folder: Path, corpus: list[str] | tuple[str, ...], vocab_size:
     return sentencepiece.SentencePieceProcessor(model_file=str(folder / "spiece.model")).get_piece_size()
 
 
+def seeded_weights(model: torch.nn.Module, seed: int) -> None:
+    """Overwrite every parameter with values drawn by numpy from `seed`, in `named_parameters` order: linear
+    weights U(-b, b) with b = sqrt(3 / fan_in) (std 1 / sqrt(fan_in)), embeddings (the vocabulary and the
+    relative position bias) U(-sqrt(3), sqrt(3)) (std 1), norm weights U[0.5, 1.5] (not all 1, which would hide a
+    swapped parameter).
+
+    Not torch's initialisers: torch draws normal values with vectorised code whose results depend on the CPU's
+    vector width (AVX2 or AVX-512), and so would the demo's weights and every byte its cache holds. Here only
+    integers are drawn (numpy's bounded integer sampler) and turned into floats by exact IEEE steps, so the weights
+    are the same bits on any CPU for the pinned numpy."""
+    rng = np.random.default_rng(seed)
+    steps = 2**23
+    embeddings = {id(module.weight) for module in model.modules() if isinstance(module, torch.nn.Embedding)}
+    with torch.no_grad():
+        for _, param in model.named_parameters():
+            unit = (rng.integers(-steps, steps, size=tuple(param.shape), dtype=np.int64) + 0.5) / steps  # (-1, 1)
+            if param.ndim == 1:
+                values = 1.0 + 0.5 * unit
+            else:
+                values = unit * math.sqrt(3.0 if id(param) in embeddings else 3.0 / param.shape[1])
+            param.copy_(torch.from_numpy(values.astype(np.float32)))
+
+
 def _make(kind: str, folder: Path, d_model: int, corpus, vocab_size: int, seed: int, spiece: bool = False) -> Path:
     from transformers import T5Config, T5EncoderModel, UMT5Config, UMT5EncoderModel
 
@@ -94,9 +119,11 @@ def _make(kind: str, folder: Path, d_model: int, corpus, vocab_size: int, seed: 
         feed_forward_proj="relu" if kind == "t5" else "gated-gelu",
         pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
     )
-    torch.manual_seed(seed)
-    model_class(config).eval().save_pretrained(folder)
-    note = f"text embeddings come from an untrained tiny {model_class.__name__} (random weights, seed {seed})."
+    model = model_class(config).eval()
+    seeded_weights(model, seed)
+    model.save_pretrained(folder)
+    note = (f"text embeddings come from an untrained tiny {model_class.__name__} (random weights drawn by numpy "
+            f"from seed {seed}).")
     (folder / PROVENANCE_NOTE_FILE).write_text(note + "\n", encoding="utf-8")
     return folder
 

@@ -1,4 +1,6 @@
 """What decides whether a re-encode can give the same bits: the device model and the software that encoded.
+On the CPU that includes the vector width torch's kernels use (`cpu_capability`: AVX2 or AVX512 on x86-64): two
+CPUs of the same name but another width, or ATEN_CPU_CAPABILITY set otherwise, give other float bits.
 
 Recorded per unit of work and in cache_config.json (`encoded_by`); deep verify compares bit for bit only where
 the verifier's record equals the cache's.
@@ -36,6 +38,8 @@ def environment_record(device: str | torch.device, environ: Mapping[str, str] | 
     else:
         record["device_name"] = next((line.split(":", 1)[1].strip() for line in _cpuinfo()
                                       if line.startswith("model name")), platform.processor() or platform.machine())
+        # ranks inherit this process's ATEN_CPU_CAPABILITY, so this process's width is theirs
+        record["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     record.update({"torch": torch.__version__, "latentforge": __version__})
     return record
 
