@@ -62,9 +62,9 @@ def make_dataset(folder: Path, clips: int, frames: int, width: int, height: int)
     return folder
 
 
-def make_checkpoint(folder: Path) -> Path:
-    """A diffusers folder of the Wan2.1 VAE architecture with random weights."""
-    random_wan_vae().save_pretrained(folder)
+def make_checkpoint(folder: Path, base_dim: int) -> Path:
+    """A diffusers folder of the Wan2.1 VAE architecture with random weights at width `base_dim` (96: Wan2.1's)."""
+    random_wan_vae(base_dim=base_dim).save_pretrained(folder)
     return folder
 
 
@@ -104,7 +104,7 @@ def rank_flags(args) -> tuple[list[str], str]:
 
 def run(args, work: Path) -> dict:
     dataset = make_dataset(work / "data", args.clips, args.source_frames, args.source_width, args.source_height)
-    checkpoint = make_checkpoint(work / "vae")
+    checkpoint = make_checkpoint(work / "vae", args.base_dim)
     ranks, ranks_note = rank_flags(args)
     # every build shares one fresh folder of plan books, as builds on one machine share ~/.cache's
     shared = ["--set", f"tokenizer.conv_plans_dir={work / 'conv-plans'}"]
@@ -176,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--clips", type=int, default=8)
+    parser.add_argument("--base-dim", type=int, default=96, help="the VAE's width (96: Wan2.1's; tiny: 8)")
     parser.add_argument("--frames", type=int, default=33)
     parser.add_argument("--height", type=int, default=240)
     parser.add_argument("--width", type=int, default=416)
@@ -185,10 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="keep the builds here (default: a temporary folder)")
     parser.add_argument("--out", type=Path, help="write the result as JSON")
     parser.add_argument("--spot", type=int, default=4, help="samples `verify --deep` re-encodes and decodes")
-    parser.add_argument("--tiny", action="store_true", help="CPU, 4 clips of 9x32x48, --spot 2: checks the script")
+    parser.add_argument("--tiny", action="store_true",
+                        help="CPU, width 8, 4 clips of 9x32x48, --spot 2: checks the script")
     args = parser.parse_args(argv)
     if args.tiny:  # 4 clips: two units, so two ranks each stage one and the kill at the second unit is mid-build
         args.device, args.clips, args.frames, args.height, args.width, args.spot = "cpu", 4, 9, 32, 48, 2
+        args.base_dim = 8
     args.source_frames, args.source_width, args.source_height = args.frames + 7, args.width + 64, args.height + 32
     with tempfile.TemporaryDirectory() as scratch:
         work = args.workdir or Path(scratch)

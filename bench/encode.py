@@ -59,12 +59,13 @@ def load_clips(clips_dir: Path | None, count: int, frames: int, height: int, wid
     return clips
 
 
-def encoder_flops(frames: int, height: int, width: int) -> float:
+def encoder_flops(frames: int, height: int, width: int, base_dim: int = 96) -> float:
     """Encoder FLOPs (2 x MAC; convs, matmuls, attention QK/AV) of one clip, counted on the architecture."""
-    dims = [96, 96, 192, 384, 384]
+    b = base_dim
+    dims = [b, b, 2 * b, 4 * b, 4 * b]
     t = [frames, frames, (frames - 1) // 2 + 1, (frames - 1) // 4 + 1]
     hw = [height * width, height * width // 4, height * width // 16, height * width // 64]
-    mac = t[0] * hw[0] * 3 * 96 * 27  # conv_in
+    mac = t[0] * hw[0] * 3 * b * 27  # conv_in
     for stage in range(4):
         cin, cout = dims[stage], dims[stage + 1]
         mac += t[stage] * hw[stage] * (cin * cout * 27 + cout * cout * 27 * 3)  # two res blocks, 2 convs each
@@ -74,10 +75,10 @@ def encoder_flops(frames: int, height: int, width: int) -> float:
             mac += t[stage] * hw[stage + 1] * cout * cout * 9
             if stage > 0:
                 mac += (t[stage + 1] - 1) * hw[stage + 1] * cout * cout * 3
-    n, c = hw[3], 384
+    n, c = hw[3], 4 * b
     mac += 2 * t[3] * hw[3] * c * c * 27 * 2  # mid res blocks
     mac += t[3] * (n * c * 4 * c + 2 * n * n * c)  # attention
-    mac += t[3] * hw[3] * 384 * 32 * 27 + t[3] * hw[3] * 32 * 32  # head conv + quant conv
+    mac += t[3] * hw[3] * c * 32 * 27 + t[3] * hw[3] * 32 * 32  # head conv + quant conv
     return 2.0 * mac
 
 
@@ -116,13 +117,13 @@ def run(args: argparse.Namespace) -> dict:
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    vae = random_wan_vae()
+    vae = random_wan_vae(base_dim=args.base_dim)
     checkpoint = Path(args.workdir) / "wan21-random"
     vae.save_pretrained(checkpoint)  # a diffusers folder: the tokenizer loads it through its real loading code
     vae = vae.to(device)
     clips = load_clips(args.clips_dir, args.clips, args.frames, args.height, args.width)
     videos = [pixels_to_input(clip, device)[None] for clip in clips]
-    flops = encoder_flops(args.frames, args.height, args.width)
+    flops = encoder_flops(args.frames, args.height, args.width, args.base_dim)
     peak_matmul = matmul_tflops(device, 8192 if device.type == "cuda" else 512)
     mean, inv_std = latent_constants("fp32", device)
 
@@ -180,7 +181,7 @@ def run(args: argparse.Namespace) -> dict:
                 continue
             fn = tokenizers[name].encode
             seconds, peak, _ = timed(lambda: fn(video), device, args.reps)
-            shape_flops = encoder_flops(frames, height, width)
+            shape_flops = encoder_flops(frames, height, width, args.base_dim)
             rows.append({"mode": label, "shape": shape, "batch": 1,
                          "s_per_clip": seconds, "tflops": shape_flops / seconds / 1e12,
                          "pct_of_matmul": 100 * shape_flops / seconds / 1e12 / peak_matmul, "peak_gib": peak,
@@ -231,7 +232,8 @@ def encoded_in_another_process(args: argparse.Namespace, book: Path | None = Non
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "latent.pt"
         command = [sys.executable, __file__, "--encode-one", str(out), "--device", args.device, "--frames",
-                   str(args.frames), "--height", str(args.height), "--width", str(args.width)]
+                   str(args.frames), "--height", str(args.height), "--width", str(args.width),
+                   "--base-dim", str(args.base_dim)]
         if args.clips_dir:
             command += ["--clips-dir", str(args.clips_dir)]
         if book is not None and book.is_file():  # the CPU runs no plans and writes no book
@@ -249,7 +251,7 @@ def encode_one(args: argparse.Namespace) -> None:
 
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as folder:
-        random_wan_vae().save_pretrained(folder)
+        random_wan_vae(base_dim=args.base_dim).save_pretrained(folder)
         kernels = "plans" if args.plan_book else "heuristics"
         tokenizer = Wan21Tokenizer(folder, precision="bf16", device=device, conv_kernels=kernels,
                                    conv_plans_dir=str(Path(folder) / "conv-plans"))
@@ -294,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=93)
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--width", type=int, default=832)
+    parser.add_argument("--base-dim", type=int, default=96, help="the VAE's width (96: Wan2.1's; tiny: 8)")
     parser.add_argument("--windows", type=int, nargs="+", default=[32], help="fast-encoder windows to time")
     parser.add_argument("--batch", type=int, default=1, help="also time the build path at this batch size")
     parser.add_argument("--cross-process", action="store_true", help="check build-path bits in a second process")
@@ -306,13 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--extra-shapes", nargs="*", default=[], help="e.g. 81x480x832 93x704x1280")
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--tiny", action="store_true", help="CPU, 9x16x24, 2 clips: checks the script, not speed")
+    parser.add_argument("--tiny", action="store_true",
+                        help="CPU, width 8, 9x16x24, 2 clips: checks the script, not speed")
     args = parser.parse_args(argv)
     if args.encode_one:
         encode_one(args)
         return 0
     if args.tiny:
-        args.device, args.frames, args.height, args.width = "cpu", 9, 16, 24
+        args.device, args.frames, args.height, args.width, args.base_dim = "cpu", 9, 16, 24, 8
         args.clips, args.reps, args.windows, args.extra_shapes, args.batch = 2, 1, [4], ["5x16x24"], 2
         args.cross_process = True
     import tempfile

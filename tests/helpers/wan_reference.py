@@ -16,6 +16,7 @@ these references are the point of the tests, so they are never skipped.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
@@ -147,22 +148,29 @@ def cosmos_tokenizer_module() -> types.ModuleType:
     return _load_module("cosmos_predict2.tokenizers.tokenizer", tokenizer_path)
 
 
-def cosmos_tokenizer_interface(vae_pth: Path, temporal_window: int) -> object:
+def cosmos_tokenizer_interface(vae_pth: Path, temporal_window: int, dim: int = 96) -> object:
     """Cosmos' `TokenizerInterface` on CPU, built as its `__init__` does but with device="cpu".
 
     `TokenizerInterface.__init__` leaves `VAE`'s device at its "cuda" default; everything else (bf16 weights,
-    is_amp=False, load_mean_std=False, the temporal window) is passed exactly as `__init__` passes it.
+    is_amp=False, load_mean_std=False, the temporal window) is passed exactly as `__init__` passes it. `dim`: the
+    width the wrapper's own model builder (`_video_vae`, which takes the architecture's keywords) builds; the
+    released Wan2.1 VAE is 96 wide.
     """
     module = cosmos_tokenizer_module()
     interface = object.__new__(module.TokenizerInterface)
-    interface.model = module.VAE(
-        dtype=torch.bfloat16,
-        is_amp=False,
-        load_mean_std=False,
-        vae_pth=str(vae_pth),
-        temporal_window=temporal_window,
-        device="cpu",
-    )
+    build = module._video_vae
+    module._video_vae = functools.partial(build, dim=dim)
+    try:
+        interface.model = module.VAE(
+            dtype=torch.bfloat16,
+            is_amp=False,
+            load_mean_std=False,
+            vae_pth=str(vae_pth),
+            temporal_window=temporal_window,
+            device="cpu",
+        )
+    finally:
+        module._video_vae = build
     interface.chunk_duration = 81
     return interface
 

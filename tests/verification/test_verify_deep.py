@@ -135,14 +135,14 @@ def test_cli_exit_codes_and_thresholds(cache, capsys, monkeypatch):
 
 
 def test_tiny_wan_cache_verifies_and_another_checkpoint_is_refused(tmp_path):
-    """The real Wan2.1 VAE architecture (random weights, official .pth key names) at 16x16 px."""
+    """The real Wan2.1 VAE architecture at width 16 (random weights, official .pth key names) at 16x16 px."""
     from diffusers import AutoencoderKLWan
 
     from helpers.builds import build_quietly, tiny_config, tiny_world, write_table
     from latentforge.tokenizers.wan21_checkpoint import diffusers_to_wan_key
 
     torch.manual_seed(0)
-    model = AutoencoderKLWan().eval()
+    model = AutoencoderKLWan(base_dim=16).eval()
     state = {diffusers_to_wan_key(k): v for k, v in model.state_dict().items()}
     torch.save(state, tmp_path / "Wan2.1_VAE.pth")
     # Same architecture, other weights; zero-stride tensors keep the file a few bytes

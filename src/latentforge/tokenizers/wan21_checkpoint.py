@@ -25,9 +25,11 @@ from ..errors import LatentforgeError
 from ..hashing import sha256_file
 from ..hub import HUB_ID
 
-# The Wan2.1 architecture (formats.md §7); a diffusers folder with another architecture is refused.
+# The Wan2.1 architecture (formats.md §7); a diffusers folder with another architecture is refused. The width
+# (96 in the released file) is read from the weights, so the same architecture at any width loads: a test or a
+# benchmark can run a narrow one through this code.
+RELEASED_BASE_DIM = 96
 WAN21_ARCHITECTURE = {
-    "base_dim": 96,
     "z_dim": 16,
     "dim_mult": [1, 2, 4, 4],
     "num_res_blocks": 2,
@@ -213,8 +215,8 @@ def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan
     """
     if source.kind == "wan-state-dict":
         state = {wan_to_diffusers_key(k): v for k, v in read_state_dict(source.path).items()}
-        with torch.device("meta"):
-            model = AutoencoderKLWan()  # diffusers' defaults are the Wan2.1 architecture
+        with torch.device("meta"):  # diffusers' defaults are the Wan2.1 architecture
+            model = AutoencoderKLWan(base_dim=_base_dim(state))
         shown_as = diffusers_to_wan_key  # errors name keys as they are in the file
     else:
         config = AutoencoderKLWan.load_config(source.path)
@@ -231,6 +233,13 @@ def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan
     check_keys(source, state, model.state_dict(), shown_as, "Wan2.1")
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=True, assign=True)
     return model.eval().requires_grad_(False)
+
+
+def _base_dim(state: dict[str, torch.Tensor]) -> int:
+    """The width from the first convolution's shape ([base_dim, 3, 3, 3, 3]); the released width when that key is
+    absent or odd, so the key check names what is wrong."""
+    first = state.get("encoder.conv_in.weight")
+    return int(first.shape[0]) if first is not None and first.ndim == 5 else RELEASED_BASE_DIM
 
 
 def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
