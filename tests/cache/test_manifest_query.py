@@ -78,6 +78,30 @@ def test_a_query_reads_no_other_file(fake_cache, tmp_path):
         query_indices(fake_cache, f"EXISTS (SELECT * FROM read_csv('{secret}'))")
 
 
+@pytest.mark.parametrize("where", [
+    "1=0) UNION ALL SELECT 999999, 'forged' --",  # closes the condition, adds a row, comments out the rest
+    "1=0) UNION ALL SELECT 999999, 'forged' FROM manifest WHERE (1=1",
+    "1=1); DROP TABLE manifest; SELECT (1",  # a second statement
+    "1=1; SELECT 999999",
+    "1=0 UNION ALL SELECT 999999, 'forged'",
+    "1=1) OR (1=1",
+    "dataset_index > 2, dataset_index < 4",  # two expressions
+])
+def test_a_query_is_one_condition_not_a_statement(fake_cache, cli, where):
+    with pytest.raises(ConfigError, match="is not one SQL condition"):
+        query_indices(fake_cache, where)
+    done = cli(["query", str(fake_cache), where, "--ids"])
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and "is not one SQL condition" in done.stderr
+    assert query_indices(fake_cache, "1=1") == list(range(len(jsonl_rows(fake_cache))))  # the table is intact
+
+
+def test_subqueries_and_comments_inside_the_condition_are_only_conditions(fake_cache):
+    rows = jsonl_rows(fake_cache)
+    assert query_indices(fake_cache, "dataset_index IN (SELECT max(dataset_index) FROM manifest)") == [len(rows) - 1]
+    assert query_indices(fake_cache, "dataset_index < 2 -- a comment ends the text, nothing more") == [0, 1]
+
+
 def test_verify_fails_an_index_that_disagrees_with_the_manifest(fake_cache, tmp_path):
     root = tmp_path / "cache"
     shutil.copytree(fake_cache, root)

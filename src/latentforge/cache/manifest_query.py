@@ -1,7 +1,9 @@
 """SQL over a cache's manifest.parquet: which dataset_index values match a WHERE clause.
 
 The table is read with pyarrow and handed to an in-memory DuckDB that may not touch any file afterwards, so a
-clause can only read the manifest. `caption` is another name for `prompt` (the text the cache encoded).
+clause can only read the manifest. The clause is parsed as one expression (DuckDB's relation `filter`), never
+pasted into a statement: a `)` that closes the condition, a `;`, a `UNION` or a comment that would escape it is a
+parse error, refused with one line. `caption` is another name for `prompt` (the text the cache encoded).
 """
 
 from __future__ import annotations
@@ -50,8 +52,12 @@ def query_rows(root: str | Path, where: str, columns: tuple[str, ...] = ("datase
         raise ConfigError("the query is empty; give a condition such as \"caption LIKE '%car%'\"")
     con = _connect(root)
     try:
-        select = ", ".join(f'"{c}"' for c in columns)
-        return con.execute(f"SELECT {select} FROM {TABLE} WHERE ({where}) ORDER BY dataset_index").fetchall()
+        matching = con.table(TABLE).filter(where)  # parsed as a single expression, or refused
+        return matching.order("dataset_index").project(", ".join(f'"{c}"' for c in columns)).fetchall()
+    except _duckdb().ParserException as error:
+        raise ConfigError(f"query {where!r} is not one SQL condition ({str(error).splitlines()[0]}); give a single "
+                          "condition over the manifest's columns, such as \"caption LIKE '%car%'\" (no ')' closing "
+                          "it, no ';', UNION or statement after it)") from None
     except _duckdb().Error as error:
         names = ", ".join(name for name, *_ in con.execute(f"DESCRIBE {TABLE}").fetchall())
         message = str(error).splitlines()[0]
