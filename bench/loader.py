@@ -36,7 +36,7 @@ from latentforge.dataset.synthetic_cache import write_synthetic_cache
 from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
 from latentforge.streaming.store import CacheStore
 from latentforge.transfer import Destination
-from latentforge.writers.staging import completed_units
+from latentforge.writers.staging import completed_units, open_staged_unit
 
 TEXT_TOKENS, TEXT_DIM = 512, 1024  # T5 rows of the perception preset: 1 MiB in float16
 PERCEPTION_LATENT = (48, 24, 60, 104)  # 14.4 MB in float16
@@ -129,8 +129,12 @@ def write_webdataset(root: Path, url: str, storage_options: dict, staging: Path,
     with h5py.File(root / EMPTY_PROMPT, "r") as handle:
         empty = (handle[text.embeddings_dataset][()], handle[text.length_dataset][()])
     units = [path for _, path in sorted(completed_units(root / RUN_RECORDS_DIR).items())]
+    planned = {}  # the units are all there is of this cache's plan: each accounts for its rows and rejects
+    for path in units:
+        with open_staged_unit(path) as staged:
+            planned[staged.unit] = [r.source_index for r in staged.rows] + [r.source_index for r in staged.rejects]
     commit_webdataset(Destination(url, storage_options), units, [], config, empty,
-                      WebDatasetOptions(staging, shard_bytes=shard_bytes, part_size=5 << 20))
+                      WebDatasetOptions(staging, shard_bytes=shard_bytes, part_size=5 << 20), planned)
 
 
 def run_streaming(url: str, storage_options: dict, workers: int, samples: int) -> float:

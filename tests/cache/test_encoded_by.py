@@ -9,7 +9,14 @@ import json
 
 import pytest
 
-from helpers.fake_rows import PLAN_REJECTS, empty_prompt_arrays, make_cache_config, make_samples, stage_units
+from helpers.fake_rows import (
+    PLAN_REJECTS,
+    empty_prompt_arrays,
+    make_cache_config,
+    make_samples,
+    planned_units,
+    stage_units,
+)
 from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.encoded_by import function_digest
 from latentforge.cache.integrity import verify_integrity
@@ -27,7 +34,7 @@ A100 = {**H200, "device_name": "NVIDIA A100-SXM4-80GB"}
 def _commit(root, encoded_by):
     config = make_cache_config()
     units = stage_units(root / "build", make_samples(), unit_size=6, encoded_by=encoded_by)
-    return commit_cache(root, units, PLAN_REJECTS, config, empty_prompt_arrays(), {})
+    return commit_cache(root, units, PLAN_REJECTS, config, empty_prompt_arrays(), {}, planned_units(6))
 
 
 def test_units_of_one_function_in_two_environments_verify_with_a_warning(tmp_path):
@@ -77,7 +84,7 @@ def test_the_kernel_plans_a_build_recorded_travel_in_cache_config(tmp_path):
     config = dataclasses.replace(make_cache_config(), conv_plans=books)
     units = stage_units(tmp_path / "staged", make_samples(), unit_size=6,
                         encoded_by=lambda unit: {"function": function, "environment": H200})
-    commit_cache(tmp_path / "cache", units, PLAN_REJECTS, config, empty_prompt_arrays(), {})
+    commit_cache(tmp_path / "cache", units, PLAN_REJECTS, config, empty_prompt_arrays(), {}, planned_units(6))
     loaded = CacheConfig.load(tmp_path / "cache")
     assert loaded.conv_plans == books and verify_integrity(tmp_path / "cache").ok
     assert recorded_plans(loaded.conv_plans, "cpu") == {"conv a": "pytorch", "conv b": "eng41_k2=0"}

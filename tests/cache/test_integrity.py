@@ -54,7 +54,7 @@ def test_fresh_cache_passes_every_check(pristine):
     assert {c.name for c in report.checks} == {
         "markers", "root_layout", "cache_config", "shard_files", "sha256sums", "manifest", "shard_readable",
         "shard_datasets", "source_index", "latents_finite", "text_finite", "text_padding", "empty_prompt", "rejects",
-        "encoded_by", "manifest_table"}
+        "counts", "encoded_by", "manifest_table"}
     assert check_sha256sums(pristine) == [] and _coreutils_ok(pristine)
 
 

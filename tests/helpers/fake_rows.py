@@ -55,6 +55,12 @@ def sample_id(index: int) -> str:
     return f"clips/vid_{index:03d}"
 
 
+def planned_units(unit_size: int) -> dict[int, list[int]]:
+    """The plan stage_units follows: {unit: source_index of its candidates}, every NUM_CANDIDATES in order."""
+    return {unit: list(range(start, min(start + unit_size, NUM_CANDIDATES)))
+            for unit, start in enumerate(range(0, NUM_CANDIDATES, unit_size))}
+
+
 def stage_units(build_dir: Path, data: SampleData, unit_size: int, text: bool = True,
                 encoded_by: Callable[[int], dict] | None = None) -> list[Path]:
     """Stage units of `unit_size` consecutive source indices, batches of 2, in reverse order of units;
@@ -113,4 +119,5 @@ def build_cache(root: Path, data: SampleData | None = None, unit_size: int = 6, 
     units = stage_units(root / "build", data, unit_size, text)
     return commit_cache(root, units, PLAN_REJECTS, make_cache_config(rows_per_shard, text, text_storage),
                         empty_prompt_arrays() if text else None,
-                        {"text_note": "text embeddings come from an untrained tiny T5 (tests)."})
+                        {"text_note": "text embeddings come from an untrained tiny T5 (tests)."},
+                        planned_units(unit_size))

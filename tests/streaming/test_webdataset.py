@@ -13,7 +13,14 @@ import torch
 from moto.server import ThreadedMotoServer
 from torch.utils.data import DataLoader
 
-from helpers.fake_rows import PLAN_REJECTS, empty_prompt_arrays, make_cache_config, make_samples, stage_units
+from helpers.fake_rows import (
+    PLAN_REJECTS,
+    empty_prompt_arrays,
+    make_cache_config,
+    make_samples,
+    planned_units,
+    stage_units,
+)
 from latentforge import LatentCacheDataset
 from latentforge.dataset.expect import CacheMismatch
 from latentforge.errors import ConfigError
@@ -30,10 +37,10 @@ def staged(tmp_path_factory):
     folder = tmp_path_factory.mktemp("wds")
     units = stage_units(folder / "build", make_samples(), unit_size=6)
     hdf5 = folder / "hdf5"
-    commit_cache(hdf5, units, PLAN_REJECTS, make_cache_config(), empty_prompt_arrays(), {})
+    commit_cache(hdf5, units, PLAN_REJECTS, make_cache_config(), empty_prompt_arrays(), {}, planned_units(6))
     local = folder / "wds"
     commit_webdataset(Destination(f"file://{local}"), units, PLAN_REJECTS, make_cache_config(), empty_prompt_arrays(),
-                      WebDatasetOptions(folder / "staging", shard_bytes=SHARD_BYTES))
+                      WebDatasetOptions(folder / "staging", shard_bytes=SHARD_BYTES), planned_units(6))
     return folder, units, hdf5, local
 
 
@@ -96,7 +103,8 @@ def test_a_killed_commit_to_s3_reruns_to_identical_objects_that_fetch_checks(sta
     def commit():
         return commit_webdataset(Destination("s3://wds/cache", options), units, PLAN_REJECTS, make_cache_config(),
                                  empty_prompt_arrays(), WebDatasetOptions(tmp_path / "staging",
-                                                                          shard_bytes=SHARD_BYTES, part_size=5 << 20))
+                                                                          shard_bytes=SHARD_BYTES, part_size=5 << 20),
+                                 planned_units(6))
 
     monkeypatch.setattr(wds_commit, "_put_tar", die_on_the_third_tar)
     with pytest.raises(KeyboardInterrupt):

@@ -7,11 +7,11 @@ from __future__ import annotations
 import signal
 import subprocess
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from helpers.exec_world import build_args, make_table, run_cli
+from helpers.moto_s3 import moto_s3
+from helpers.moto_s3 import objects as bucket_objects
 from latentforge.builder.records_dir import STAGING_PARENT
 from latentforge.cli.main import main
 from latentforge.writers.staging import completed_units
@@ -21,22 +21,12 @@ BUCKET = "caches"
 
 @pytest.fixture(scope="module")
 def s3():
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="testing",
-                          aws_secret_access_key="testing", region_name="us-east-1")
-    client.create_bucket(Bucket=BUCKET)
-    yield client, env
-    server.stop()
+    with moto_s3(BUCKET) as server:
+        yield server
 
 
 def _objects(client, prefix: str) -> dict[str, bytes]:
-    listed = client.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/").get("Contents", [])
-    return {o["Key"].removeprefix(f"{prefix}/"): client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
-            for o in listed}
+    return bucket_objects(client, BUCKET, prefix)
 
 
 def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3, tmp_path, cli):

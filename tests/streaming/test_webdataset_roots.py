@@ -12,7 +12,14 @@ import tarfile
 
 import pytest
 
-from helpers.fake_rows import PLAN_REJECTS, empty_prompt_arrays, make_cache_config, make_samples, stage_units
+from helpers.fake_rows import (
+    PLAN_REJECTS,
+    empty_prompt_arrays,
+    make_cache_config,
+    make_samples,
+    planned_units,
+    stage_units,
+)
 from latentforge import LatentCacheDataset, verify
 from latentforge.cli.main import main
 from latentforge.errors import ConfigError
@@ -28,9 +35,9 @@ def caches(tmp_path_factory):
     folder = tmp_path_factory.mktemp("roots")
     units = stage_units(folder / "build", make_samples(), unit_size=6)
     hdf5, wds = folder / "hdf5", folder / "wds"
-    commit_cache(hdf5, units, PLAN_REJECTS, make_cache_config(), empty_prompt_arrays(), {})
+    commit_cache(hdf5, units, PLAN_REJECTS, make_cache_config(), empty_prompt_arrays(), {}, planned_units(6))
     commit_webdataset(Destination(str(wds)), units, PLAN_REJECTS, make_cache_config(), empty_prompt_arrays(),
-                      WebDatasetOptions(folder / "staging", shard_bytes=SHARD_BYTES))
+                      WebDatasetOptions(folder / "staging", shard_bytes=SHARD_BYTES), planned_units(6))
     return hdf5, wds
 
 

@@ -22,14 +22,17 @@ from helpers.fake_rows import (
     build_cache,
     make_cache_config,
     make_samples,
+    planned_units,
     sample_id,
     stage_units,
 )
 from helpers.integrity_commands import SEED_000_FILES, SEED_000_INTEGRITY  # noqa: E402
-from latentforge.cache.checksums import checksummed_files
+from latentforge.cache.checksums import checksummed_files, write_sha256sums
 from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.inspect import inspect_cache
+from latentforge.cache.integrity import verify_integrity
 from latentforge.errors import CacheIntegrityError
+from latentforge.records import Reject
 from latentforge.writers import commit as commit_module
 from latentforge.writers.staging import completed_units, read_staged_unit, staged_unit_path, write_staged_unit
 
@@ -90,8 +93,8 @@ def test_manifest_rejects_and_config_follow_the_contract(cache):
     assert [r["sample_id"] for r in rejects] == sorted(r.sample_id for r in PLAN_REJECTS) + [
         sample_id(i) for i in sorted(UNIT_REJECTS)]
     config = json.loads((root / "cache_config.json").read_text())
-    assert list(config)[:8] == ["format", "format_version", "latentforge_version", "preset", "num_samples",
-                                "num_shards", "rows_per_shard", "storage_dtype"]
+    assert list(config)[:10] == ["format", "format_version", "latentforge_version", "preset", "num_samples",
+                                 "num_planned", "num_rejected", "num_shards", "rows_per_shard", "storage_dtype"]
     assert (config["num_samples"], config["num_shards"], config["rows_per_shard"]) == (21, 3, 8)
     assert (root / "_CACHE_COMPLETE").is_file() and not (root / "_SUCCESS").exists()
 
@@ -150,7 +153,8 @@ def test_recommit_is_byte_identical_whatever_the_unit_split_and_block_size(cache
     root, result, data = cache
     before = _checksummed_bytes(root)
     units = sorted(completed_units(root / "build").values())
-    again = commit_module.commit_cache(root, units, PLAN_REJECTS, CacheConfig.load(root), *_empty_and_context(root))
+    again = commit_module.commit_cache(root, units, PLAN_REJECTS, CacheConfig.load(root), *_empty_and_context(root),
+                                       planned_units(6))
     assert again.report.ok and _checksummed_bytes(root) == before
     # Other units (4 samples each), one-row HDF5 writes: shards identical, manifest differs only in unit/batch.
     monkeypatch.setattr(commit_module, "_BLOCK_BYTES", 1)
@@ -205,11 +209,13 @@ def test_commit_refuses_a_sample_staged_twice_and_wrong_dtypes(tmp_path):
     extra = write_staged_unit(tmp_path / "build", 9, rows, twice.latents, twice.text_embeddings,
                               twice.text_lengths, [])
     with pytest.raises(CacheIntegrityError, match="staged more than once"):
-        commit_module.commit_cache(tmp_path, units + [extra], [], make_cache_config(), None, {})
+        commit_module.commit_cache(tmp_path, units + [extra], [], make_cache_config(), None, {},
+                                   {**planned_units(6), 9: [r.source_index for r in rows]})
     bad = write_staged_unit(tmp_path / "build", 9, rows, twice.latents.astype(np.float32), twice.text_embeddings,
                             twice.text_lengths, [])
     with pytest.raises(CacheIntegrityError, match="latents are float32"):
-        commit_module.commit_cache(tmp_path, [bad], [], make_cache_config(), None, {})
+        commit_module.commit_cache(tmp_path, [bad], [], make_cache_config(), None, {},
+                                   {9: [r.source_index for r in rows]})
     assert not (tmp_path / "_CACHE_COMPLETE").exists()
 
 
@@ -225,3 +231,57 @@ def test_cache_without_text_and_inspect(cache, tmp_path):
     assert summary["datasets"]["perception_latent_state"]["chunks"] == [1, *LATENT_SHAPE]
     assert summary["rejects"] == {"decode_error": 1, "duplicate_id": 1, "missing_caption": 1,
                                   "missing_source": 1, "too_short": 1}
+
+
+# The commit accounts for the whole plan: nothing planned goes missing, nothing unplanned slips in.
+
+
+def test_a_planned_unit_that_is_not_staged_fails_the_commit_naming_it(tmp_path):
+    units = stage_units(tmp_path / "build", make_samples(), unit_size=6)  # units 3, 2, 1, 0
+    with pytest.raises(CacheIntegrityError, match=r"1 of 4 planned units are not staged \(units 2\)"):
+        commit_module.commit_cache(tmp_path, [u for u in units if "000002" not in u.name], PLAN_REJECTS,
+                                   make_cache_config(), None, {}, planned_units(6))
+    assert not (tmp_path / "_CACHE_COMPLETE").exists() and not (tmp_path / "manifest.jsonl").exists()
+
+
+def test_a_unit_that_lost_a_sample_or_is_not_planned_fails_the_commit(tmp_path):
+    units = stage_units(tmp_path / "build", make_samples(), unit_size=6)
+    planned = planned_units(6)
+    with pytest.raises(CacheIntegrityError, match=r"unit 1 accounts for source_index none beyond its plan and "
+                                                  r"lacks 12"):
+        commit_module.commit_cache(tmp_path, units, [], make_cache_config(), None, {},
+                                   {**planned, 1: [*planned[1], 12]})
+    with pytest.raises(CacheIntegrityError, match=r"staged units 3 are not in the plan"):
+        commit_module.commit_cache(tmp_path, units, [], make_cache_config(), None, {},
+                                   {u: planned[u] for u in (0, 1, 2)})
+
+
+def test_a_commit_of_nothing_fails_whatever_the_rejects(tmp_path):
+    rows_none = write_staged_unit(tmp_path / "build", 0, [], np.zeros((0, *LATENT_SHAPE), np.float16), None, None,
+                                  [Reject("clips/a", 0, "too_short", "fake", "probe")])
+    with pytest.raises(CacheIntegrityError, match="nothing to commit: the 1 planned samples of 1 units were all "
+                                                  "rejected"):
+        commit_module.commit_cache(tmp_path, [rows_none], [], make_cache_config(text=False), None, {}, {0: [0]})
+    assert not (tmp_path / "_CACHE_COMPLETE").exists()
+
+
+def test_the_cache_records_planned_kept_and_rejected_and_verify_checks_they_add_up(cache, tmp_path):
+    root, result, _ = cache
+    config = json.loads((root / "cache_config.json").read_text(encoding="utf-8"))
+    assert (config["num_planned"], config["num_samples"], config["num_rejected"]) == (
+        NUM_CANDIDATES + len(PLAN_REJECTS), NUM_CANDIDATES - len(UNIT_REJECTS), len(PLAN_REJECTS) + len(UNIT_REJECTS))
+    assert "counts" in [c.name for c in verify_integrity(root).checks]
+    copy = tmp_path / "cache"
+    shutil.copytree(root, copy)
+    text = (copy / "cache_config.json").read_text(encoding="utf-8")
+    (copy / "cache_config.json").write_text(text.replace(f'"num_planned": {config["num_planned"]}',
+                                                         f'"num_planned": {config["num_planned"] + 4}'))
+    write_sha256sums(copy)  # the sums agree: only the counts say four planned samples went missing
+    failures = [c for c in verify_integrity(copy).failures if c.name == "counts"]
+    assert failures and "4 are unaccounted for" in failures[0].detail
+    lines = (root / "rejects.jsonl").read_text(encoding="utf-8").splitlines()
+    (copy / "cache_config.json").write_text(text)
+    (copy / "rejects.jsonl").write_text("".join(line + "\n" for line in lines[:-1]), encoding="utf-8")
+    write_sha256sums(copy)
+    failures = [c for c in verify_integrity(copy).failures if c.name == "counts"]
+    assert failures and f"counts {len(lines)} rejects, rejects.jsonl lists {len(lines) - 1}" in failures[0].detail

@@ -53,11 +53,11 @@ def test_incomplete_or_changed_unit_objects_count_as_absent(world, tmp_path):
     changed = bytearray((stage / "unit-000002.h5").read_bytes())
     changed[100] ^= 0xFF  # same size, other bytes
     (stage / "unit-000002.h5").write_bytes(bytes(changed))
-    assert staged_units(tmp_path / "build", f"file://{stage}") == {}
+    assert staged_units(tmp_path / "build", f"file://{stage}", units) == {}
     assert not list((tmp_path / "build" / "staging").glob("*.h5"))  # nothing unverified is kept locally
 
     shutil.copy(units[2], stage / "unit-000002.h5")  # restored: it counts again, copied with its sidecar
-    got = staged_units(tmp_path / "build", f"file://{stage}")
+    got = staged_units(tmp_path / "build", f"file://{stage}", units)
     assert list(got) == [2] and got[2].read_bytes() == units[2].read_bytes()
     assert sidecar_path(got[2]).read_bytes() == sidecar_path(units[2]).read_bytes()
 

@@ -65,7 +65,7 @@ def _build_bucket(config: BuildConfig, members: list[Sample], probes: dict[int, 
         check_inputs(build_dir, key, plan_fingerprint(members))
         write_plan(build_dir, members, [])
         encode_and_commit(config, executor, members, [], {s.source_index: probes[s.source_index] for s in members},
-                          progress, stats, earlier)
+                          progress, stats, earlier, allow_empty=True)
 
 
 def build_buckets(config: BuildConfig, root: Path, samples: list[Sample], plan_rejects: list[Reject],
@@ -100,6 +100,9 @@ def build_buckets(config: BuildConfig, root: Path, samples: list[Sample], plan_r
     reasons = Counter(r.reason for r in rejects)
     started = time.perf_counter()
     index = BucketIndex(tuple(entries), config.frames.bucket_upscale, len(root_rejects))
+    if index.num_samples == 0:
+        raise LatentforgeError(f"{root}: no bucket holds a sample ({candidates} planned, {len(rejects)} rejected); a "
+                               "cache holds at least one sample")
     commit_bucketed_root(root, index, root_rejects)
     stats.main_seconds["commit"] = stats.main_seconds.get("commit", 0.0) + time.perf_counter() - started
     return BucketedBuild(index.num_samples, dict(sorted(reasons.items())))

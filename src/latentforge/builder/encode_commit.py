@@ -43,12 +43,13 @@ def remove_tmp_leftovers(build_dir: Path) -> None:
 def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sample], plan_rejects: list[Reject],
                       probes: dict[int, ProbeResult | Reject], progress: BuildProgress, stats: RunStats,
                       earlier_rejects: tuple[list[Reject], int] = ([], 0),
-                      unit_of: dict[int, int] | None = None) -> SinkCommit:
+                      unit_of: dict[int, int] | None = None, allow_empty: bool = False) -> SinkCommit:
     """Encode the probed samples that are not staged yet and commit the cache at config.output.root with the
     configured sink (output.sink).
     `earlier_rejects`: rejects (and their candidates) found before this cache's plan, counted against
     run.max_reject_fraction with this cache's own. `unit_of`: an extended plan's unit numbering
-    (builder/extend.py); the commit takes every staged unit, also those of samples not passed here."""
+    (builder/extend.py); the commit takes every staged unit, also those of samples not passed here, and fails
+    unless they cover the whole plan. `allow_empty`: a cache of no sample may be committed (one bucket's)."""
     build_dir = executor.build_dir
     earlier, earlier_candidates = earlier_rejects
     probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
@@ -61,7 +62,8 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     check_free_disk(build_dir.parent, needed, config.output.min_free_bytes)
 
     units = cut_units(samples, probes, config.output.unit_size, unit_of)
-    done = staged_units(build_dir, config.output.staging_url)
+    planned = _planned(units, unit_of)
+    done = staged_units(build_dir, config.output.staging_url, planned)
     todo: list[Unit] = [u for u in units if u.index not in done]
     todo_samples = sum(len(u.samples) for u in todo)
     stats.samples_todo += todo_samples
@@ -80,13 +82,24 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
 
             executor.run(todo, on_event)
 
-    staged_rejects = [r for path in staged_units(build_dir, config.output.staging_url).values()
+    staged_rejects = [r for path in staged_units(build_dir, config.output.staging_url, planned).values()
                       for r in read_staged_rejects(path)]
     _check_rejects(candidates, earlier + plan_rejects + staged_rejects, config, "in all")
     started = time.perf_counter()
-    result = _commit(config, build_dir, total_shape, plan_rejects, executor.main_device())
+    result = _commit(config, build_dir, total_shape, planned, plan_rejects, executor.main_device(), allow_empty)
     stats.main_seconds["commit"] = stats.main_seconds.get("commit", 0.0) + time.perf_counter() - started
     return result
+
+
+def _planned(units: list[Unit], unit_of: dict[int, int] | None) -> dict[int, tuple[int, ...]]:
+    """{unit: source_index of its samples} of the whole plan: the units cut here, or, for an extended plan, every
+    unit `unit_of` numbers (also those staged before, whose samples are not passed again)."""
+    if unit_of is None:
+        return {unit.index: tuple(sample.source_index for sample in unit.samples) for unit in units}
+    grouped: dict[int, list[int]] = {}
+    for source_index, unit in sorted(unit_of.items()):
+        grouped.setdefault(unit, []).append(source_index)
+    return {unit: tuple(sources) for unit, sources in sorted(grouped.items())}
 
 
 def _check_rejects(candidates: int, rejects: list[Reject], config: BuildConfig, when: str) -> None:
@@ -95,8 +108,8 @@ def _check_rejects(candidates: int, rejects: list[Reject], config: BuildConfig, 
         raise LatentforgeError(problem)
 
 
-def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], plan_rejects: list[Reject],
-            device: str) -> SinkCommit:
+def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], planned: dict[int, tuple[int, ...]],
+            plan_rejects: list[Reject], device: str, allow_empty: bool) -> SinkCommit:
     """Every unit is staged: the sink writes shards, manifest, SHA256SUMS and, last, the marker. Fingerprints
     and the empty prompt come from the record the first rank wrote (cache/model_record.py); only without one do
     the models load here, on the executor's main device, so the result is the same for any split."""
@@ -113,5 +126,5 @@ def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], 
     cache_config = dataclasses.replace(cache_config, conv_plans=recorded_books(build_dir) or None)
     unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]  # pulled just before
     readme_context = {"text_note": text.provenance_note if text is not None else None}
-    staged = StagedCache(unit_paths, plan_rejects, cache_config, empty_prompt, readme_context)
+    staged = StagedCache(unit_paths, planned, plan_rejects, cache_config, empty_prompt, readme_context, allow_empty)
     return registry.resolve("sink", config.output.sink).commit(config.output, build_dir, staged)

@@ -186,7 +186,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     listing, plan_rejects = plan_samples(config)
     extension = plan_extension(build_dir, key, listing, plan_rejects)
     unit_of = unit_numbers(extension.samples, config.output.unit_size, extension.segment_starts)
-    done = staged_units(build_dir, config.output.staging_url)
+    done = staged_units(build_dir, config.output.staging_url, set(unit_of.values()))
     todo = [s for s in extension.samples if unit_of[s.source_index] not in done]
     with progress.task("probe", len(todo)) as advance:
         probes = probe_all(todo, config, advance)

@@ -51,6 +51,10 @@ class CacheConfig:
     encoded_by: tuple[EncodedBy, ...] | None = None  # which function and environment made which units
     # the kernel plans the units ran, per environment digest: {digest: {convolution signature: plan name}}
     conv_plans: dict[str, dict[str, str]] | None = None
+    # every candidate the plan held, and how many of them rejects.jsonl lists: num_samples + num_rejected must
+    # equal num_planned (None in caches written before the counts were recorded)
+    num_planned: int | None = None
+    num_rejected: int | None = None
 
     # ------------------------------------------------------------------------------- typed views
     @property
@@ -113,9 +117,11 @@ class CacheConfig:
     def shard_paths(self) -> list[tuple[str, int, int]]:
         return self.shard_schema().shard_paths(self.num_samples)
 
-    def committed(self, num_samples: int, num_shards: int, encoded_by: tuple[EncodedBy, ...] | None) -> CacheConfig:
+    def committed(self, num_samples: int, num_shards: int, encoded_by: tuple[EncodedBy, ...] | None,
+                  num_planned: int, num_rejected: int) -> CacheConfig:
         """This config with what commit counts and gathers filled in."""
-        return dataclasses.replace(self, num_samples=num_samples, num_shards=num_shards, encoded_by=encoded_by)
+        return dataclasses.replace(self, num_samples=num_samples, num_shards=num_shards, encoded_by=encoded_by,
+                                   num_planned=num_planned, num_rejected=num_rejected)
 
     @property
     def environments(self) -> list[dict[str, str]]:
@@ -162,6 +168,8 @@ class CacheConfig:
             "latentforge_version": self.latentforge_version,
             "preset": self.preset,
             "num_samples": self.num_samples,
+            **({} if self.num_planned is None else {"num_planned": self.num_planned,
+                                                    "num_rejected": self.num_rejected}),
             "num_shards": self.num_shards,
             "rows_per_shard": self.rows_per_shard,
             "storage_dtype": self.storage_dtype,
@@ -217,6 +225,8 @@ class CacheConfig:
                 conv_plans=None if data.get("conv_plans") is None else {
                     str(digest): {str(k): str(v) for k, v in book.items()}
                     for digest, book in data["conv_plans"].items()},
+                num_planned=_count(data, "num_planned") if "num_planned" in data else None,
+                num_rejected=_count(data, "num_rejected") if "num_planned" in data else None,
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CacheIntegrityError(f"{CACHE_CONFIG} lacks or garbles what the format needs: {exc!r}") from None

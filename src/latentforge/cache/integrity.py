@@ -282,7 +282,23 @@ def _check_empty_prompt(root: Path, config: CacheConfig, schema: ShardSchema, re
     rec.close("empty_prompt", "empty prompt as promised")
 
 
-def check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) -> None:
+def check_counts(config: CacheConfig, rejected: int, rec: CheckRecorder) -> None:
+    """Nothing planned went missing: cache_config.json's num_planned = num_samples + num_rejected, and
+    num_rejected is what rejects.jsonl lists (num_samples is checked against the manifest)."""
+    if config.num_planned is None:
+        rec.close("counts", "cache_config.json records no planned count (a cache written before it did)")
+        return
+    if config.num_rejected != rejected:
+        rec.fail("counts", f"cache_config.json counts {config.num_rejected} rejects, {REJECTS} lists {rejected}")
+    if config.num_samples + config.num_rejected != config.num_planned:
+        rec.fail("counts", f"{config.num_planned} samples were planned, but the cache keeps {config.num_samples} "
+                 f"and rejects {config.num_rejected}: {config.num_planned - config.num_samples - config.num_rejected}"
+                 " are unaccounted for; rebuild the cache")
+    rec.close("counts", f"{config.num_planned} planned = {config.num_samples} kept + {config.num_rejected} rejected")
+
+
+def check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) -> int:
+    """The rejects file's rows are well formed and in order; returns how many it lists."""
     try:
         lines = (root / REJECTS).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -310,6 +326,7 @@ def check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) ->
     if order_keys != sorted(order_keys):
         rec.fail("rejects", f"{REJECTS} is not in order (plan rejects by sample_id, then by source_index)")
     rec.close("rejects", f"{len(lines)} rejects with allowed reasons")
+    return len(lines)
 
 
 def verify_integrity(root: Path, require_complete: bool = True, progress: Progress | None = None) -> VerifyReport:
@@ -333,5 +350,5 @@ def verify_integrity(root: Path, require_complete: bool = True, progress: Progre
     _check_encoded_by(config, units, rec)
     _check_shards(root, schema, shards, source_of, rec, progress)
     _check_empty_prompt(root, config, schema, rec)
-    check_rejects(root, set(source_of.values()), rec)
+    check_counts(config, check_rejects(root, set(source_of.values()), rec), rec)
     return rec.report

@@ -64,10 +64,12 @@ def write_synthetic_cache(root: str | Path, spec: SyntheticCacheSpec = Synthetic
     rows = _Rows(spec)
     staging = root / RUN_RECORDS_DIR
     units = []
+    planned: dict[int, list[int]] = {}
     rejected = set(rows.rejected())
     last = rows.source_index(spec.num_samples - 1)
     for unit, start in enumerate(range(0, last + 1, STAGED_UNIT)):
         sources = range(start, min(start + STAGED_UNIT, last + 1))
+        planned[unit] = list(sources)
         kept = [rows.dataset_index(s) for s in sources if s not in rejected]
         staged = [rows.staged_row(index, unit, k // BATCH) for k, index in enumerate(kept)]
         latents = np.stack([rows.sample(i) for i in kept]).astype(spec.storage_dtype)
@@ -82,7 +84,8 @@ def write_synthetic_cache(root: str | Path, spec: SyntheticCacheSpec = Synthetic
         text, length = rows.text(None)
         empty = (text[None].astype(spec.storage_dtype), np.array([length], dtype=np.int64))
     commit_cache(root, units, [], _cache_config(spec), empty,
-                 {"title": "Synthetic latentforge cache", "description": "Generated rows, no video and no tokenizer."})
+                 {"title": "Synthetic latentforge cache", "description": "Generated rows, no video and no tokenizer."},
+                 planned)
     return root
 
 

@@ -2,7 +2,8 @@
 
 The same staged units and the same rules as the HDF5 commit (writers/commit.py): dense dataset_index in
 source_index order, shard contents a function of the content alone, manifest, rejects, cache_config, README,
-SHA256SUMS, and `_CACHE_COMPLETE` last. Each tar is written to a node-local staging folder, hashed, uploaded and
+SHA256SUMS, and `_CACHE_COMPLETE` last, with the HDF5 commit's fault points (commit after each shard, manifest,
+sha256sums, marker). Each tar is written to a node-local staging folder, hashed, uploaded and
 confirmed (by the store's checksums, or read back where it keeps none); an object already there with the same
 bytes is kept, so a rerun after a kill uploads only what is missing and leaves identical objects.
 """
@@ -21,13 +22,14 @@ from ..cache.config_file import CacheConfig
 from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, PUBLISHED_MARKER, README, REJECTS, SUMS
 from ..cache.rows import ManifestRow
 from ..errors import CacheIntegrityError, ConfigError
+from ..faults import fault_point
 from ..hashing import format_sums
 from ..io import canonical_json
 from ..records import Reject
 from ..transfer.destinations import Destination, open_remote
 from ..transfer.digests import FileDigest, hash_bytes, hash_file
 from ..transfer.stores import Remote
-from ..writers.commit import PlacedRow, gather_staged, manifest_rows, ordered_rejects
+from ..writers.commit import PlacedRow, Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
 from ..writers.staging import OpenStagedUnit, open_staged_unit
 from .layout import (
     EMPTY_PROMPT_KEY,
@@ -65,7 +67,7 @@ class WebDatasetCommit:
 
 def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rejects: list[Reject],
                       cache_config: CacheConfig, empty_prompt: tuple[np.ndarray, np.ndarray] | None,
-                      options: WebDatasetOptions) -> WebDatasetCommit:
+                      options: WebDatasetOptions, planned: Planned, allow_empty: bool = False) -> WebDatasetCommit:
     if options.shard_bytes < 1:
         raise ConfigError(f"shard_bytes={options.shard_bytes}; use 1 or more")
     remote = open_remote(destination.url, destination.storage_options, options.part_size, options.server_checksum)
@@ -73,13 +75,15 @@ def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rej
         remote.delete(marker)
     remote.discard_partials()
     schema = cache_config.shard_schema()
-    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths)
+    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty)
     lengths = _text_lengths(placed)
     text_row = 0 if schema.text_dim is None else schema.text_dim * np.dtype(schema.storage_dtype).itemsize
     latent_bytes = int(np.prod(schema.latent_shape)) * np.dtype(schema.storage_dtype).itemsize
     ranges = cut_shards([latent_bytes + int(n) * text_row for n in lengths], options.shard_bytes)
     shards = [(tar_shard_path(k, len(ranges), s, e), s, e) for k, (s, e) in enumerate(ranges)]
-    config = cache_config.committed(len(placed), len(shards), encoded_by)
+    rejects = ordered_rejects(plan_rejects, unit_rejects)
+    config = cache_config.committed(len(placed), len(shards), encoded_by, planned_count(planned, plan_rejects),
+                                    len(rejects))
     rows = manifest_rows(placed, shards)
     result = WebDatasetCommit(remote.url, len(placed), [rel for rel, _, _ in shards])
     digests: dict[str, FileDigest] = {}
@@ -91,13 +95,14 @@ def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rej
             samples = (_sample(placed[i], units[placed[i].unit_path], rows[i], schema.text_prefix is not None)
                        for i in range(start, end))
             digests[rel] = _put_tar(remote, rel, samples, options, result)
+        fault_point("commit")  # test-only: a kill between shards
     if empty_prompt is not None:
         embeddings, length = empty_prompt
         sample = {"__key__": EMPTY_PROMPT_KEY, TEXT: npy_bytes(embeddings[0][: int(length[0])]),
                   LENGTH: str(int(length[0])).encode()}
         digests[EMPTY_PROMPT_TAR] = _put_tar(remote, EMPTY_PROMPT_TAR, [sample], options, result)
     small = {
-        REJECTS: "".join(canonical_json(r.to_json()) + "\n" for r in ordered_rejects(plan_rejects, unit_rejects)),
+        REJECTS: "".join(canonical_json(r.to_json()) + "\n" for r in rejects),
         CACHE_CONFIG: canonical_json({**config.to_json(), "sink": {"name": SINK, "shard_bytes": options.shard_bytes}})
         + "\n",
         MANIFEST: "".join(canonical_json(row.to_json()) + "\n" for row in rows),
@@ -105,14 +110,17 @@ def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rej
     }
     for rel, text in small.items():
         digests[rel] = _put_bytes(remote, rel, text.encode("utf-8"), options, result)
+    fault_point("manifest")
     _remove_stale(remote, set(digests))
     sums = format_sums((digests[rel].sha256, rel) for rel in sorted(digests)).encode("utf-8")
     digests[SUMS] = _put_bytes(remote, SUMS, sums, options, result)
+    fault_point("sha256sums")
     failed = [f"{rel}: {reason}" for rel, digest in digests.items()
               if (reason := remote.problem(rel, digest, deep=not remote.stores_checksums))]
     if failed:
         raise CacheIntegrityError(f"{remote.url}: objects not confirmed; rerun the commit:\n  " + "\n  ".join(failed))
     stamp = canonical_json({"num_samples": len(placed), "num_shards": len(shards), "sink": SINK}) + "\n"
+    fault_point("marker")
     _put_bytes(remote, COMPLETE_MARKER, stamp.encode("utf-8"), options, result)
     return result
 

@@ -26,7 +26,8 @@ class WebDatasetSink:
         # Credentials and endpoint come from the environment (AWS_* for s3://), as fsspec reads them.
         result = commit_webdataset(Destination(output.root), staged.unit_paths, staged.plan_rejects,
                                    staged.cache_config, staged.empty_prompt,
-                                   WebDatasetOptions(build_dir / TARS_DIR, shard_bytes=output.shard_bytes))
+                                   WebDatasetOptions(build_dir / TARS_DIR, shard_bytes=output.shard_bytes),
+                                   staged.planned, staged.allow_empty)
         unit_rejects = [r for path in staged.unit_paths for r in read_staged_rejects(path)]
         rejects = ordered_rejects(staged.plan_rejects, unit_rejects)
         return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in rejects).items())))

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..cache.check_report import CheckRecorder, VerifyReport
 from ..cache.config_file import CacheConfig
-from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, NOT_CHECKSUMMED, PUBLISHED_MARKER, SUMS
+from ..cache.integrity import check_counts
+from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, NOT_CHECKSUMMED, PUBLISHED_MARKER, REJECTS, SUMS
 from ..errors import CacheIntegrityError, ConfigError
 from ..hashing import compare_sums, parse_sums
 from ..reporting import Advance, Progress, start_step
@@ -80,6 +81,8 @@ def verify_webdataset(url: str, require_complete: bool = True, progress: Progres
     for problem in compare_sums(listed, checksummed, SUMS, digests.__getitem__):
         rec.fail("sha256sums", str(problem))
     rec.close("sha256sums", "every object matches SHA256SUMS and every object is listed")
+    rejects = store.read(REJECTS).decode("utf-8").splitlines() if REJECTS in present else []
+    check_counts(config, len(rejects), rec)
     if config.text is not None and config.text.empty_prompt and EMPTY_PROMPT_TAR not in listed:
         rec.fail("empty_prompt", f"cache_config.json promises an empty prompt, but {EMPTY_PROMPT_TAR} is not listed")
     rec.close("empty_prompt", "empty prompt as promised")

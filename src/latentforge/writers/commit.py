@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import h5py
 import numpy as np
@@ -44,6 +44,8 @@ from ..io import canonical_json, write_text_atomic
 from ..records import Reject
 from .hdf5 import BlockFiller, write_empty_prompt, write_h5_atomic
 from .staging import OpenStagedUnit, StagedRow, open_staged_unit
+
+Planned = Mapping[int, Sequence[int]]  # {unit: the source_index of every sample the plan put in it}
 
 # Rows copied per HDF5 write: bounds commit memory far below one shard (a 3000-row perception shard is 46 GB).
 _BLOCK_BYTES = 256 << 20
@@ -87,18 +89,47 @@ def _check_unit_arrays(path: Path, staged: OpenStagedUnit, schema: ShardSchema) 
         raise CacheIntegrityError(f"staged unit {path}: " + "; ".join(problems))
 
 
-def gather_staged(schema: ShardSchema, unit_paths: list[Path]
-            ) -> tuple[list[PlacedRow], list[Reject], tuple[EncodedBy, ...] | None]:
+def _check_against_plan(accounted: dict[int, set[int]], planned: Planned) -> None:
+    """Every planned unit is staged, no other, and each accounts (kept or rejected) for exactly its planned
+    samples: a unit lost on the way (a stale listing, a deleted file) fails the commit instead of shrinking it."""
+    problems = []
+    missing, extra = sorted(set(planned) - set(accounted)), sorted(set(accounted) - set(planned))
+    if missing:
+        problems.append(f"{len(missing)} of {len(planned)} planned units are not staged (units {_some(missing)})")
+    if extra:
+        problems.append(f"staged units {_some(extra)} are not in the plan")
+    for unit in sorted(set(planned) & set(accounted)):
+        want, got = set(planned[unit]), accounted[unit]
+        if want != got:
+            problems.append(f"unit {unit} accounts for source_index {_some(sorted(got - want))} beyond its plan "
+                            f"and lacks {_some(sorted(want - got))}")
+    if problems:
+        raise CacheIntegrityError("the staged units do not cover the plan: " + "; ".join(problems[:5]) + ". "
+                                  "Rerun the same command: it encodes what is missing (--overwrite starts over)")
+
+
+def _some(values: list[int]) -> str:
+    return ", ".join(map(str, values[:8])) + (f" and {len(values) - 8} more" if len(values) > 8 else "") or "none"
+
+
+def gather_staged(schema: ShardSchema, unit_paths: list[Path], planned: Planned, allow_empty: bool = False
+                  ) -> tuple[list[PlacedRow], list[Reject], tuple[EncodedBy, ...] | None]:
+    """The rows and rejects of the staged units, checked against `planned` ({unit: its samples' source_index}).
+    No rows at all fail unless `allow_empty` (one bucket of a bucketed build may end up empty; the build may not)."""
     placed: list[PlacedRow] = []
     rejects: list[Reject] = []
     encoders: dict[int, dict] = {}
+    accounted: dict[int, set[int]] = {}
     for path in sorted(unit_paths):
         with open_staged_unit(path) as staged:
             _check_unit_arrays(path, staged, schema)
             placed.extend(PlacedRow(row, path, i) for i, row in enumerate(staged.rows))
             rejects.extend(staged.rejects)
+            accounted.setdefault(staged.unit, set()).update(
+                [row.source_index for row in staged.rows] + [reject.source_index for reject in staged.rejects])
             if staged.encoded_by is not None:
                 encoders[staged.unit] = staged.encoded_by
+    _check_against_plan(accounted, planned)
     if encoders and len(encoders) != len(unit_paths):
         raise CacheIntegrityError(f"{len(unit_paths) - len(encoders)} staged unit(s) do not record which encoder "
                                   "made them; remove the stale staged units")
@@ -112,6 +143,10 @@ def gather_staged(schema: ShardSchema, unit_paths: list[Path]
     both = sorted(r.sample_id for r in rejects if r.source_index in accepted)
     if both:
         raise CacheIntegrityError(f"samples {both[:5]} are both staged and rejected; remove the stale staged units")
+    if not placed and not allow_empty:
+        raise CacheIntegrityError(f"nothing to commit: the {sum(map(len, planned.values()))} planned samples of "
+                                  f"{len(planned)} units were all rejected ({len(rejects)} staged rejects); a cache "
+                                  "holds at least one sample")
     return placed, rejects, group_units(encoders) if encoders else None
 
 
@@ -171,6 +206,11 @@ def manifest_rows(placed: list[PlacedRow], shards: list[tuple[str, int, int]]) -
             for shard_path, start, end in shards for index in range(start, end)]
 
 
+def planned_count(planned: Planned, plan_rejects: list[Reject]) -> int:
+    """Every candidate of the plan: the samples of its units and those the plan itself rejected."""
+    return sum(len(sources) for sources in planned.values()) + len(plan_rejects)
+
+
 def ordered_rejects(plan_rejects: list[Reject], unit_rejects: list[Reject]) -> list[Reject]:
     # Plan rejects have no place in the plan's order yet, so they come first, by sample_id.
     return sorted(plan_rejects, key=lambda r: r.sample_id) + sorted(unit_rejects,
@@ -184,9 +224,12 @@ def commit_cache(
     cache_config: CacheConfig,
     empty_prompt: tuple[np.ndarray, np.ndarray] | None,
     readme_context: dict[str, Any],
+    planned: Planned,
+    allow_empty: bool = False,
 ) -> CommitResult:
     """Turn staged units into a complete, checksummed, verified cache under `root`; the counts of
-    `cache_config` are filled in here."""
+    `cache_config` are filled in here. `planned` ({unit: source_index of its samples}) is the plan the staged
+    units must cover exactly (gather_staged)."""
     root = Path(root)
     # Until the new content is verified, nothing may claim the cache is complete or published.
     for marker in (COMPLETE_MARKER, PUBLISHED_MARKER, SUMS):
@@ -197,16 +240,17 @@ def commit_cache(
     schema = cache_config.shard_schema()
     if empty_prompt is not None and schema.text_prefix is None:
         raise CacheIntegrityError("an empty prompt was given but the cache has no text datasets")
-    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths)
+    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty)
     shards = schema.shard_paths(len(placed))
-    config = cache_config.committed(len(placed), len(shards), encoded_by)
+    rejects = ordered_rejects(plan_rejects, unit_rejects)
+    config = cache_config.committed(len(placed), len(shards), encoded_by, planned_count(planned, plan_rejects),
+                                    len(rejects))
     readme = render_cache_readme(config, readme_context)
     written = _write_shards(root, schema, placed, shards)
     if empty_prompt is not None:
         write_empty_prompt(root / EMPTY_PROMPT, schema, *empty_prompt)
     else:
         (root / EMPTY_PROMPT).unlink(missing_ok=True)
-    rejects = ordered_rejects(plan_rejects, unit_rejects)
     write_rejects(root, rejects)
     config.write(root)
     manifest = manifest_rows(placed, shards)

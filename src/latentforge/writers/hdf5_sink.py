@@ -18,5 +18,5 @@ class Hdf5Sink:
     def commit(output: OutputConfig, build_dir: Path, staged: StagedCache) -> SinkCommit:
         root = Path(output.root)
         result = commit_cache(root, staged.unit_paths, staged.plan_rejects, staged.cache_config, staged.empty_prompt,
-                              staged.readme_context)
+                              staged.readme_context, staged.planned, staged.allow_empty)
         return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in read_rejects(root)).items())))

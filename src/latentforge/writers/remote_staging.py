@@ -4,11 +4,14 @@ reads.
 
 Object stores have no rename, so a unit is two objects, written in order: the unit's HDF5 file (staged in a
 node-local temp folder first), then its sidecar `unit-N.h5.done.json` (size and SHA-256), last. An earlier
-sidecar is deleted before the unit is uploaded again. A unit counts as staged only when its sidecar parses,
-the object has the size it records, and the copy the committing process downloads has its SHA-256; anything
-else (an object without a sidecar, cut short, or changed afterwards) is absent, and the build encodes it again.
-The committing process keeps the downloaded units in its own records folder (`build/staging`), as a local
-build would have written them, so the commit itself is the same.
+sidecar is deleted before the unit is uploaded again. A unit counts as staged only when its sidecar parses and
+the copy the committing process downloads has the size and SHA-256 it records; anything else (an object without
+a sidecar, cut short, or changed afterwards) is absent, and the build encodes it again.
+
+Units are looked up by name (the plan says which there should be), never found through a listing: a listing can
+be stale (s3fs caches them per filesystem object), and a stale one made a build commit what was staged before it
+started. The committing process keeps the downloaded units in its own records folder (`build/staging`), as a
+local build would have written them, so the commit itself is the same.
 """
 
 from __future__ import annotations
@@ -16,10 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ..config.schema import OutputConfig
 from ..errors import ConfigError, LatentforgeError
@@ -29,7 +31,6 @@ from ..io import canonical_json, write_text_atomic
 from .staging import completed_units, sidecar_path, staged_unit_path, write_staged_unit
 
 CLAIM = "staging.json"  # which build stages under the URL
-_SIDECAR = re.compile(r"^unit-(\d{6,})\.h5\.done\.json$")
 
 
 class RemoteStaging:
@@ -72,34 +73,34 @@ class RemoteStaging:
     def put(self, unit_file: Path) -> None:
         """Upload a staged unit and its sidecar, the sidecar last."""
         sidecar = sidecar_path(unit_file)
-        if self.fs.exists(self._path(sidecar.name)):  # it must never vouch for the object being replaced
-            self.fs.rm(self._path(sidecar.name))
+        try:  # it must never vouch for the object being replaced (asked directly: `exists` may answer from a cache)
+            self.fs.rm_file(self._path(sidecar.name))
+        except FileNotFoundError:
+            pass
         self.fs.put_file(str(unit_file), self._path(unit_file.name))
         fault_point("upload")  # test-only: a kill here leaves a unit object without its sidecar
         self.fs.pipe_file(self._path(sidecar.name), sidecar.read_bytes())
 
-    def pull(self, build_dir: Path) -> None:
-        """Download into build_dir/staging every unit staged here that the local copy lacks or disagrees with."""
-        try:  # this prefix's own objects: a bucketed build stages each bucket under buckets/<name>/
-            listing = {str(info["name"]).rstrip("/").rsplit("/", 1)[-1]: info
-                       for info in self.fs.ls(self.root, detail=True) if info.get("type") != "directory"}
-        except FileNotFoundError:
-            listing = {}
-        for name in sorted(listing):
-            match = _SIDECAR.match(name)
-            if match is None:
+    def pull(self, build_dir: Path, units: Iterable[int]) -> None:
+        """Download into build_dir/staging every one of `units` staged here that the local copy lacks or disagrees
+        with, each found by its own sidecar's name."""
+        names = {self._path(sidecar_path(staged_unit_path(build_dir, unit)).name): unit for unit in sorted(units)}
+        if not names:
+            return
+        self.fs.invalidate_cache(self.root)
+        found = self.fs.cat(list(names), on_error="return")  # fetched together; a missing one maps to its error
+        for path, unit in names.items():
+            data = found.get(path)
+            if not isinstance(data, bytes):  # not staged (yet)
                 continue
             try:
-                done = json.loads(self.fs.cat_file(self._path(name)))
+                done = json.loads(data)
                 size, digest = int(done["size"]), str(done["sha256"])
-            except (OSError, ValueError, KeyError, TypeError):  # torn or foreign: the unit is absent
+            except (ValueError, KeyError, TypeError):  # torn or foreign: the unit is absent
                 continue
-            unit_name = name[: -len(".done.json")]
-            if int((listing.get(unit_name) or {}).get("size") or -1) != size:
-                continue
-            local = staged_unit_path(build_dir, int(match.group(1)))
+            local = staged_unit_path(build_dir, unit)
             if not _local_copy_matches(local, size, digest):
-                self._download(unit_name, local, size, digest)
+                self._download(local.name, local, size, digest)
 
     def _download(self, unit_name: str, local: Path, size: int, digest: str) -> None:
         """The unit as build_dir/staging holds it, sidecar last; a copy without the sidecar's SHA-256 (changed
@@ -108,8 +109,11 @@ class RemoteStaging:
         local.parent.mkdir(parents=True, exist_ok=True)
         tmp = local.with_name(f".{local.name}.tmp{os.getpid()}")  # removed by a rerun if this process dies
         try:
-            self.fs.get_file(self._path(unit_name), str(tmp))
-            if sha256_file(tmp) != digest:
+            try:
+                self.fs.get_file(self._path(unit_name), str(tmp))
+            except FileNotFoundError:  # a sidecar left without its object: absent
+                return
+            if tmp.stat().st_size != size or sha256_file(tmp) != digest:
                 return
             os.replace(tmp, local)
         finally:
@@ -153,9 +157,9 @@ def stage_unit(build_dir: Path, staging_url: str, unit: int, *arrays: Any) -> No
         _staging(staging_url).put(write_staged_unit(Path(tmp), unit, *arrays))
 
 
-def staged_units(build_dir: Path, staging_url: str) -> dict[int, Path]:
-    """{unit: local staged file} of every completed unit; with `staging_url`, those staged there are
-    downloaded into build_dir/staging first."""
+def staged_units(build_dir: Path, staging_url: str, units: Iterable[int]) -> dict[int, Path]:
+    """{unit: local staged file} of every completed unit; with `staging_url`, those of `units` (the plan's) staged
+    there are downloaded into build_dir/staging first."""
     if staging_url:
-        _staging(staging_url).pull(build_dir)
+        _staging(staging_url).pull(build_dir, units)
     return completed_units(build_dir)

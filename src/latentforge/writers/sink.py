@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -18,13 +18,17 @@ from ..records import Reject
 
 @dataclass(frozen=True)
 class StagedCache:
-    """Everything a commit needs: the staged units (in unit order), the plan's rejects and the cache's description."""
+    """Everything a commit needs: the staged units (in unit order), the plan they must cover ({unit: source_index
+    of its samples}), the plan's rejects and the cache's description. `allow_empty`: a cache of no sample may be
+    committed (a bucket of a bucketed build whose samples were all rejected)."""
 
     unit_paths: list[Path]
+    planned: Mapping[int, Sequence[int]]
     plan_rejects: list[Reject]
     cache_config: CacheConfig
     empty_prompt: tuple[np.ndarray, np.ndarray] | None
     readme_context: dict[str, Any]
+    allow_empty: bool = False
 
 
 @dataclass(frozen=True)
