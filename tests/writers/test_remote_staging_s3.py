@@ -22,6 +22,7 @@ RANKS = ("--device", "cpu", "--procs", "2", "--workers-per-gpu", "0")
 
 def test_rank_processes_staging_on_s3_commit_the_local_bytes(tmp_path, monkeypatch):
     data = tmp_path / "data"
+    (data / "videos").mkdir(parents=True)
     write_video(data / "videos" / "short.mp4", pattern_frames(4, 48, 32, seed=99))  # a probe reject in unit 2
     table = make_table(data, count=5, rows=[{"id": "clip002x", "video": "videos/short.mp4", "caption": "short"}])
     assert main(build_args(table, tmp_path / "local", "--workers-per-gpu", "0")) == 0
