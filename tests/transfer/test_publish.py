@@ -22,7 +22,9 @@ from moto.server import ThreadedMotoServer
 from latentforge.cli.main import main
 from latentforge.cli.publish import parse_storage_options
 from latentforge.errors import CacheIntegrityError, ConfigError
+from latentforge.cache.checksums import write_sha256sums
 from latentforge.transfer import Destination, FetchOptions, PublishOptions, TransferEvent, fetch, publish
+from latentforge.transfer.fetch import staging_folder
 
 MIB = 1 << 20
 PART = 5 * MIB  # S3's smallest part, so shard 0 (7.2 MB) goes up in two parts and shard 1 (4.8 MB) in one
@@ -240,9 +242,8 @@ def test_corrupt_remote_object_is_caught_by_fetch_and_replaced_by_publish(cache_
     fetched = tmp_path / "fetched"
     with pytest.raises(CacheIntegrityError, match=SHARDS[0]):
         fetch(Destination(url, s3.options), fetched)
-    assert not (fetched / "_SUCCESS").exists() and not (fetched / "_CACHE_COMPLETE").exists()
-    reference = sha256sum_c(fetched)
-    assert reference.returncode != 0 and f"{SHARDS[0]}: FAILED" in reference.stdout
+    assert not fetched.exists()  # everything was checked in the staging folder; nothing reached the root
+    assert not (staging_folder(fetched) / SHARDS[0]).exists()  # the bad copy is dropped, the good ones kept
 
     report = publish(cache_root, [Destination(url, s3.options)], options)
     assert list(report.destinations[0].uploaded) == [SHARDS[0]]
@@ -252,6 +253,28 @@ def test_corrupt_remote_object_is_caught_by_fetch_and_replaced_by_publish(cache_
     assert again.downloaded == [SHARDS[0]] and len(again.already_present) == len(published_files(cache_root)) - 3
     assert sha256sum_c(fetched).returncode == 0
     assert seed_checks_pass(fetched) == []
+
+
+def test_a_refused_fetch_leaves_a_good_local_copy_whole(cache_root, s3, tmp_path):
+    url = f"s3://{s3.bucket}/c"
+    publish(cache_root, [Destination(url, s3.options)], PublishOptions(workers=2, part_size=PART))
+    local = tmp_path / "local"
+    fetch(Destination(url, s3.options), local)
+    before = {p.relative_to(local): p.read_bytes() for p in local.rglob("*") if p.is_file()}
+    assert {Path("_SUCCESS"), Path("_CACHE_COMPLETE")} <= set(before)
+    s3.client.put_object(Bucket=s3.bucket, Key="c/_SUCCESS", Body=b'{"sha256sums_sha256": "' + b"0" * 64 + b'"}')
+    with pytest.raises(CacheIntegrityError, match="but _SUCCESS vouches for 0000"):
+        fetch(Destination(url, s3.options), local)  # a tampered remote marker: refused before anything local
+    revised = tmp_path / "revised"  # a new version of the cache is published; one of its new objects is damaged
+    shutil.copytree(cache_root, revised)
+    (revised / "README.md").write_text((revised / "README.md").read_text() + "\nRevised.\n")
+    write_sha256sums(revised)
+    publish(revised, [Destination(url, s3.options)], PublishOptions(workers=2, part_size=PART))
+    corrupt_in_s3(s3, "c/README.md", (revised / "README.md").read_bytes())
+    with pytest.raises(CacheIntegrityError, match="README.md: sha256 .* differs"):
+        fetch(Destination(url, s3.options), local)  # refused after the download, in the staging folder
+    assert {p.relative_to(local): p.read_bytes() for p in local.rglob("*") if p.is_file()} == before
+    assert sha256sum_c(local).returncode == 0
 
 
 def test_fetch_refuses_a_shard_and_sha256sums_replaced_together_after_publish(cache_root, s3, tmp_path):

@@ -1,22 +1,26 @@
 """`latentforge fetch SOURCE ROOT`: download a published cache and run its SHA256SUMS check.
 
 The SHA256SUMS downloaded must be the one the remote `_SUCCESS` vouches for: a remote whose shards and
-SHA256SUMS were both replaced after publish agrees with itself, but not with `_SUCCESS`. The local
-`_CACHE_COMPLETE` and `_SUCCESS` are written only after every listed file matches, so a corrupted remote object
-can never produce a local cache that claims to be whole. A rerun keeps files that already match and downloads
-the rest.
+SHA256SUMS were both replaced after publish agrees with itself, but not with `_SUCCESS`. Nothing under ROOT is
+touched until everything is checked: the remote's markers and SHA256SUMS are read into memory, the files to
+download land in a staging folder beside ROOT (`.<name>.fetching`) and are hashed there, and only when every
+listed file matches do they replace ROOT's files, with ROOT's markers withdrawn just before and written again
+last. A refused fetch leaves a good local copy whole, markers included. A rerun keeps files that already match
+(in ROOT or in the staging folder) and downloads the rest.
 """
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..cache.checksums import checksummed_files, read_sha256sums
+from ..cache.checksums import checksummed_files
 from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS, bucket_markers
 from ..errors import CacheIntegrityError, LatentforgeError
-from ..hashing import sha256_file
+from ..hashing import parse_sums, sha256_file
 from ..io import inside, write_bytes_atomic
 from ..reporting import Progress, start_step
 from .destinations import Destination, TransferEvent, open_remote
@@ -60,59 +64,90 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     for name in (SUMS, COMPLETE_MARKER):
         if remote.size(name) is None:
             raise CacheIntegrityError(f"{source.url}: no {name}; this is not a committed cache")
-    root.mkdir(parents=True, exist_ok=True)
-    # Withdraw the local claims first: they come back only if this fetch ends in a passing check.
-    for marker in (PUBLISHED_MARKER, COMPLETE_MARKER):
-        (root / marker).unlink(missing_ok=True)
-    remote.download(SUMS, root / SUMS)
+    sums = _read_marker(remote, SUMS)
     if published is not None:
-        _refuse_sums_not_vouched_for(root / SUMS, published, source.url)
-    listed, unparsable = read_sha256sums(root)
+        _refuse_sums_not_vouched_for(sums, published, source.url)
+    try:
+        listed, unparsable = parse_sums(sums.decode("utf-8"), SUMS)
+    except UnicodeDecodeError:
+        listed, unparsable = {}, [f"{SUMS} is not UTF-8 text"]
     if unparsable:
         raise CacheIntegrityError(f"{source.url}/{SUMS} does not parse:\n  " + "\n  ".join(unparsable))
 
     report = FetchReport(root)
+    staging = staging_folder(root)
     paths, problems = _local_paths(root, listed)
     reasons = _why_download(paths, listed, options)
-    report.already_present = [rel for rel in paths if reasons[rel] is None]
-    wanted = [rel for rel in paths if reasons[rel] is not None]
+    kept_staged = _staged_matches(staging, [rel for rel in paths if reasons[rel] is not None], listed, options)
+    report.already_present = [rel for rel in paths if reasons[rel] is None or rel in kept_staged]
+    wanted = [rel for rel in paths if reasons[rel] is not None and rel not in kept_staged]
     sizes = dict(zip(wanted, run_parallel(remote.size, wanted, options.workers)))
     problems += [f"{rel}: listed in {SUMS} but missing at {remote.url}" for rel in wanted if sizes[rel] is None]
     report.downloaded = [rel for rel in wanted if sizes[rel] is not None]
     received = start_step(options.progress, "download", sum(sizes[rel] for rel in report.downloaded))
 
     def download(rel: str) -> str | None:
-        return _download(remote, rel, paths[rel], listed[rel], reasons[rel], received, options)
+        return _download(remote, rel, staging / rel, listed[rel], reasons[rel], received, options)
 
     problems += [problem for problem in run_parallel(download, report.downloaded, options.workers) if problem]
-    stray = sorted(set(checksummed_files(root)) - set(listed))
+    stray = sorted(set(checksummed_files(root)) - set(listed)) if root.is_dir() else []
     problems += [f"{rel}: present but not listed in {SUMS}" for rel in stray]
     markers = bucket_markers(list(listed))  # not checksummed, so not among the listed files checked above
     problems += [f"{marker}: missing at {remote.url}, so that bucket's cache is not complete there" for marker, size
                  in zip(markers, run_parallel(remote.size, markers, options.workers)) if size is None]
     if problems:
         raise CacheIntegrityError(
-            f"{root}: SHA256SUMS check failed after fetching {source.url}; no marker written:\n  "
+            f"{root}: SHA256SUMS check failed after fetching {source.url}; {root} was left as it was:\n  "
             + "\n  ".join(problems)
         )
+    replaced = [rel for rel in paths if reasons[rel] is not None]
+    marker_bytes = [(marker, _read_marker(remote, marker)) for marker in [*markers, COMPLETE_MARKER]]
+    _replace(root, staging, paths, replaced, sums)
     report.bytes_downloaded = sum(paths[rel].stat().st_size for rel in report.downloaded)
-    for marker in [*markers, COMPLETE_MARKER]:  # the root's last
-        remote.download(marker, root / marker)
+    for marker, data in marker_bytes:  # the root's last
+        write_bytes_atomic(root / marker, data)
     if published is not None:  # the bytes checked above, not whatever the remote holds by now
         write_bytes_atomic(root / PUBLISHED_MARKER, published)
     return report
 
 
+def staging_folder(root: Path) -> Path:
+    """Where a fetch into ROOT downloads before anything under ROOT changes: a hidden sibling of ROOT."""
+    return root.parent / f".{root.name}.fetching"
+
+
+def _staged_matches(staging: Path, rels: list[str], listed: dict[str, str], options: FetchOptions) -> set[str]:
+    """The files an earlier, refused fetch left in the staging folder that still match SHA256SUMS."""
+    present = [rel for rel in rels if (staging / rel).is_file()]
+    matches = run_parallel(lambda rel: sha256_file(staging / rel) == listed[rel], present, options.workers)
+    return {rel for rel, match in zip(present, matches) if match}
+
+
+def _replace(root: Path, staging: Path, paths: dict[str, Path], replaced: list[str], sums: bytes) -> None:
+    """Every file checked: ROOT's markers go first (they vouch for the files about to change), then the staged
+    files move in (renames, or copies where ROOT is a mount point of its own), SHA256SUMS, and the staging folder
+    is removed."""
+    root.mkdir(parents=True, exist_ok=True)
+    for marker in (PUBLISHED_MARKER, COMPLETE_MARKER):
+        (root / marker).unlink(missing_ok=True)
+    for rel in replaced:
+        paths[rel].parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(staging / rel, paths[rel])
+    write_bytes_atomic(root / SUMS, sums)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
 def _read_marker(remote: Remote, name: str) -> bytes | None:
+    """The bytes of a small object (a marker, SHA256SUMS), or None when it is not there."""
     if remote.size(name) is None:
         return None
     with remote.open_read(name) as handle:
         return handle.read()
 
 
-def _refuse_sums_not_vouched_for(sums: Path, marker: bytes, url: str) -> None:
+def _refuse_sums_not_vouched_for(sums: bytes, marker: bytes, url: str) -> None:
     claimed = sums_digest_claimed(marker, url)
-    actual = sha256_file(sums)
+    actual = hashlib.sha256(sums).hexdigest()
     if actual != claimed:
         raise CacheIntegrityError(
             f"{url}/{SUMS} has sha256 {actual}, but {PUBLISHED_MARKER} vouches for {claimed}: the cache was changed "
@@ -145,9 +180,14 @@ def _why_download(paths: dict[str, Path], listed: dict[str, str], options: Fetch
 
 def _download(remote: Remote, rel: str, local: Path, expected: str, reason: str | None,
               received: Callable[[int], None], options: FetchOptions) -> str | None:
-    """Download one file; the problem when its bytes do not match SHA256SUMS, else None."""
+    """Download one file into the staging folder; the problem when its bytes do not match SHA256SUMS (the copy is
+    dropped), else None."""
+    local.parent.mkdir(parents=True, exist_ok=True)
     remote.download(rel, local, received)
     if options.on_event:
         options.on_event(TransferEvent(remote.url, rel, "downloaded", local.stat().st_size, reason or ""))
     actual = sha256_file(local)
-    return None if actual == expected else f"{rel}: sha256 {actual} differs from {SUMS} ({expected})"
+    if actual == expected:
+        return None
+    local.unlink()
+    return f"{rel}: sha256 {actual} differs from {SUMS} ({expected})"
