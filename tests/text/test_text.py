@@ -68,7 +68,9 @@ def test_rows_equal_transformers_output(request, encoder_class, model_class, fol
     hidden, lengths, truncated = transformers_reference(folder, model_class, PROMPTS)
     assert batch.embeddings.shape == (len(PROMPTS), 512, dim) and batch.embeddings.dtype == np.float32
     assert encoder.embed_dim == dim
-    check_rows_against_reference(batch, hidden, lengths, atol=1e-4, rel_l2=1e-6)
+    # float32 rounding only: the prompt alone and padded to 512 take other matmul shapes (measured up to 1.1e-6 on
+    # an AVX2 CPU at width 4096); 2^-18 is 32 float32 steps
+    check_rows_against_reference(batch, hidden, lengths, atol=1e-4, rel_l2=2.0**-18)
     assert lengths[2] == 1  # the empty prompt is just </s>
     assert lengths[3] == 512
     np.testing.assert_array_equal(batch.truncated, truncated)

@@ -85,10 +85,9 @@ def _train_spiece(folder: Path, corpus: list[str] | tuple[str, ...], vocab_size:
 
 
 def seeded_weights(model: torch.nn.Module, seed: int) -> None:
-    """Overwrite every parameter with values drawn by numpy from `seed`, in `named_parameters` order: linear
-    weights U(-b, b) with b = sqrt(3 / fan_in) (std 1 / sqrt(fan_in)), embeddings (the vocabulary and the
-    relative position bias) U(-sqrt(3), sqrt(3)) (std 1), norm weights U[0.5, 1.5] (not all 1, which would hide a
-    swapped parameter).
+    """Overwrite every parameter with values drawn by numpy from `seed`, in `named_parameters` order, at the
+    scales of transformers' T5 initialisation (factor 1): each matrix uniform with the standard deviation
+    `_INIT_STD` gives its layer, norm weights U[0.5, 1.5] (not all 1, which would hide a swapped parameter).
 
     Not torch's initialisers: torch draws normal values with vectorised code whose results depend on the CPU's
     vector width (AVX2 or AVX-512), and so would the demo's weights and every byte its cache holds. Here only
@@ -96,15 +95,30 @@ def seeded_weights(model: torch.nn.Module, seed: int) -> None:
     are the same bits on any CPU for the pinned numpy."""
     rng = np.random.default_rng(seed)
     steps = 2**23
-    embeddings = {id(module.weight) for module in model.modules() if isinstance(module, torch.nn.Embedding)}
+    config = model.config
     with torch.no_grad():
-        for _, param in model.named_parameters():
+        for name, param in model.named_parameters():
             unit = (rng.integers(-steps, steps, size=tuple(param.shape), dtype=np.int64) + 0.5) / steps  # (-1, 1)
             if param.ndim == 1:
                 values = 1.0 + 0.5 * unit
-            else:
-                values = unit * math.sqrt(3.0 if id(param) in embeddings else 3.0 / param.shape[1])
+            else:  # U(-b, b) has standard deviation b / sqrt(3)
+                values = unit * math.sqrt(3.0) * _INIT_STD[name.rsplit(".", 2)[-2]](config)
             param.copy_(torch.from_numpy(values.astype(np.float32)))
+
+
+# {layer name: its weights' standard deviation}, as T5PreTrainedModel._init_weights sets them
+_INIT_STD = {
+    "shared": lambda c: 1.0,
+    "relative_attention_bias": lambda c: c.d_model**-0.5,
+    "q": lambda c: (c.d_model * c.d_kv) ** -0.5,
+    "k": lambda c: c.d_model**-0.5,
+    "v": lambda c: c.d_model**-0.5,
+    "o": lambda c: (c.num_heads * c.d_kv) ** -0.5,
+    "wi": lambda c: c.d_model**-0.5,
+    "wi_0": lambda c: c.d_model**-0.5,
+    "wi_1": lambda c: c.d_model**-0.5,
+    "wo": lambda c: c.d_ff**-0.5,
+}
 
 
 def _make(kind: str, folder: Path, d_model: int, corpus, vocab_size: int, seed: int, spiece: bool = False) -> Path:
