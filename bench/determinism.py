@@ -3,7 +3,7 @@
 compared by their SHA256SUMS.
 
 Runs:
-  fresh-1, fresh-2   two uninterrupted builds
+  fresh-1, fresh-2   two uninterrupted builds (--tiny: fresh-1 only; every other run is a fresh process too)
   ranks-2            two ranks: two GPUs when the machine has them, else two processes on one GPU
   killed+resumed     SIGKILL of the whole build at its second staged unit, then the same command again
   own-plans          (GPU) a build with its own, empty folder of plan books: it times the plans again, as a
@@ -110,7 +110,9 @@ def run(args, work: Path) -> dict:
     shared = ["--set", f"tokenizer.conv_plans_dir={work / 'conv-plans'}"]
     ranks = [*ranks, *shared]
     own = ["--set", f"tokenizer.conv_plans_dir={work / 'conv-plans-own'}"]
-    plan = [("fresh-1", shared, None), ("fresh-2", shared, None), ("ranks-2", ranks, None)]
+    plan = [("fresh-1", shared, None), ("ranks-2", ranks, None)]
+    if not args.tiny:  # a second build that replays the book fresh-1 recorded (the other runs replay it too)
+        plan.insert(1, ("fresh-2", shared, None))
     if args.device.startswith("cuda"):  # the CPU runs no plans
         plan.append(("own-plans", own, None))
     if args.autotune:

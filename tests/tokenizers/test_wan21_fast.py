@@ -42,11 +42,12 @@ def test_fp32_fast_path_equals_diffusers(vae, video, window):
 
 
 def test_bf16_fast_path_is_no_worse_than_diffusers_bf16(vae, video):
-    expected = reference_mu(vae, video)
-    fast = FastWanEncoder(vae.encoder, vae.quant_conv, dtype=torch.bfloat16, window=8)(video)
+    clip = video[:1, :, :9]  # bf16 convolutions are slow on a CPU without bf16 instructions: one short clip
+    expected = reference_mu(vae, clip)
+    fast = FastWanEncoder(vae.encoder, vae.quant_conv, dtype=torch.bfloat16, window=4)(clip)
     reference_bf16 = AutoencoderKLWan.from_config(vae.config).eval()
     reference_bf16.load_state_dict(vae.state_dict())
-    diffusers_bf16 = reference_mu(reference_bf16.to(torch.bfloat16), video.bfloat16()).float()
+    diffusers_bf16 = reference_mu(reference_bf16.to(torch.bfloat16), clip.bfloat16()).float()
     fast_error = float((fast - expected).norm() / expected.norm())
     diffusers_error = float((diffusers_bf16 - expected).norm() / expected.norm())
     assert fast_error <= diffusers_error
