@@ -116,3 +116,17 @@ def test_a_port_in_use_names_the_port_and_the_fix():
         port = taken.getsockname()[1]
         with pytest.raises(ConfigError, match=f"cannot bind 127.0.0.1:{port}: the port is in use; give another"):
             MetricsServer("127.0.0.1", port, dict, "the test")
+
+
+@pytest.mark.parametrize("taken_offset, who", [(0, "the build's main process"), (1, "rank 0"), (2, "rank 1")])
+def test_every_port_is_checked_before_anything_is_written(tmp_path, cli, taken_offset, who):
+    table = make_table(tmp_path / "data", count=2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        base = taken.getsockname()[1] - taken_offset  # the main process's port, or a rank's after it
+        root = tmp_path / "cache"
+        done = cli(build_args(table, root, "--procs", "2", "--device", "cpu", "--metrics-port", str(base)))
+    assert done.returncode == 2, done.stderr
+    assert f"the metrics endpoint of {who} cannot bind 127.0.0.1:{base + taken_offset}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not root.exists()

@@ -60,6 +60,24 @@ def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3,
 
 
 
+@pytest.mark.parametrize("fault", ["commit:2", "manifest:1", "sha256sums:1", "marker:1"])
+def test_a_webdataset_commit_killed_in_each_phase_reruns_to_the_uninterrupted_objects(s3, tmp_path, fault, cli):
+    client, env = s3
+    table = make_table(tmp_path / "data", count=5)
+    wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000", "--workers-per-gpu", "0")
+    clean = cli(build_args(table, f"s3://{BUCKET}/clean-{fault}", *wds, "--set",
+                           f"output.staging_dir={tmp_path / 'clean'}"), **env)
+    assert clean.returncode == 0, clean.stderr
+    args = build_args(table, f"s3://{BUCKET}/killed-{fault}", *wds, "--set", f"output.staging_dir={tmp_path / 'k'}")
+    killed = run_cli(args, LATENTFORGE_FAULT=fault, **env)
+    assert killed.returncode == -signal.SIGKILL, (fault, killed.stderr)
+    left = _objects(client, f"killed-{fault}")
+    assert left and "_CACHE_COMPLETE" not in left  # killed inside the commit, before its marker
+    rerun = cli(args, **env)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _objects(client, f"killed-{fault}") == _objects(client, f"clean-{fault}")
+
+
 def test_staging_on_s3_killed_between_a_unit_and_its_sidecar_reruns_to_the_locally_staged_objects(s3, tmp_path,
                                                                                                  monkeypatch):
     """Ray workers with node-local disks stage at output.staging_url; here the build's own rank does, on the

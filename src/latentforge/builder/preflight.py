@@ -13,6 +13,7 @@ from .. import registry
 from ..config import BuildConfig
 from ..errors import ConfigError, StorageError, environment_message
 from ..executor.base import Executor
+from ..executor.metrics import check_port_free
 
 
 def check_output_root(root: Path, key: str = "output.root") -> None:
@@ -34,7 +35,9 @@ def preflight(config: BuildConfig, executor: Executor) -> None:
         check_output_root(executor.build_dir.parent, "output.staging_dir")
     else:
         check_output_root(Path(config.output.root))
-    executor.preflight()
+    if config.run.metrics_port:
+        check_port_free(config.run.metrics_host, config.run.metrics_port, "the build's main process")
+    executor.preflight()  # its ranks' ports where they run on this machine
     registry.resolve("tokenizer", config.tokenizer.name).preflight(config.tokenizer, config.run.device)
     if config.text.name != "none":
         registry.resolve("text", config.text.name).preflight(config.text)

@@ -23,6 +23,7 @@ from ..pipeline.unit import Unit
 from .base import Executor
 from .events import RankEvent, RankFinished
 from .frame_slots import source_frame_bytes
+from .metrics import check_port_free, rank_metrics_port
 from .process_setup import child_signals_held, dump_stacks_on_sigusr1, remove_empty_stack_files
 from .rank import RankSpec, rank_process_main, run_rank
 from .worker_sizing import decode_workers
@@ -75,8 +76,13 @@ class LocalExecutor(Executor):
     name = "local"
 
     def preflight(self) -> None:
-        for device in sorted(set(resolve_slots(self.config).devices)):
+        slots = resolve_slots(self.config)
+        for device in sorted(set(slots.devices)):
             check_device_present(device, "run.device" if not self.config.run.gpus else "run.gpus")
+        run = self.config.run
+        if run.metrics_port:  # every rank runs on this machine and serves the port after the main process's
+            for rank in range(len(slots.devices)):
+                check_port_free(run.metrics_host, rank_metrics_port(run.metrics_port, rank), f"rank {rank}")
 
     def settings(self) -> dict[str, Any]:
         slots = resolve_slots(self.config)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -84,8 +85,7 @@ class MetricsServer:
         except OSError as error:
             if error.errno != errno.EADDRINUSE:
                 raise
-            raise ConfigError(f"the metrics endpoint of {who} cannot bind {host}:{port}: the port is in use; "
-                              "give another --metrics-port (ranks take the ports after it)") from None
+            raise ConfigError(_port_in_use(who, host, port)) from None
         self.url = f"http://{host}:{port}/metrics"
 
     def close(self) -> None:
@@ -96,3 +96,22 @@ class MetricsServer:
 
 def rank_metrics_port(base: int, rank: int) -> int:
     return base + 1 + rank
+
+
+def check_port_free(host: str, port: int, who: str) -> None:
+    """Raise the ConfigError the endpoint of `who` would raise at start, now (pre-flight: before anything is
+    written or started). Bound and released at once, as the endpoint binds it (with SO_REUSEADDR)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                raise
+            raise ConfigError(_port_in_use(who, host, port)) from None
+
+
+def _port_in_use(who: str, host: str, port: int) -> str:
+    return (f"the metrics endpoint of {who} cannot bind {host}:{port}: the port is in use; give another "
+            "--metrics-port (ranks take the ports after it)")
