@@ -60,6 +60,7 @@ def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3,
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["commit:2", "manifest:1", "sha256sums:1", "marker:1"])
 def test_a_webdataset_commit_killed_in_each_phase_reruns_to_the_uninterrupted_objects(s3, tmp_path, fault, cli):
     client, env = s3
