@@ -26,6 +26,17 @@ def no_gpu_reason() -> str | None:
     return None
 
 
+def default_device() -> str:
+    """Where a verb that encodes or decodes runs when not told: the first GPU when torch sees one, else the CPU."""
+    return "cpu" if no_gpu_reason() is not None else "cuda"
+
+
+def device_note(device: str) -> str:
+    """Which device a verb chose and why, for its output."""
+    reason = no_gpu_reason() if device == "cpu" else None
+    return f"on {device}" + (f" ({reason})" if reason else "")
+
+
 def check_device_present(device: str, key: str) -> None:
     """ConfigError naming the key, the value, why it is absent and what to use instead."""
     check_device_name(device, key)

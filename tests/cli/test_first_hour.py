@@ -274,3 +274,16 @@ def test_text_hub_id_found_in_the_local_cache(table, tmp_path):
                    HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
     assert done.returncode == 0, done.stderr
     assert '"dim": 32' in (root / "cache_config.json").read_text()
+
+
+@no_gpu
+def test_verbs_that_decode_choose_the_gpu_when_torch_sees_one(cli, built_cache, monkeypatch):
+    from latentforge import devices
+    from latentforge.verification.reencode import Overrides
+
+    done = cli(["verify", str(built_cache), "--deep", "--spot", "1"])
+    assert done.returncode == 0, done.stderr
+    reason = devices.no_gpu_reason()
+    assert f"deep verify on cpu ({reason})" in done.stdout  # this machine has no GPU: said, and why
+    monkeypatch.setattr(devices, "no_gpu_reason", lambda: None)  # as on a machine with one
+    assert devices.default_device() == "cuda" and Overrides().device == "cuda"

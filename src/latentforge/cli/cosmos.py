@@ -19,7 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     t5.add_argument("--precision", default="fp32", help="fp32 (Cosmos' default) or bf16")
     t5.add_argument("--max-length", type=int, default=512)
-    t5.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
+    t5.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when torch sees a GPU, else cpu)")
     t5.set_defaults(run=run)
 
     batch = verbs.add_parser("batch-json", help="write the --batch_input_json list from image/video + .txt pairs")
@@ -40,12 +40,15 @@ def run(args: argparse.Namespace) -> int:
         if report.missing_prompt:
             say(f"skipped {len(report.missing_prompt)} without a .txt prompt: " + ", ".join(report.missing_prompt))
         return 0
+    from ..devices import default_device, device_note
     from ..integrations.cosmos.t5_pickles import cosmos_t5
     from .progress import progress_bars
 
+    device = args.device or default_device()
+    say(f"encoding prompts {device_note(device)}")
     with progress_bars("prompts") as bars:
         report = cosmos_t5(args.dataset_dir, args.t5, args.metadata_csv, args.prompt_prefix, args.precision,
-                           args.max_length, args.device, bars.start)
+                           args.max_length, device, bars.start)
     if args.metadata_csv is not None:
         say(f"wrote {len(report.metas_written)} prompt files to {report.folder.parent / 'metas'}")
     say(f"wrote {len(report.written)} pickles to {report.folder} ({len(report.skipped)} already there, kept)")

@@ -18,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     deep.add_argument("--spot", type=int, default=4, help="spot samples, spread evenly over the cache (default 4)")
     deep.add_argument("--index", type=int, action="append", help="check this dataset_index (repeatable; replaces "
                       "--spot)")
-    deep.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    deep.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda when torch sees a GPU, else cpu)")
     deep.add_argument("--dataset", action="append", help="the dataset's location now, if it moved (repeatable, as "
                       "dataset.path)")
     deep.add_argument("--tokenizer-checkpoint", help="the tokenizer checkpoint on this machine (its SHA-256 must "
@@ -52,6 +52,7 @@ def _quality_table(report) -> Table:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ..devices import default_device, device_note
     from ..verification.entry import verify
     from ..verification.quality import QualityThresholds
     from ..verification.reencode import Overrides
@@ -66,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
         if report.warnings:
             out.print(_table(report.warnings, "warnings", Text("warn", style="yellow")))
     else:
-        overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, args.text_path, args.device)
+        overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, args.text_path,
+                              args.device or default_device())
+        out.print(f"deep verify {device_note(overrides.device)}")
         given = {k: getattr(args, k) for k in ("fail_psnr", "warn_psnr", "fail_ssim", "warn_ssim")}
         thresholds = QualityThresholds(**{k: v for k, v in given.items() if v is not None})
         with progress_bars("samples") as bars:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import registry
@@ -17,6 +17,7 @@ from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORD, RUN_RECORDS_DIR
 from ..cache.rows import ManifestRow
 from ..config import BuildConfig, load_config
+from ..devices import default_device
 from ..errors import ConfigError
 from ..pipeline.plan import read_plan
 from ..pipeline.probe import probe_sample
@@ -33,7 +34,7 @@ class Overrides:
     dataset: tuple[str, ...] = ()  # replaces dataset.path (table files or the Cosmos folder)
     tokenizer_checkpoint: str | None = None
     text_path: str | None = None
-    device: str = "cpu"
+    device: str = field(default_factory=default_device)  # a GPU when torch sees one
 
 
 def recorded_config(root: Path, overrides: Overrides) -> BuildConfig:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...devices import default_device
 from ...errors import ConfigError
 from ...io import write_text_atomic
 from ...reporting import Progress
@@ -116,9 +117,7 @@ def cosmos_t5(dataset_dir: str | Path, t5_path: str | Path, metadata_csv: str | 
     `progress` as in write_t5_pickles."""
     if prompt_prefix is not None and metadata_csv is None:
         raise ConfigError("--prompt-prefix applies to --metadata-csv prompts only; metas/*.txt are used as written")
-    import torch
-
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or default_device()
     encoder = T5TextEncoder(str(t5_path), precision=precision, max_length=max_length, device=device)
     prefix = GROOT_PROMPT_PREFIX if prompt_prefix is None else prompt_prefix
     return write_t5_pickles(dataset_dir, encoder, metadata_csv, prefix, progress)
