@@ -23,6 +23,7 @@ from ..errors import LatentforgeError
 from ..executor.base import executor_for
 from ..pipeline.plan import plan_fingerprint, write_plan
 from ..pipeline.probe import ProbeResult
+from ..pipeline.run_record import set_aside_damaged_record
 from ..records import Reject, Sample
 from ..writers.bucket_commit import commit_bucketed_root
 from ..writers.remote_staging import claim_staging
@@ -59,6 +60,7 @@ def _build_bucket(config: BuildConfig, members: list[Sample], probes: dict[int, 
     executor = executor_for(config, build_dir, progress.quiet)
     with BuildLock(build_dir):
         remove_tmp_leftovers(build_dir)
+        set_aside_damaged_record(build_dir)  # the root's run.json holds the whole config
         key = resume_key(config)
         check_config(build_dir, key)
         claim_staging(config.output, key, overwrite=False)
