@@ -16,7 +16,7 @@ from ..errors import LatentforgeError
 from ..executor.base import Executor
 from ..executor.events import RankEvent, UnitStaged
 from ..executor.rank_stats import RankStats
-from ..pipeline.kernel_plans import recorded_books
+from ..pipeline.kernel_plans import recorded_books, set_aside_damaged_books
 from ..pipeline.models import load_models, model_record
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Unit, cut_units
@@ -65,6 +65,7 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     planned = _planned(units, unit_of)
     done = staged_units(build_dir, config.output.staging_url, planned)
     todo: list[Unit] = [u for u in units if u.index not in done]
+    set_aside_damaged_books(build_dir, staged=bool(done))
     todo_samples = sum(len(u.samples) for u in todo)
     stats.samples_todo += todo_samples
     stats.units_todo += len(todo)
