@@ -83,14 +83,16 @@ def check_existing_cache(root: Path, config: BuildConfig, key: dict[str, Any], b
         return
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        problem = None if isinstance(data, dict) else f"holds {type(data).__name__}, not an object"
     except (OSError, ValueError) as error:
+        problem = one_line(error)
+    if problem is not None:
         if read_run_record(build_dir) is None:
-            raise DamagedFile(path, str(error), "the tokenizer that encoded the cache there is unknown; fetch the "
-                              f"cache again, or {RESTART}") from None
-        warnings.warn(f"{path} is damaged ({one_line(error)}); the commit writes it again", DamagedFileWarning,
-                      stacklevel=2)
+            raise DamagedFile(path, problem, "the tokenizer that encoded the cache there is unknown; fetch the "
+                              f"cache again, or {RESTART}")
+        warnings.warn(f"{path} is damaged ({problem}); the commit writes it again", DamagedFileWarning, stacklevel=2)
         return
-    existing = (data.get("tokenizer") if isinstance(data, dict) else None) or {}
+    existing = data.get("tokenizer") or {}
     new = {"name": config.tokenizer.name, "checkpoint_sha256": key["tokenizer_sha256"]}
     differences = identity_differences(tokenizer_identity(existing), new, "the cache", "this build")
     if differences:
