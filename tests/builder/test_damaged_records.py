@@ -204,3 +204,11 @@ def test_a_damaged_run_record_is_refused_by_extend(cli, grown, tmp_path):
     before = _files(root)
     _one_error_line(_extend(cli, table, root), str(root / "build" / "run.json"), "--overwrite")
     assert _files(root) == before
+
+
+def test_a_damaged_model_record_is_made_again_by_loading_the_models(cli, world, root):
+    (root / "build" / "models.json").write_text('{"tokenizer_fingerprint": {"na')
+    _one_warning_line(_rebuild(cli, world, root), str(root / "build" / "models.json"), "loaded again")
+    assert sums(root) == sums(world[1])
+    again = _rebuild(cli, world, root)  # the commit wrote the record again
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import registry
 from ..cache.config_file import CacheConfig
 from ..cache.layout import STAGING_DIR, TMP_LEFTOVER
-from ..cache.model_record import ModelRecord, read_model_record
+from ..cache.model_record import ModelRecord, read_model_record, write_model_record
 from ..config import BuildConfig
 from ..errors import LatentforgeError
 from ..executor.base import Executor
@@ -115,9 +115,10 @@ def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], 
     and the empty prompt come from the record the first rank wrote (cache/model_record.py); only without one do
     the models load here, on the executor's main device, so the result is the same for any split."""
     record: ModelRecord | None = read_model_record(build_dir)
-    if record is None:  # staged by a build that left no record: load the models for their fingerprints
+    if record is None:  # staged by a build that left no readable record: load the models for their fingerprints
         tokenizer, text_encoder = load_models(config, device)
         record = model_record(config, tokenizer, text_encoder, device)
+        write_model_record(build_dir, record)  # so a later commit reads it
     text = record.text
     empty_prompt = None
     if text is not None and text.empty_prompt is not None:
