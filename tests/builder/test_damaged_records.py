@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers.bucket_world import bucket_config
 from helpers.exec_world import build_args, exec_config, make_table, sums
 from latentforge.builder.run import build
+from latentforge.errors import DamagedFileWarning
 
 
 @pytest.fixture(scope="module")
@@ -212,3 +214,16 @@ def test_a_damaged_model_record_is_made_again_by_loading_the_models(cli, world, 
     assert sums(root) == sums(world[1])
     again = _rebuild(cli, world, root)  # the commit wrote the record again
     assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+
+
+# --------------------------------------------------------------------------------------- bucketed roots
+
+def test_a_finished_bucket_with_a_damaged_config_is_committed_again(bucketed_cache, bucket_inputs, tmp_path):
+    root = tmp_path / "cache"
+    shutil.copytree(bucketed_cache, root)
+    damaged = next((root / "buckets").glob("*/cache_config.json"))
+    _truncate(damaged)
+    with pytest.warns(DamagedFileWarning, match=f"{damaged} is damaged .*committed again"):
+        build(bucket_config(*bucket_inputs, root), quiet=True)
+    assert sums(root) == sums(bucketed_cache)
+    assert damaged.read_bytes() == (bucketed_cache / damaged.relative_to(root)).read_bytes()
