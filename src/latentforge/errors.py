@@ -46,6 +46,32 @@ class CacheIntegrityError(LatentforgeError):
     """A cache on disk does not match what its own records promise."""
 
 
+# The fix for a cache file (manifest, config, rejects, shards) that no longer parses: the cache's own records are
+# the only copy of what it promises, so it is made again or fetched again.
+REBUILD_OR_FETCH = "rebuild the cache, or fetch it again"
+
+
+class DamagedFile(CacheIntegrityError):
+    """A file latentforge wrote no longer parses (cut short, overwritten, or changed by hand): a cache file or a
+    build record. One line naming the file, what is wrong and the fix; `path` lets a resume rebuild what it can."""
+
+    def __init__(self, path: os.PathLike[str] | str, problem: str, fix: str):
+        self.path = path
+        self.problem = one_line(problem)
+        super().__init__(f"{path} is damaged ({self.problem}); {fix}")
+
+
+class DamagedFileWarning(UserWarning):
+    """A damaged build record was set aside and what it held is rebuilt (a plan re-read from the inputs, a unit
+    encoded again); the CLI prints it as one `warning:` line."""
+
+
+def one_line(text: object) -> str:
+    """The first line of an error's text (h5py and pyarrow errors run over several)."""
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else type(text).__name__
+
+
 class StorageError(LatentforgeError):
     """Writing failed for a reason outside latentforge: disk full, quota, permissions, read-only mount."""
 

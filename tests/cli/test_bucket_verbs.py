@@ -5,12 +5,16 @@ from helpers.bucket_world's table of clips."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 
+import pytest
 import yaml
 
 from helpers.bucket_world import BUCKETS, CLIPS, bucket_settings
 from latentforge.cli.main import main
+from latentforge.dataset import BucketedLatentDataset
+from latentforge.errors import CacheIntegrityError
 
 EXPECTED = Counter(expected for *_, expected in CLIPS.values() if expected is not None)
 
@@ -38,3 +42,16 @@ def test_inspect_lists_every_bucket(bucketed_cache, capsys):
     assert main(["inspect", str(bucketed_cache), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert {name: part["num_samples"] for name, part in summary["buckets"].items()} == EXPECTED
+
+
+def test_a_damaged_bucket_is_refused_by_inspect_stats_and_the_dataset(bucketed_cache, tmp_path, cli):
+    root = tmp_path / "cache"
+    shutil.copytree(bucketed_cache, root)
+    table = root / "buckets" / next(iter(BUCKETS)) / "manifest.parquet"
+    table.write_bytes(table.read_bytes()[:100])
+    for args in (["inspect", str(root)], ["stats", str(root), "--out", str(tmp_path / "stats")]):
+        done = cli(args)
+        assert done.returncode == 1 and done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
+        assert f"{table} is damaged" in done.stderr and "rebuild the cache, or fetch it again" in done.stderr
+    with pytest.raises(CacheIntegrityError, match=f"{table} is damaged"):
+        BucketedLatentDataset(root)

@@ -114,6 +114,18 @@ def test_cli_export(caches, tmp_path, capsys):
     assert main(["export", str(padded), "--to", "pt", str(tmp_path / "m")]) == 2  # another target's folder
 
 
+def test_a_damaged_export_record_is_named_and_the_files_are_kept(caches, tmp_path, cli):
+    padded, _ = caches
+    out = tmp_path / "pt"
+    export_cache(padded, "pt", out)
+    (out / EXPORT_RECORD).write_text('{"format": "latentforge-exp')
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    done = cli(["export", str(padded), "--to", "pt", str(out)])
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
+    assert f"{out / EXPORT_RECORD} is damaged" in done.stderr and "export into an empty folder" in done.stderr
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_a_file_that_reads_back_different_is_never_left_in_place(caches, tmp_path, monkeypatch):
     from latentforge.errors import CacheIntegrityError
     from latentforge.export import write

@@ -109,6 +109,16 @@ def test_inspect_summarises_a_webdataset_cache(caches, capsys):
     assert f"in {shards} shard(s)" in out
 
 
+@pytest.mark.parametrize("name,damage", [("rejects.jsonl", b'{"sample_id": "x", "rea'),
+                                         ("manifest.jsonl", b"\xff\xfe not a manifest\n")])
+def test_inspect_refuses_a_damaged_webdataset_cache_in_one_line(caches, tmp_path, cli, name, damage):
+    copy = _copy(caches[1], tmp_path)
+    (copy / name).write_bytes(damage)
+    done = cli(["inspect", f"file://{copy}"])
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
+    assert f"{copy}/{name} is damaged" in done.stderr and "rebuild the cache, or fetch it again" in done.stderr
+
+
 @pytest.mark.parametrize("verb", [["stats"], ["preview"], ["export", "--to", "pt", "OUT"], ["verify", "--deep"],
                                   ["query", "dataset_index < 3"]])
 def test_verbs_that_read_hdf5_shards_refuse_a_webdataset_root_naming_it(caches, verb, tmp_path, capsys):

@@ -4,6 +4,9 @@ share a book agree even when they meet a new signature at the same moment."""
 import json
 import multiprocessing
 
+import pytest
+
+from latentforge.errors import DamagedFile
 from latentforge.tokenizers.plan_book import PlanBook
 
 
@@ -67,3 +70,15 @@ def test_processes_meeting_new_signatures_at_once_agree(tmp_path):
             child.join(timeout=60)
         assert answers[0] == answers[1] == answers[2]
         assert json.loads(path.read_text()) == dict(zip(signatures, answers[0]))
+
+
+def test_a_damaged_book_is_refused_naming_the_file_and_never_emptied(tmp_path):
+    path = tmp_path / "book.json"
+    path.write_text('{"conv A": "eng62_k2=0", "conv B": ')
+    with pytest.raises(DamagedFile) as error:
+        PlanBook(path)
+    assert str(path) in str(error.value) and "delete it" in str(error.value) and "\n" not in str(error.value)
+    assert path.read_text() == '{"conv A": "eng62_k2=0", "conv B": '  # the choices it holds are not overwritten
+    path.write_text('["conv A"]')
+    with pytest.raises(DamagedFile, match="not a map of convolution signatures to plan names"):
+        PlanBook(path)

@@ -11,7 +11,7 @@ import pytest
 
 from helpers.exec_world import build_args, make_table, sums
 from latentforge.cli.main import main
-from latentforge.errors import LatentforgeError
+from latentforge.errors import DamagedFile, LatentforgeError
 from latentforge.writers.remote_staging import RemoteStaging, staged_units
 from latentforge.writers.staging import completed_units, sidecar_path
 
@@ -73,6 +73,16 @@ def test_a_staging_url_serves_one_build(tmp_path):
     (tmp_path / "stage" / "unit-000000.h5").write_bytes(b"x")
     RemoteStaging(url).claim({"root": "/caches/a", "key_sha256": "2"}, overwrite=True)
     assert sorted(p.name for p in (tmp_path / "stage").iterdir()) == ["staging.json"]
+
+
+def test_a_damaged_claim_is_refused_naming_it(tmp_path):
+    url = f"file://{tmp_path / 'stage'}"
+    RemoteStaging(url).claim({"root": "/caches/a", "key_sha256": "1"}, overwrite=False)
+    (tmp_path / "stage" / "staging.json").write_text('{"root": "/cach')
+    with pytest.raises(DamagedFile, match=r"staging.json is damaged \(.*\); it says which build stages under this "
+                                          "URL; rerun with --overwrite"):
+        RemoteStaging(url).claim({"root": "/caches/a", "key_sha256": "1"}, overwrite=False)
+    RemoteStaging(url).claim({"root": "/caches/a", "key_sha256": "1"}, overwrite=True)  # the fix it names
 
 
 @pytest.mark.parametrize("value, message", [

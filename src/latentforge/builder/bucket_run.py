@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -19,10 +20,11 @@ from ..cache.layout import COMPLETE_MARKER, RUN_RECORDS_DIR, bucket_path
 from ..cache.rows import read_rejects
 from ..config import BuildConfig
 from ..config.buckets import Bucket, parse_buckets
-from ..errors import LatentforgeError
+from ..errors import DamagedFile, DamagedFileWarning, LatentforgeError
 from ..executor.base import executor_for
 from ..pipeline.plan import plan_fingerprint, write_plan
 from ..pipeline.probe import ProbeResult
+from ..pipeline.run_record import set_aside_damaged_record
 from ..records import Reject, Sample
 from ..writers.bucket_commit import commit_bucketed_root
 from ..writers.remote_staging import claim_staging
@@ -59,6 +61,7 @@ def _build_bucket(config: BuildConfig, members: list[Sample], probes: dict[int, 
     executor = executor_for(config, build_dir, progress.quiet)
     with BuildLock(build_dir):
         remove_tmp_leftovers(build_dir)
+        set_aside_damaged_record(build_dir)  # the root's run.json holds the whole config
         key = resume_key(config)
         check_config(build_dir, key)
         claim_staging(config.output, key, overwrite=False)
@@ -66,6 +69,19 @@ def _build_bucket(config: BuildConfig, members: list[Sample], probes: dict[int, 
         write_plan(build_dir, members, [])
         encode_and_commit(config, executor, members, [], {s.source_index: probes[s.source_index] for s in members},
                           progress, stats, earlier, allow_empty=True)
+
+
+def _records_damaged(bucket_root: Path) -> bool:
+    """Whether a finished bucket's cache_config.json or rejects.jsonl no longer parses (warned): it is then committed
+    again from its staged units, which its own run.json vouches for."""
+    try:
+        CacheConfig.load(bucket_root)
+        read_rejects(bucket_root)
+    except DamagedFile as damaged:
+        warnings.warn(f"{damaged.path} is damaged ({damaged.problem}); the bucket is committed again",
+                      DamagedFileWarning, stacklevel=3)
+        return True
+    return False
 
 
 def build_buckets(config: BuildConfig, root: Path, samples: list[Sample], plan_rejects: list[Reject],
@@ -88,7 +104,7 @@ def build_buckets(config: BuildConfig, root: Path, samples: list[Sample], plan_r
             continue
         sub = bucket_config(config, root, bucket)
         bucket_root = Path(sub.output.root)
-        if not (bucket_root / COMPLETE_MARKER).is_file():
+        if not (bucket_root / COMPLETE_MARKER).is_file() or _records_damaged(bucket_root):
             _build_bucket(sub, members, probes, progress, stats, (rejects, candidates - len(members)))
         cache = CacheConfig.load(bucket_root)
         rejects += read_rejects(bucket_root)

@@ -10,13 +10,13 @@ from pathlib import Path
 from .. import registry
 from ..cache.config_file import CacheConfig
 from ..cache.layout import STAGING_DIR, TMP_LEFTOVER
-from ..cache.model_record import ModelRecord, read_model_record
+from ..cache.model_record import ModelRecord, read_model_record, write_model_record
 from ..config import BuildConfig
 from ..errors import LatentforgeError
 from ..executor.base import Executor
 from ..executor.events import RankEvent, UnitStaged
 from ..executor.rank_stats import RankStats
-from ..pipeline.kernel_plans import recorded_books
+from ..pipeline.kernel_plans import recorded_books, set_aside_damaged_books
 from ..pipeline.models import load_models, model_record
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Unit, cut_units
@@ -65,6 +65,7 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     planned = _planned(units, unit_of)
     done = staged_units(build_dir, config.output.staging_url, planned)
     todo: list[Unit] = [u for u in units if u.index not in done]
+    set_aside_damaged_books(build_dir, staged=bool(done))
     todo_samples = sum(len(u.samples) for u in todo)
     stats.samples_todo += todo_samples
     stats.units_todo += len(todo)
@@ -114,9 +115,10 @@ def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], 
     and the empty prompt come from the record the first rank wrote (cache/model_record.py); only without one do
     the models load here, on the executor's main device, so the result is the same for any split."""
     record: ModelRecord | None = read_model_record(build_dir)
-    if record is None:  # staged by a build that left no record: load the models for their fingerprints
+    if record is None:  # staged by a build that left no readable record: load the models for their fingerprints
         tokenizer, text_encoder = load_models(config, device)
         record = model_record(config, tokenizer, text_encoder, device)
+        write_model_record(build_dir, record)  # so a later commit reads it
     text = record.text
     empty_prompt = None
     if text is not None and text.empty_prompt is not None:

@@ -9,15 +9,16 @@ segment, so an interrupted extend rerun with the same command finds the same uni
 from __future__ import annotations
 
 import hashlib
-import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cache.layout import RUN_RECORD
-from ..errors import LatentforgeError
-from ..io import canonical_json, write_text_atomic
+from ..cache.layout import PLAN, RUN_RECORD
+from ..errors import DamagedFile, DamagedFileWarning, LatentforgeError
+from ..io import canonical_json
 from ..pipeline.plan import FINGERPRINT_VERSION, content_key, read_plan, write_plan
+from ..pipeline.run_record import read_run_record, write_run_record
 from ..records import Reject, Sample
 
 _EXAMPLES = 5  # ids quoted in a message
@@ -38,14 +39,9 @@ def _quote(ids: list[str]) -> str:
     return ", ".join(repr(i) for i in ids[:_EXAMPLES]) + more
 
 
-def _record(build_dir: Path) -> dict[str, Any] | None:
-    path = Path(build_dir) / RUN_RECORD
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-
 def refuse_plain_rerun(build_dir: Path) -> None:
     """A plain build renumbers the plan from 0, which an extended cache's staged units do not follow."""
-    record = _record(build_dir)
+    record = read_run_record(build_dir)
     if record is not None and len(record.get("segments", [0])) > 1:
         raise LatentforgeError(f"{Path(build_dir).parent} was extended; a plain rerun would renumber its rows. "
                                "Rerun with --extend (or --overwrite to start over)")
@@ -63,7 +59,8 @@ def plan_extension(build_dir: Path, key: dict[str, Any], listing: list[Sample], 
     Refuses when there is nothing to extend or when a recorded sample's source changed (same id, other
     content: its row would no longer be what the input says)."""
     build_dir = Path(build_dir)
-    record, old = _record(build_dir), read_plan(build_dir)
+    record = read_run_record(build_dir)
+    old = _recorded_plan(build_dir, record, listing)
     if record is None or not old:
         raise LatentforgeError(f"--extend needs a cache built here before: {build_dir} holds no run.json and "
                                "plan.jsonl. Build it once without --extend")
@@ -81,11 +78,48 @@ def plan_extension(build_dir: Path, key: dict[str, Any], listing: list[Sample], 
     if new and segments[-1] != first_new:
         segments.append(first_new)
     samples = sorted(old.values(), key=lambda s: s.source_index) + new
-    write_text_atomic(build_dir / RUN_RECORD, canonical_json({"key": key,
-                                                              "inputs": _fingerprint({**recorded, **now}),
-                                                              "segments": segments}))
+    write_run_record(build_dir, key, _fingerprint({**recorded, **now}), segments)
     write_plan(build_dir, samples, plan_rejects)
     return Extension(samples, [s.sample_id for s in new], sorted(set(old) - set(now)), segments)
+
+
+def _recorded_plan(build_dir: Path, record: dict[str, Any] | None, listing: list[Sample]) -> dict[str, Sample]:
+    """build/plan.jsonl; when it is damaged, the plan of a cache never extended, which was the input's listing
+    of the ids run.json records, in order (make_plan): what is left of it in `listing`, numbered again from 0."""
+    path = Path(build_dir) / PLAN
+    try:
+        plan = read_plan(build_dir)
+    except DamagedFile as damaged:
+        problem = damaged.problem
+    else:
+        problem = _disagreement(plan, record) if record is not None and plan else None
+        if problem is None:
+            return plan
+    if record is None or len(record.get("segments", [0])) > 1:
+        raise DamagedFile(path, problem, "the plan of an extended cache cannot be made again from its input; "
+                          "rebuild the cache from the grown input with --overwrite")
+    recorded = record["inputs"]["entries"]
+    kept = sorted((s for s in listing if s.sample_id in recorded), key=lambda s: s.sample_id)
+    gone = sorted(set(recorded) - {s.sample_id for s in kept})
+    if gone:
+        raise DamagedFile(path, problem, f"it can be made again from the input only while that still lists every "
+                          f"planned sample, but {_quote(gone)} are gone; restore them, or rebuild the cache with "
+                          "--overwrite")
+    warnings.warn(f"{path} was damaged ({problem}); the plan is made again from the input", DamagedFileWarning,
+                  stacklevel=3)
+    return {s.sample_id: Sample(s.sample_id, i, s.entry, s.start_frame) for i, s in enumerate(kept)}
+
+
+def _disagreement(plan: dict[str, Sample], record: dict[str, Any]) -> str | None:
+    """How a plan that parses is not the one run.json describes (one cut at a line boundary), or None. It holds
+    recorded samples numbered 0..N-1: all of them, or, after an extend stopped between writing run.json and the
+    plan, exactly those before the last segment."""
+    recorded, segments = record["inputs"]["entries"], record.get("segments", [0])
+    counts = {len(recorded), segments[-1] if len(segments) > 1 else len(recorded)}
+    dense = sorted(s.source_index for s in plan.values()) == list(range(len(plan)))
+    if len(plan) not in counts or not dense or not set(plan) <= set(recorded):
+        return f"it lists {len(plan)} samples, {RUN_RECORD} records {len(recorded)}"
+    return None
 
 
 def unit_numbers(samples: list[Sample], unit_size: int, segment_starts: list[int]) -> dict[int, int]:

@@ -13,22 +13,22 @@ software) the run's ranks will record is compared with the staged units' own.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 from .. import registry
-from ..cache.layout import CACHE_CONFIG, RUN_RECORD
+from ..cache.layout import CACHE_CONFIG
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
 from ..config import BuildConfig
 from ..config.schema import single_shape_frames
-from ..errors import LatentforgeError
+from ..errors import DamagedFile, DamagedFileWarning, LatentforgeError, one_line
 from ..executor.base import Executor
-from ..io import canonical_json, write_text_atomic
+from ..io import canonical_json
 from ..pipeline.plan import diff_fingerprints
+from ..pipeline.run_record import RESTART, read_run_record, write_run_record
 from ..version import __version__
 from ..writers.staging import open_staged_unit
-
-_ADVICE = "rerun with --overwrite to start over, or use another output root"
 
 
 def tokenizer_sha256(config: BuildConfig) -> str | None:
@@ -59,15 +59,10 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def _previous(build_dir: Path) -> dict[str, Any] | None:
-    path = Path(build_dir) / RUN_RECORD
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-
 def check_config(build_dir: Path, key: dict[str, Any], may_differ: tuple[str, ...] = ()) -> None:
     """Refuse, listing every changed key as `key: old -> new`, when the staged work used another config.
     `may_differ`: flattened keys left out (--extend reads a grown listing from a new dataset.path)."""
-    previous = _previous(build_dir)
+    previous = read_run_record(build_dir)
     if previous is None:
         return
     old, new = _flatten(previous["key"]), _flatten(key)
@@ -75,33 +70,46 @@ def check_config(build_dir: Path, key: dict[str, Any], may_differ: tuple[str, ..
     if changed:
         lines = "\n".join(f"  {k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
         raise LatentforgeError(f"this cache root holds a build with a different config; refusing to resume:\n"
-                               f"{lines}\n{_ADVICE}")
+                               f"{lines}\n{RESTART}")
 
 
-def check_existing_cache(root: Path, config: BuildConfig, key: dict[str, Any]) -> None:
+def check_existing_cache(root: Path, config: BuildConfig, key: dict[str, Any], build_dir: Path) -> None:
     """Refuse to build into a root whose cache was encoded by another tokenizer or checkpoint, also when its
-    build records are gone (a fetched or copied cache): its shards and the new ones would be of two functions."""
+    build records are gone (a fetched or copied cache): its shards and the new ones would be of two functions.
+    A damaged cache_config.json is left for the commit to rewrite while run.json holds the key the staged units
+    were encoded with (check_config compares it); without one the refusal names the file."""
     path = Path(root) / CACHE_CONFIG
     if not path.is_file():
         return
-    existing = json.loads(path.read_text(encoding="utf-8")).get("tokenizer") or {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        problem = None if isinstance(data, dict) else f"holds {type(data).__name__}, not an object"
+    except (OSError, ValueError) as error:
+        problem = one_line(error)
+    if problem is not None:
+        if read_run_record(build_dir) is None:
+            raise DamagedFile(path, problem, "the tokenizer that encoded the cache there is unknown; fetch the "
+                              f"cache again, or {RESTART}")
+        warnings.warn(f"{path} is damaged ({problem}); the commit writes it again", DamagedFileWarning, stacklevel=2)
+        return
+    existing = data.get("tokenizer") or {}
     new = {"name": config.tokenizer.name, "checkpoint_sha256": key["tokenizer_sha256"]}
     differences = identity_differences(tokenizer_identity(existing), new, "the cache", "this build")
     if differences:
         raise LatentforgeError(f"{root} holds a cache encoded by another tokenizer; refusing to mix them:\n  "
-                               + "\n  ".join(differences) + f"\n{_ADVICE}")
+                               + "\n  ".join(differences) + f"\n{RESTART}")
 
 
 def check_inputs(build_dir: Path, key: dict[str, Any], fingerprint: dict[str, Any]) -> None:
     """Refuse when the inputs changed ("N added, M removed, K changed"); record key and inputs on a first run."""
-    previous = _previous(build_dir)
+    previous = read_run_record(build_dir)
     if previous is None:
-        write_text_atomic(Path(build_dir) / RUN_RECORD, canonical_json({"key": key, "inputs": fingerprint}))
+        write_run_record(build_dir, key, fingerprint)
         return
     diff = diff_fingerprints(previous["inputs"], fingerprint)
     if diff:
         raise LatentforgeError(f"the inputs changed since this cache root's build started; refusing to resume:\n"
-                               f"  inputs: {diff}\n{_ADVICE}")
+                               f"  inputs: {diff}\n{RESTART}")
 
 
 def check_environment(config: BuildConfig, executor: Executor, staged: list[Path]) -> None:

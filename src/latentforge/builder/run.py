@@ -25,6 +25,7 @@ from ..executor.process_setup import stop_on_signals
 from ..faults import arm_main_process
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.probe import probe_all
+from ..pipeline.run_record import set_aside_damaged_record
 from ..writers.remote_staging import claim_staging, staged_units
 from .bucket_run import build_buckets
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
@@ -146,9 +147,10 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     elif overwrite:
         _clear_records(build_dir)
     remove_tmp_leftovers(build_dir)
+    set_aside_damaged_record(build_dir)
     key = resume_key(config)
     if in_root:
-        check_existing_cache(root, config, key)
+        check_existing_cache(root, config, key, build_dir)
     elif not overwrite:  # its records are node-local: compare with the cache at the root itself
         check_remote_cache(config, key)
     check_config(build_dir, key)
@@ -179,7 +181,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     build_dir = executor.build_dir
     remove_tmp_leftovers(build_dir)
     key = resume_key(config)
-    check_existing_cache(root, config, key)
+    check_existing_cache(root, config, key, build_dir)
     check_config(build_dir, key, may_differ=("config.dataset.path",))
     claim_staging(config.output, key, overwrite=False)
     started = time.perf_counter()

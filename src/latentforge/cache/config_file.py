@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import BuildConfig
 from ..config.schema import single_shape_frames
-from ..errors import CacheIntegrityError, ConfigError
+from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, ConfigError, DamagedFile
 from ..io import write_text_atomic
 from ..text.pickles import pickle_lookup_rule, uses_pickles
 from ..version import __version__
@@ -199,7 +199,7 @@ class CacheConfig:
     def from_json(cls, data: Any) -> CacheConfig:
         """Parse and check; raises CacheIntegrityError naming what breaks the format."""
         if not isinstance(data, dict):
-            raise CacheIntegrityError(f"{CACHE_CONFIG} holds {type(data).__name__}, not an object")
+            raise CacheIntegrityError(f"{CACHE_CONFIG} holds {type(data).__name__}, not an object; {REBUILD_OR_FETCH}")
         problems = [f"{key}={data.get(key)!r}, expected {want!r}" for key, want in
                     (("format", FORMAT), ("format_version", FORMAT_VERSION)) if data.get(key) != want]
         if problems:
@@ -229,7 +229,8 @@ class CacheConfig:
                 num_rejected=_count(data, "num_rejected") if "num_planned" in data else None,
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise CacheIntegrityError(f"{CACHE_CONFIG} lacks or garbles what the format needs: {exc!r}") from None
+            raise CacheIntegrityError(f"{CACHE_CONFIG} lacks or garbles what the format needs: {exc!r}; "
+                                      f"{REBUILD_OR_FETCH}") from None
         parsed._check()
         return parsed
 
@@ -242,7 +243,7 @@ class CacheConfig:
         except FileNotFoundError:
             raise CacheIntegrityError(f"{root} has no {CACHE_CONFIG}; is it a latentforge cache root?") from None
         except (OSError, ValueError) as exc:
-            raise CacheIntegrityError(f"{path} cannot be read as JSON: {exc}") from None
+            raise DamagedFile(path, f"not JSON: {exc}", REBUILD_OR_FETCH) from None
         return cls.from_json(data)
 
     def _check(self) -> None:

@@ -1,5 +1,5 @@
 """`latentforge inspect ROOT`: what a cache (or each bucket of a bucketed root) holds, read from its records and
-HDF5 metadata (no sample data)."""
+HDF5 metadata (no sample data), once cache/structure.py found the records sound."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import h5py
 
 from .bucket_index import BucketIndex
 from .config_file import CacheConfig
-from .layout import COMPLETE_MARKER, EMPTY_PROMPT, MANIFEST, PUBLISHED_MARKER, REJECTS, SHARDS_DIR, shard_rows
+from .layout import COMPLETE_MARKER, EMPTY_PROMPT, PUBLISHED_MARKER, REJECTS, SHARDS_DIR, shard_rows
 from .rows import read_rejects
+from .structure import check_cache_structure
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,10 @@ def _datasets(path: Path) -> dict[str, dict[str, Any]]:
         }
 
 
-def _count_lines(path: Path) -> int:
-    with open(path, "rb") as handle:
-        return sum(1 for _ in handle)
-
-
 def inspect_cache(root: Path) -> CacheSummary:
     """Counts, markers, shards with their rows and sizes, datasets of the first shard, reject reasons, config."""
     root = Path(root)
-    config = CacheConfig.load(root)
+    config = check_cache_structure(root)
     shard_dir = root / SHARDS_DIR
     shards = []
     for path in sorted(shard_dir.iterdir()) if shard_dir.is_dir() else []:
@@ -93,7 +89,7 @@ def inspect_cache(root: Path) -> CacheSummary:
         config=config,
         complete=(root / COMPLETE_MARKER).is_file(),
         published=(root / PUBLISHED_MARKER).is_file(),
-        manifest_rows=_count_lines(root / MANIFEST) if (root / MANIFEST).is_file() else 0,
+        manifest_rows=config.num_samples,  # what check_cache_structure counted
         rejects=dict(sorted(rejects.items())),
         shards=shards,
         datasets=_datasets(root / shards[0].path) if shards else {},

@@ -145,7 +145,7 @@ def _check_manifest_table(root: Path, rec: CheckRecorder) -> None:
         return
     try:
         want = manifest_table(read_manifest(root))
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, CacheIntegrityError):
         return  # the manifest check names the broken line
     try:
         got = read_manifest_table(root)

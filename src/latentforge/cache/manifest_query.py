@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from .layout import MANIFEST, MANIFEST_TABLE
 from .manifest_table import read_manifest_table
 from .root_kind import require_local_hdf5
+from .structure import check_cache_structure
 
 TABLE = "manifest"
 
@@ -50,6 +51,7 @@ def query_rows(root: str | Path, where: str, columns: tuple[str, ...] = ("datase
                           "buckets/<name>), or rebuild a cache written before the index existed")
     if not where.strip():
         raise ConfigError("the query is empty; give a condition such as \"caption LIKE '%car%'\"")
+    check_cache_structure(root)
     con = _connect(root)
     try:
         matching = con.table(TABLE).filter(where)  # parsed as a single expression, or refused

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import CacheIntegrityError
+from ..errors import REBUILD_OR_FETCH, DamagedFile
 from ..io import atomic_path, canonical_json
 from .layout import MANIFEST_TABLE
 from .rows import ManifestRow
@@ -96,4 +96,4 @@ def read_manifest_table(root: Path) -> pa.Table:
     try:
         return pq.read_table(path)
     except (OSError, pa.ArrowException) as error:
-        raise CacheIntegrityError(f"{path} cannot be read ({error}); run `latentforge verify` on the cache") from None
+        raise DamagedFile(path, str(error), REBUILD_OR_FETCH) from None

@@ -10,12 +10,15 @@ missing (a build staged by an older version), commit loads the models as before.
 from __future__ import annotations
 
 import json
+import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..errors import DamagedFileWarning, one_line
 from ..io import atomic_path, canonical_json, write_text_atomic
 from ..text.base import TextBatch
 from .layout import MODEL_EMPTY_PROMPT, MODEL_RECORD
@@ -67,17 +70,26 @@ def write_model_record(build_dir: Path, record: ModelRecord) -> None:
 
 
 def read_model_record(build_dir: Path) -> ModelRecord | None:
-    """The record, or None when it is missing or incomplete."""
+    """The record, or None when it is missing, incomplete or damaged (with a warning: the models then load
+    again, as for a build that left none)."""
     path = Path(build_dir) / MODEL_RECORD
     if not path.is_file():
         return None
-    payload = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return _parse(Path(build_dir), json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
+        warnings.warn(f"{path} (or {MODEL_EMPTY_PROMPT} beside it) is damaged ({one_line(error)}); the models are "
+                      "loaded again to make what it held", DamagedFileWarning, stacklevel=2)
+        return None
+
+
+def _parse(build_dir: Path, payload: dict[str, Any]) -> ModelRecord | None:
     text = payload["text"]
     record = None
     if text is not None:
         empty = None
         if text["empty_prompt"]:
-            npz = Path(build_dir) / MODEL_EMPTY_PROMPT
+            npz = build_dir / MODEL_EMPTY_PROMPT
             if not npz.is_file():
                 return None
             with np.load(npz) as data:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..errors import REBUILD_OR_FETCH, DamagedFile, one_line
 from ..io import canonical_json, write_jsonl_atomic
 from ..records import Reject
 from .layout import MANIFEST, REJECTS
@@ -75,11 +76,28 @@ class ManifestRow:
 MANIFEST_KEYS = [f.name for f in fields(ManifestRow)]
 
 
+def _json_lines(path: Path, skip_blank: bool) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of each line of a cache's JSON-lines file; DamagedFile on one that is not JSON."""
+    number = 0
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip() or not skip_blank:
+                    yield number, json.loads(line)
+    except UnicodeDecodeError as error:
+        raise DamagedFile(path, f"not UTF-8: {error}", REBUILD_OR_FETCH) from None
+    except ValueError as error:
+        raise DamagedFile(path, f"line {number}: {error}", REBUILD_OR_FETCH) from None
+
+
 def read_manifest(root: Path) -> Iterator[ManifestRow]:
-    """ROOT/manifest.jsonl one row at a time (ValueError on a line that is not a row)."""
-    with open(Path(root) / MANIFEST, encoding="utf-8") as handle:
-        for line in handle:
-            yield ManifestRow.from_json(json.loads(line))
+    """ROOT/manifest.jsonl one row at a time; DamagedFile naming the first line that is not a row."""
+    path = Path(root) / MANIFEST
+    for number, data in _json_lines(path, skip_blank=False):
+        try:
+            yield ManifestRow.from_json(data)
+        except (ValueError, TypeError) as error:
+            raise DamagedFile(path, f"line {number}: {error}", REBUILD_OR_FETCH) from None
 
 
 def manifest_rows(root: Path, keep) -> list[ManifestRow]:
@@ -88,8 +106,15 @@ def manifest_rows(root: Path, keep) -> list[ManifestRow]:
 
 
 def read_rejects(root: Path) -> list[Reject]:
-    with open(Path(root) / REJECTS, encoding="utf-8") as handle:
-        return [Reject.from_json(json.loads(line)) for line in handle if line.strip()]
+    """ROOT/rejects.jsonl; DamagedFile naming the first line that is not a reject row."""
+    path = Path(root) / REJECTS
+    rejects = []
+    for number, data in _json_lines(path, skip_blank=True):
+        try:
+            rejects.append(Reject.from_json(data))
+        except (KeyError, TypeError) as error:
+            raise DamagedFile(path, f"line {number}: {one_line(error)}", REBUILD_OR_FETCH) from None
+    return rejects
 
 
 def write_manifest(root: Path, rows: list[ManifestRow]) -> None:

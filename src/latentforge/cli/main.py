@@ -4,12 +4,16 @@ become exit codes (docs/cli.md): 0 ok, 1 a failed check or data error, 2 usage o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import shlex
 import sys
+import warnings
+from typing import Iterator
 
-from ..errors import ConfigError, HDF5WriteError, LatentforgeError, StopRequested, environment_message
+from ..errors import (ConfigError, DamagedFileWarning, HDF5WriteError, LatentforgeError, StopRequested,
+                      environment_message)
 from ..version import __version__
 from .common import say
 
@@ -50,6 +54,24 @@ def _os_error_line(error: OSError) -> str:
     return f"{where}{error.strerror or error}"
 
 
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Each DamagedFileWarning (a damaged build record set aside and rebuilt) as one `warning:` line on stderr,
+    every time; other warnings as Python shows them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", DamagedFileWarning)
+        shown = warnings.showwarning
+
+        def show(message, category, *rest, **named) -> None:  # noqa: ANN001 - warnings.showwarning's signature
+            if issubclass(category, DamagedFileWarning):
+                say(f"warning: {message}", stderr=True)
+            else:
+                shown(message, category, *rest, **named)
+
+        warnings.showwarning = show
+        yield
+
+
 def _leave_now(code: int) -> None:
     """Exit without running exit hooks: after a failed write the HDF5 library holds a broken file and can
     crash in its own exit hook, turning a clean message into a segfault."""
@@ -62,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_model_loading()
     args = make_parser().parse_args(argv)
     try:
-        return int(args.run(args) or 0)
+        with _warnings_as_lines():
+            return int(args.run(args) or 0)
     except StopRequested as stop:
         say(f"{stop}; staged work is kept. Resume with:\n  {_rerun_command()}", stderr=True)
         return stop.exit_code

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..cache.layout import MANIFEST
 from ..cache.rows import read_manifest
-from ..errors import CacheIntegrityError
+from ..errors import REBUILD_OR_FETCH, CacheIntegrityError
 
 
 @dataclass(frozen=True)
@@ -62,31 +62,25 @@ def read_manifest_index(root: Path, num_samples: int) -> ManifestIndex:
     shard_ids: dict[str, int] = {}
     shard_of, cache_row, source_index, source_fps = [], [], [], []
     sample_ids, prompts, source_paths = [], [], []
-    try:
-        for line_number, row in enumerate(read_manifest(root)):
-            if row.dataset_index != line_number:
-                raise CacheIntegrityError(
-                    f"{path} line {line_number + 1}: dataset_index {row.dataset_index!r}, expected "
-                    f"{line_number}; the manifest is damaged, rerun `latentforge verify` on the cache"
-                )
-            shard = row.shard_path
-            if shard.startswith("/") or ".." in Path(shard).parts:
-                raise CacheIntegrityError(f"{path} line {line_number + 1}: shard_path {shard!r} leaves the root")
-            shard_of.append(shard_ids.setdefault(shard, len(shard_ids)))
-            cache_row.append(row.cache_row)
-            source_index.append(row.source_index)
-            sample_ids.append(row.sample_id)
-            prompts.append(row.prompt or "")
-            source_paths.append(row.source_path or "")
-            fps = row.source_fps
-            source_fps.append(math.nan if fps is None else fps)
-    except ValueError as error:
-        raise CacheIntegrityError(f"{path}: a line is not a manifest row ({error}); rerun `latentforge verify` on "
-                                  "the cache") from None
+    for line_number, row in enumerate(read_manifest(root)):
+        if row.dataset_index != line_number:
+            raise CacheIntegrityError(f"{path} line {line_number + 1}: dataset_index {row.dataset_index!r}, expected "
+                                      f"{line_number}; {REBUILD_OR_FETCH}")
+        shard = row.shard_path
+        if shard.startswith("/") or ".." in Path(shard).parts:
+            raise CacheIntegrityError(f"{path} line {line_number + 1}: shard_path {shard!r} leaves the root; "
+                                      f"{REBUILD_OR_FETCH}")
+        shard_of.append(shard_ids.setdefault(shard, len(shard_ids)))
+        cache_row.append(row.cache_row)
+        source_index.append(row.source_index)
+        sample_ids.append(row.sample_id)
+        prompts.append(row.prompt or "")
+        source_paths.append(row.source_path or "")
+        fps = row.source_fps
+        source_fps.append(math.nan if fps is None else fps)
     if len(cache_row) != num_samples:
-        raise CacheIntegrityError(
-            f"{path} has {len(cache_row)} rows but cache_config.json promises num_samples={num_samples}"
-        )
+        raise CacheIntegrityError(f"{path} has {len(cache_row)} rows but cache_config.json promises "
+                                  f"num_samples={num_samples}; {REBUILD_OR_FETCH}")
     return ManifestIndex(
         shard_paths=tuple(shard_ids),
         shard_of=np.asarray(shard_of, dtype=np.int32),

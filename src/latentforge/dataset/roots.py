@@ -12,6 +12,7 @@ from ..cache.bucket_index import is_bucketed
 from ..cache.config_file import CacheConfig
 from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER
 from ..cache.root_kind import WEBDATASET, is_url, root_sink
+from ..cache.structure import check_cache_structure
 from ..errors import CacheIntegrityError, ConfigError
 
 ROOT_ENV = "LATENTFORGE_CACHE_ROOT"
@@ -44,10 +45,12 @@ def resolve_cache_root(root: str | os.PathLike[str] | None) -> Path:
 
 
 def load_for_training(root: Path, require_complete: bool = True) -> CacheConfig:
-    """The cache's config; a cache without its completion marker is refused unless require_complete=False."""
+    """The cache's config, its records checked against its shards (cache/structure.py; manifest.jsonl's lines are
+    parsed by read_manifest_index); a cache without its completion marker is refused unless
+    require_complete=False."""
     if require_complete and not (root / COMPLETE_MARKER).is_file():
         raise CacheIntegrityError(
             f"{root} has no {COMPLETE_MARKER}: the cache is still being built or its verify failed; "
             "finish the build (rerun it) or pass require_complete=False to read it anyway"
         )
-    return CacheConfig.load(root)
+    return check_cache_structure(root, manifest_lines=False)

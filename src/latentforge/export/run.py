@@ -15,7 +15,7 @@ from typing import Sequence
 from ..cache.layout import SUMS
 from ..cache.root_kind import require_local_hdf5
 from ..dataset.latent_dataset import LatentCacheDataset
-from ..errors import ConfigError
+from ..errors import ConfigError, DamagedFile
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
 from ..reporting import Progress, start_step
@@ -75,7 +75,14 @@ def _claim(folder: Path, dataset: LatentCacheDataset, target: str) -> None:
               "cache_sha256sums_sha256": sha256_file(dataset.root / SUMS)}
     path = folder / EXPORT_RECORD
     if path.is_file():
-        earlier = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            earlier = json.loads(path.read_text(encoding="utf-8"))
+            problem = None if isinstance(earlier, dict) else f"holds {type(earlier).__name__}, not an object"
+        except ValueError as error:  # not JSON, or not UTF-8
+            problem = str(error)
+        if problem is not None:
+            raise DamagedFile(path, problem, "it says which cache the folder's files come from; export into an "
+                              "empty folder, or delete that one first")
         if earlier != record:
             changed = [f"{key} {earlier.get(key)!r} there, {value!r} now" for key, value in record.items()
                        if earlier.get(key) != value]

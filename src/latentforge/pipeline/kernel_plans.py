@@ -9,13 +9,16 @@ verify finds the one of its own environment.
 from __future__ import annotations
 
 import hashlib
-import json
+import warnings
 from pathlib import Path
 
 import torch
 
+from ..errors import DamagedFile, DamagedFileWarning
 from ..io import canonical_json
+from ..tokenizers.plan_book import read_book
 from .environment import environment_record
+from .run_record import RESTART
 
 PLANS_DIR = "conv_plans"
 
@@ -30,15 +33,39 @@ def build_plans_path(build_dir: Path, device: str | torch.device) -> Path:
     return Path(build_dir) / PLANS_DIR / f"{environment_digest(device)}.json"
 
 
+def _book_paths(build_dir: Path) -> list[Path]:
+    folder = Path(build_dir) / PLANS_DIR
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
 def recorded_books(build_dir: Path) -> dict[str, dict[str, str]]:
     """{environment digest: {signature: plan}} of every book the build's processes wrote."""
-    folder = Path(build_dir) / PLANS_DIR
     books = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-        entries = json.loads(path.read_text(encoding="utf-8"))
+    for path in _book_paths(build_dir):
+        try:
+            entries = read_book(path)
+        except DamagedFile as damaged:
+            raise DamagedFile(path, damaged.problem, f"it records the kernel plans the staged units ran; {RESTART}"
+                              ) from None
         if entries:
             books[path.stem] = dict(sorted(entries.items()))
     return books
+
+
+def set_aside_damaged_books(build_dir: Path, staged: bool) -> None:
+    """Before units are encoded: a book of this build that no longer parses is removed, with a warning, while no
+    unit is `staged` (no latent ran its plans, so they are chosen again as by a first run); once units are staged
+    their plans must be the ones every later unit runs, so DamagedFile says to start over."""
+    for path in _book_paths(build_dir):
+        try:
+            read_book(path)
+        except DamagedFile as damaged:
+            if staged:
+                raise DamagedFile(path, damaged.problem, "it records the kernel plans the staged units ran, which "
+                                  f"every later unit must run too; {RESTART}") from None
+            path.unlink()
+            warnings.warn(f"{path} was damaged ({damaged.problem}); no unit is staged yet, so its kernel plans are "
+                          "chosen again", DamagedFileWarning, stacklevel=2)
 
 
 def recorded_plans(books: dict[str, dict[str, str]] | None, device: str | torch.device) -> dict[str, str]:

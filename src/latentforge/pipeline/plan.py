@@ -17,12 +17,13 @@ from .. import registry
 from ..cache.layout import FINGERPRINT, PLAN, PLAN_REJECTS
 from ..config import BuildConfig, window_step
 from ..decode.pyav import probe_video
-from ..errors import LatentforgeError, SampleRejected
+from ..errors import DamagedFile, LatentforgeError, SampleRejected
 from ..io import canonical_json, write_jsonl_atomic, write_text_atomic
 from ..records import Reject, Sample, SourceEntry
 from ..transforms.window import window_starts
 
 FINGERPRINT_VERSION = 1
+_REPLAN = "rerun the build command: it makes the plan again from the input"
 _EXAMPLES = 3  # ids quoted per kind of change in a diff message
 
 
@@ -166,17 +167,31 @@ def _sample_row(sample: Sample) -> dict[str, Any]:
 
 
 def read_plan(build_dir: Path) -> dict[str, Sample]:
-    """The samples build/plan.jsonl records, by sample_id ({} when there is no plan: a fetched cache)."""
+    """The samples build/plan.jsonl records, by sample_id ({} when there is no plan: a fetched cache); DamagedFile
+    when a line is not a planned sample."""
     path = Path(build_dir) / PLAN
     if not path.is_file():
         return {}
     samples = {}
     with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            sample_id, source_index, start = row.pop("sample_id"), row.pop("source_index"), row.pop("start_frame")
-            samples[sample_id] = Sample(sample_id, source_index, SourceEntry(**row), start)
+        try:
+            for number, line in enumerate(handle, start=1):
+                sample = _planned_sample(line)
+                if sample is None:
+                    raise DamagedFile(path, f"line {number} is not a planned sample", _REPLAN)
+                samples[sample.sample_id] = sample
+        except ValueError as error:  # not UTF-8
+            raise DamagedFile(path, str(error), _REPLAN) from None
     return samples
+
+
+def _planned_sample(line: str) -> Sample | None:
+    try:
+        row = json.loads(line)
+        sample_id, source_index, start = row.pop("sample_id"), row.pop("source_index"), row.pop("start_frame")
+        return Sample(sample_id, source_index, SourceEntry(**row), start)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def write_plan(build_dir: Path, samples: list[Sample], rejects: list[Reject]) -> None:

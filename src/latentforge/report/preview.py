@@ -16,10 +16,10 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ..cache.config_file import CacheConfig
 from ..cache.layout import PREVIEW_FOLDER, RUN_RECORDS_DIR
 from ..cache.root_kind import require_local_hdf5
 from ..cache.rows import manifest_rows
+from ..cache.structure import check_cache_structure
 from ..errors import ConfigError, SampleRejected
 from ..io import atomic_path
 from ..reporting import Progress
@@ -84,7 +84,7 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
     the function advanced by 1 per sample decoded."""
     require_local_hdf5(root, "preview", "build the same config with output.sink=hdf5 to preview its samples")
     root = Path(root)
-    cache_config = CacheConfig.load(root)
+    cache_config = check_cache_structure(root)
     config = recorded_config(root, overrides)
     wanted = set(indices) if indices is not None else set(spot_indices(cache_config.num_samples, samples))
     rows = manifest_rows(root, lambda row: row.dataset_index in wanted)

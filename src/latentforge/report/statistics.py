@@ -155,6 +155,13 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
     if every < 1:
         raise ConfigError(f"--every {every}: use 1 (every sample) or a larger stride")
     config = CacheConfig.load(root)
+    # the records first: a damaged one stops the run before the shards are read
+    truncated, sources = 0, Counter()
+    if (root / MANIFEST).is_file():
+        for manifest_row in read_manifest(root):
+            truncated += int(manifest_row.prompt_truncated)
+            sources[posixpath.dirname(manifest_row.source_path) or "."] += 1
+    rejects = Counter(r.reason for r in read_rejects(root)) if (root / REJECTS).is_file() else Counter()
     latent = config.latent
     accumulators = [_ModalityAccumulator(m.name, m.channels, latent.shape[1], extreme) for m in latent.modalities]
     text = config.text
@@ -174,12 +181,6 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
                 advance(1)
             if text is not None:
                 lengths.update(int(v) for v in shard[text.length_dataset][wanted.start :: every])
-    truncated, sources = 0, Counter()
-    if (root / MANIFEST).is_file():
-        for manifest_row in read_manifest(root):
-            truncated += int(manifest_row.prompt_truncated)
-            sources[posixpath.dirname(manifest_row.source_path) or "."] += 1
-    rejects = Counter(r.reason for r in read_rejects(root)) if (root / REJECTS).is_file() else Counter()
     return CacheStats(
         num_samples=config.num_samples, latent_dataset=latent.dataset, latent_shape=list(latent.shape),
         storage_dtype=config.storage_dtype, extreme=extreme, histogram_edges=HISTOGRAM_EDGES.tolist(),

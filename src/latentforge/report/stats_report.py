@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cache.bucket_index import BucketIndex, is_bucketed
-from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
 from ..cache.root_kind import require_local_hdf5
+from ..cache.structure import check_cache_structure
 from ..io import write_text_atomic
 from ..reporting import Progress
 from .plots import plot_channels, plot_counts, plot_frames, plot_histograms, render_html
@@ -81,8 +81,9 @@ def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFA
             assert isinstance(report, StatsReport)  # a bucket's root is a single cache
             reports[entry.name] = report
         return BucketStatsReport(reports)
+    config = check_cache_structure(root)
     if cosmos_mean_std is not None:
-        check_cosmos_tokenizer(CacheConfig.load(root), root)  # before the statistics are computed
+        check_cosmos_tokenizer(config, root)  # before the statistics are computed
     computed = compute_stats(root, extreme=extreme, every=every, progress=progress)
     report = write_stats_report(computed, Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER)
     if cosmos_mean_std is not None:

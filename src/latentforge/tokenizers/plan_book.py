@@ -6,7 +6,8 @@ and runs exactly that plan. So the kernel choice is recorded and replayed, never
 same bits in any process that uses the same book on the same GPU model and software.
 
 A book kept in a file is shared by every process of one environment; it is only ever extended (a recorded
-choice never changes), under an exclusive lock, so two ranks meeting a new signature at once still agree.
+choice never changes), under an exclusive lock, so two ranks meeting a new signature at once still agree. A book
+that no longer parses is refused, never silently emptied: its choices decided bits already written.
 """
 
 from __future__ import annotations
@@ -17,7 +18,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..errors import DamagedFile
 from ..io import canonical_json, write_text_atomic
+
+
+REDECIDE = ("delete it: the plans it held are then chosen again (from the machine's shared book, else timed anew), "
+            "and latents encoded with those choices may differ in bits from latents encoded before")
+
+
+def read_book(path: Path) -> dict[str, str]:
+    """{signature: plan name} of a book file ({} when there is none); DamagedFile when it is not such a map."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as error:
+        raise DamagedFile(path, str(error), REDECIDE) from None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise DamagedFile(path, "not a map of convolution signatures to plan names", REDECIDE)
+    return data
 
 
 class PlanBook:
@@ -59,11 +78,7 @@ class PlanBook:
 
     def _read(self) -> dict[str, str]:
         assert self.path is not None
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        return {str(k): str(v) for k, v in data.items()}
+        return read_book(self.path)
 
     def _write(self) -> None:
         assert self.path is not None

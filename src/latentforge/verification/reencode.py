@@ -1,14 +1,13 @@
 """What a deep verify or a preview needs to redo a build's work: the build's config, its tokenizer, and each
 sample's frames exactly as the manifest records them (docs/verify.md).
 
-The config comes from ROOT/build/run.json (the full build config) when present, else from what
+The config comes from ROOT/build/run.json (the full build config) when present and intact, else from what
 cache_config.json records; the user may point it at a moved dataset, checkpoint or text model.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,9 +17,10 @@ from ..cache.layout import RUN_RECORD, RUN_RECORDS_DIR
 from ..cache.rows import ManifestRow
 from ..config import BuildConfig, load_config
 from ..devices import default_device
-from ..errors import ConfigError
+from ..errors import ConfigError, DamagedFile
 from ..pipeline.plan import read_plan
 from ..pipeline.probe import probe_sample
+from ..pipeline.run_record import read_run_record
 from ..pipeline.sample import load_sample_pixels, provenance_of
 from ..records import Sample, SamplePixels, SourceEntry
 from ..tokenizers.base import Tokenizer
@@ -41,11 +41,11 @@ def recorded_config(root: Path, overrides: Overrides) -> BuildConfig:
     """The config the cache was built with, with the user's paths and device applied."""
     root = Path(root)
     cache_config = CacheConfig.load(root)
-    run_record = root / RUN_RECORDS_DIR / RUN_RECORD
-    if run_record.is_file():
-        data = json.loads(run_record.read_text(encoding="utf-8"))["key"]["config"]
-    else:
-        data = cache_config.build_config_data()
+    try:
+        record, unread = read_run_record(root / RUN_RECORDS_DIR), "has no"
+    except DamagedFile:  # what it held is what cache_config.json records, less the dataset's location
+        record, unread = None, "has a damaged"
+    data = record["key"]["config"] if record is not None else cache_config.build_config_data()
     for key in ("temporal_window", "max_gpu_mem_gib"):  # execution settings run.json leaves out: run as built
         if cache_config.tokenizer.get(key) is not None:
             data["tokenizer"][key] = cache_config.tokenizer[key]
@@ -56,8 +56,8 @@ def recorded_config(root: Path, overrides: Overrides) -> BuildConfig:
     if overrides.dataset:
         data["dataset"]["path"] = list(overrides.dataset)
     if not data["dataset"].get("path"):
-        raise ConfigError(f"{root} has no {RUN_RECORDS_DIR}/{RUN_RECORD}, so the dataset location is unknown; pass "
-                          "it with --dataset")
+        raise ConfigError(f"{root} {unread} {RUN_RECORDS_DIR}/{RUN_RECORD}, so the dataset location is unknown; "
+                          "pass it with --dataset")
     if overrides.tokenizer_checkpoint:
         data["tokenizer"]["checkpoint"] = overrides.tokenizer_checkpoint
     if overrides.text_path:
@@ -79,7 +79,10 @@ class SampleFinder:
     gave a new dataset location or the plan is missing (a fetched cache has no build/)."""
 
     def __init__(self, root: Path, config: BuildConfig, reread: bool):
-        self._plan = read_plan(Path(root) / RUN_RECORDS_DIR)
+        try:
+            self._plan = read_plan(Path(root) / RUN_RECORDS_DIR)
+        except DamagedFile:  # the plan is made from the listing, as for a fetched cache
+            self._plan = {}
         self._entries: dict[str, SourceEntry] | None = None
         if reread or not self._plan:
             reader = registry.resolve("reader", config.dataset.reader)(config.dataset)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..config.schema import OutputConfig
-from ..errors import ConfigError, LatentforgeError
+from ..errors import ConfigError, DamagedFile, LatentforgeError
 from ..faults import fault_point
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
@@ -58,8 +58,9 @@ class RemoteStaging:
         except FileNotFoundError:
             self.fs.pipe_file(self._path(CLAIM), canonical_json(owner).encode("utf-8"))
             return
-        except ValueError:
-            found = {}
+        except ValueError as error:  # not JSON: which build staged here is unknown, so none of it may be committed
+            raise DamagedFile(self._path(CLAIM), str(error), "it says which build stages under this URL; rerun with "
+                              "--overwrite to start over (it deletes what is staged there)") from None
         if found == owner:
             return
         if isinstance(found, dict) and found.get("root") == owner["root"]:

@@ -1,7 +1,8 @@
 """Staged units of work under ROOT/build/staging/: one HDF5 file per unit plus a size+sha256 sidecar.
 
-A unit counts as done only when its sidecar exists and still matches the file on disk, so a file cut short
-by a crash or altered afterwards is redone on resume instead of being committed.
+A unit counts as done only when its sidecar exists and still matches the file on disk, and the file reads back,
+so a file cut short by a crash, altered afterwards or written damaged is redone on resume instead of being
+committed.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,7 +20,7 @@ import h5py
 import numpy as np
 
 from ..cache.layout import STAGING_DIR
-from ..errors import CacheIntegrityError
+from ..errors import CacheIntegrityError, DamagedFileWarning, one_line
 from ..faults import fault_point
 from ..hashing import sha256_file
 from ..io import atomic_path, canonical_json, write_text_atomic
@@ -141,8 +143,19 @@ def _sidecar_matches(path: Path) -> bool:
         return False
 
 
+def _unreadable(path: Path) -> str | None:
+    """Why a staged unit that matches its sidecar still cannot be read back (written damaged), or None."""
+    try:
+        with open_staged_unit(path):  # reads the rows and rejects, finds the arrays
+            pass
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        return one_line(error)
+    return None
+
+
 def completed_units(build_dir: Path) -> dict[int, Path]:
-    """{unit: staged file} of every unit whose file still matches its sidecar (size and sha256)."""
+    """{unit: staged file} of every unit whose file still matches its sidecar (size and sha256) and reads back;
+    one that matches but does not read is left out with a warning, so it is encoded again."""
     staging = Path(build_dir) / STAGING_DIR
     if not staging.is_dir():
         return {}
@@ -150,7 +163,12 @@ def completed_units(build_dir: Path) -> dict[int, Path]:
     for path in sorted(staging.iterdir()):
         match = _UNIT_FILE.match(path.name)
         if match and _sidecar_matches(path):
-            done[int(match.group(1))] = path
+            problem = _unreadable(path)
+            if problem is None:
+                done[int(match.group(1))] = path
+            else:
+                warnings.warn(f"{path} is damaged ({problem}) although it matches its sidecar; the unit is encoded "
+                              "again", DamagedFileWarning, stacklevel=2)
     return done
 
 
