@@ -98,9 +98,9 @@ def reference(architecture, tmp_path_factory) -> Reference:
 
 @pytest.mark.parametrize("conv_kernels", ["plans", "heuristics"])
 def test_bf16_fast_path_is_closer_to_fp32_than_diffusers_bf16(architecture, reference, conv_kernels, tmp_path,
-                                                               monkeypatch):
+                                                               monkeypatch, request):
     if conv_kernels == "plans":
-        pytest.importorskip("cudnn", reason="recorded plans need the cuDNN frontend (nvidia-cudnn-frontend)")
+        request.getfixturevalue("cudnn_frontend")
     from latentforge.tokenizers.wan21 import HEURISTICS_MODE_B_ENV
 
     monkeypatch.setenv(HEURISTICS_MODE_B_ENV, "1")  # what the tokenizer sets for its process, undone afterwards

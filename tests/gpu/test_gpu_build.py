@@ -8,6 +8,7 @@ processes on one), and a build killed (LATENTFORGE_FAULT=stage:2, SIGKILL at its
 resumed by the same command, which must all be equal (docs/tokenizers.md, BENCHMARKS.md "Determinism with the
 defaults"); and `latentforge verify --deep` of the first, which must re-encode bit for bit ("exact"). The bench's
 own-plans build (its own empty plans folder, so it may pick other plans) must build; its bytes may differ.
+The builds' default kernels, recorded plans, need the cuDNN frontend: without it the test skips.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ pytestmark = pytest.mark.slow  # whole builds in subprocesses
 REPLAYED = ("fresh-1", "fresh-2", "ranks-2", "killed+resumed")
 
 
-def test_gpu_builds_give_one_sha256sums_and_deep_verify_is_exact(tmp_path):
-    pytest.importorskip("cudnn", reason="the builds' default tokenizer.conv_kernels=plans needs the cuDNN frontend")
+def test_gpu_builds_give_one_sha256sums_and_deep_verify_is_exact(cudnn_frontend, tmp_path):
     spec = importlib.util.spec_from_file_location("bench_determinism", REPO / "bench" / "determinism.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

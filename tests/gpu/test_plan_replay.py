@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 from helpers.exec_world import cli_env
@@ -32,8 +31,7 @@ def books(folder: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted(folder.glob("*.json"))}
 
 
-def test_fresh_processes_replaying_one_book_give_the_same_bits(tmp_path, monkeypatch):
-    pytest.importorskip("cudnn", reason="recorded plans need the cuDNN frontend (nvidia-cudnn-frontend)")
+def test_fresh_processes_replaying_one_book_give_the_same_bits(cudnn_frontend, tmp_path, monkeypatch):
     from latentforge.tokenizers.wan21 import HEURISTICS_MODE_B_ENV, Wan21Tokenizer
 
     _, checkpoint = save_random_wan_vae(tmp_path / "vae", WAN21)
