@@ -136,11 +136,13 @@ def test_ray_executor_without_ray_keeps_the_pip_extra(table, tmp_path):
 
 
 def _without(package: str, tmp_path: Path) -> str:
-    """A PYTHONPATH on which `import package` fails as it does where the package is not installed."""
+    """A PYTHONPATH on which `import package` fails as it does where the package is not installed (the caller's
+    PYTHONPATH kept after it)."""
     fake = tmp_path / f"no-{package}"
     (fake / package).mkdir(parents=True)
     (fake / package / "__init__.py").write_text(f"raise ImportError('No module named {package}')\n")
-    return f"{fake}:{Path(__file__).resolve().parents[2] / 'src'}"
+    return os.pathsep.join(p for p in (str(fake), str(Path(__file__).resolve().parents[2] / "src"),
+                                       os.environ.get("PYTHONPATH")) if p)
 
 
 def test_publish_to_s3_without_s3fs_keeps_the_pip_extra(built_cache, tmp_path):

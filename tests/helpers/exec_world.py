@@ -42,8 +42,10 @@ def build_args(table: Path, root: Path, *extra: str, frames: int = 9, width: int
 
 
 def cli_env(**extra: str) -> dict[str, str]:
+    """This environment without LATENTFORGE_FAULT*, the repository's src first on the caller's PYTHONPATH (which
+    can hold packages installed beside the environment, e.g. with pip --target), then `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LATENTFORGE_FAULT")}
-    env["PYTHONPATH"] = str(REPO / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
     env.update(extra)
     return env
 

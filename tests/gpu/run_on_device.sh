@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU suite on a CUDA machine, from any folder (docs/gpu-tests.md): installs the wheels carried in .whl/ (if
+# any) into /tmp/site, prints the software and the GPUs, runs tests/gpu, and when $OUT is set writes the JUnit XML
+# and the log there. Extra arguments go to pytest, e.g. -m "gpu and not slow" or -k nvdec.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-python3}
+if compgen -G ".whl/*.whl" > /dev/null; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
+"$PYTHON" - <<'PY'
+import importlib
+
+import torch
+
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+      f"{torch.cuda.device_count()} GPU(s) visible to torch")
+for name in ("triton", "cudnn", "av", "diffusers"):
+    try:
+        print(f"{name} {importlib.import_module(name).__version__}")
+    except Exception as error:  # the tests that need it skip and say so
+        print(f"{name}: not importable ({type(error).__name__}: {error})")
+PY
+nvidia-smi -L
+junit=()
+[ -n "${OUT:-}" ] && junit=(--junitxml "$OUT/gpu-tests.xml")
+"$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/gpu --durations=20 -rs ${junit[@]+"${junit[@]}"} "$@" 2>&1 \
+  | tee ${OUT:+"$OUT/gpu-tests.log"}
+exit "${PIPESTATUS[0]}"
