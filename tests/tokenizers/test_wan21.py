@@ -266,7 +266,8 @@ def test_a_rank_sets_only_the_variables_its_resume_check_expects(precision, devi
 
 def test_hub_id_offline_names_the_file_to_pass(tmp_path):
     src = str(Path(wan21_checkpoint.__file__).parents[2])
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path), "PYTHONPATH": src}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
     code = "from latentforge.tokenizers.wan21 import Wan21Tokenizer; Wan21Tokenizer('Wan-AI/Wan2.1-T2V-1.3B-Diffusers')"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
