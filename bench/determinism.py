@@ -71,7 +71,7 @@ def make_checkpoint(folder: Path, base_dim: int) -> Path:
 def build_command(args, dataset: Path, checkpoint: Path, root: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "latentforge.cli.main", "build", "--dataset", str(dataset), "--out", str(root),
             "--tokenizer", "wan2.1", "--tokenizer-checkpoint", str(checkpoint), "--precision", "bf16",
-            "--text", "none", "--device", args.device, "--workers-per-gpu", "1", "--quiet",
+            "--text", "none", "--device", args.device, "--workers-per-gpu", str(args.workers_per_gpu), "--quiet",
             "--set", f"frames.num_frames={args.frames}", "--set", f"frames.height={args.height}",
             "--set", f"frames.width={args.width}", "--set", "output.unit_size=2", "--set", "output.rows_per_shard=4",
             "--set", "output.min_free_bytes=0", *[flag for pair in args.set for flag in ("--set", pair)], *extra]
@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--clips", type=int, default=8)
     parser.add_argument("--base-dim", type=int, default=96, help="the VAE's width (96: Wan2.1's; tiny: 8)")
+    parser.add_argument("--workers-per-gpu", type=int, default=1, help="decode workers per rank (tiny: 0, inline)")
     parser.add_argument("--frames", type=int, default=33)
     parser.add_argument("--height", type=int, default=240)
     parser.add_argument("--width", type=int, default=416)
@@ -189,11 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the result as JSON")
     parser.add_argument("--spot", type=int, default=4, help="samples `verify --deep` re-encodes and decodes")
     parser.add_argument("--tiny", action="store_true",
-                        help="CPU, width 8, 4 clips of 9x32x48, --spot 2: checks the script")
+                        help="CPU, width 8, 4 clips of 9x32x48, no decode workers, --spot 2: checks the script")
     args = parser.parse_args(argv)
     if args.tiny:  # 4 clips: two units, so two ranks each stage one and the kill at the second unit is mid-build
         args.device, args.clips, args.frames, args.height, args.width, args.spot = "cpu", 4, 9, 32, 48, 2
-        args.base_dim = 8
+        args.base_dim, args.workers_per_gpu = 8, 0  # decoding inline: a decode worker costs a process start
     args.source_frames, args.source_width, args.source_height = args.frames + 7, args.width + 64, args.height + 32
     with tempfile.TemporaryDirectory() as scratch:
         work = args.workdir or Path(scratch)
