@@ -5,8 +5,8 @@ Actions: `kill` (default) SIGKILLs the build's main process and then the current
 `sleep` says so on stderr and stalls the current process for STALL_SECONDS, so a test can signal a build
 whose ranks and decode workers are busy (tests/executor/test_signals.py); `raise` raises InjectedFault there,
 an error no code path expects (a bug's stand-in). Phases: decode, encode, stage, upload (a
-staged unit sent to output.staging_url, before its sidecar), commit (after each shard of either sink), manifest, sha256sums, marker
-(docs/execution.md). Without the variable `fault_point` is a dictionary lookup
+staged unit sent to output.staging_url, before its sidecar), commit (after each shard of either sink), manifest,
+sha256sums, marker (docs/execution.md). Without the variable `fault_point` is a dictionary lookup
 and nothing else, so it stays in production code paths.
 """
 

@@ -155,7 +155,8 @@ def assert_golden(root: Path, name: str) -> None:
 
     differs = unpinned_environment()
     if differs:
-        pytest.skip(f"the golden bytes hold in the pinned CPU environment of constraints.txt; here {', '.join(differs)}")
+        pytest.skip("the golden bytes hold in the pinned CPU environment of constraints.txt; here "
+                    + ", ".join(differs))
     got = canonical_sums(root, read_text_golden(name))
     want = (GOLDEN / f"{name}.SHA256SUMS").read_text(encoding="utf-8")
     assert got == want, f"{root}: canonical SHA256SUMS differs from tests/golden/{name}.SHA256SUMS:\n{got}"

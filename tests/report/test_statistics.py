@@ -75,7 +75,8 @@ def test_peak_memory_is_flat_in_cache_size(tmp_path):
     for count in (20, 80):
         root = write_synthetic_cache(tmp_path / f"n{count}", SyntheticCacheSpec(num_samples=count, **spec))
         done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True,
-                              env={"PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))})
+                              env={"PYTHONPATH": os.pathsep.join(filter(None, [str(SRC),
+                                                                              os.environ.get("PYTHONPATH")]))})
         peaks.append(int(done.stdout.split()[-1]) * 1024)
     assert peaks[1] - peaks[0] < 50 * 2**20, peaks
 

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from moto.server import ThreadedMotoServer
 
+from latentforge.cache.checksums import write_sha256sums
 from latentforge.cli.main import main
 from latentforge.cli.publish import parse_storage_options
 from latentforge.errors import CacheIntegrityError, ConfigError
-from latentforge.cache.checksums import write_sha256sums
 from latentforge.transfer import Destination, FetchOptions, PublishOptions, TransferEvent, fetch, publish
 from latentforge.transfer.fetch import staging_folder
 

@@ -12,8 +12,14 @@ import sys
 import warnings
 from typing import Iterator
 
-from ..errors import (ConfigError, DamagedFileWarning, HDF5WriteError, LatentforgeError, StopRequested,
-                      environment_message)
+from ..errors import (
+    ConfigError,
+    DamagedFileWarning,
+    HDF5WriteError,
+    LatentforgeError,
+    StopRequested,
+    environment_message,
+)
 from ..version import __version__
 from .common import say
 

@@ -21,7 +21,6 @@ from typing import Callable, Iterator
 from ..errors import DamagedFile
 from ..io import canonical_json, write_text_atomic
 
-
 REDECIDE = ("delete it: the plans it held are then chosen again (from the machine's shared book, else timed anew), "
             "and latents encoded with those choices may differ in bits from latents encoded before")
 
