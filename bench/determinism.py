@@ -3,7 +3,7 @@
 compared by their SHA256SUMS.
 
 Runs:
-  fresh-1, fresh-2   two uninterrupted builds (--tiny: fresh-1 only; every other run is a fresh process too)
+  fresh-1, fresh-2   two uninterrupted builds (--tiny: fresh-1 only)
   ranks-2            two ranks: two GPUs when the machine has them, else two processes on one GPU
   killed+resumed     SIGKILL of the whole build at its second staged unit, then the same command again
   own-plans          (GPU) a build with its own, empty folder of plan books: it times the plans again, as a
@@ -12,6 +12,8 @@ Runs:
 All runs but own-plans share one folder of plan books, fresh for this bench (as builds on one machine share
 ~/.cache/latentforge/conv-plans): the first build times the convolution plans it meets, the others replay them.
 Then `latentforge verify --deep` of fresh-1 on the same device: the comparison it chose and its verdict.
+--tiny checks the script on the CPU, so only what must be a process of its own is one: the two ranks of ranks-2 and
+the killed build; the other builds and the verify run the CLI's main() in this process.
 
     python bench/determinism.py --out results.json          # on a GPU
     python bench/determinism.py --tiny                      # CPU, tiny clips: checks the script
@@ -69,7 +71,7 @@ def make_checkpoint(folder: Path, base_dim: int) -> Path:
 
 
 def build_command(args, dataset: Path, checkpoint: Path, root: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "latentforge.cli.main", "build", "--dataset", str(dataset), "--out", str(root),
+    return ["build", "--dataset", str(dataset), "--out", str(root),
             "--tokenizer", "wan2.1", "--tokenizer-checkpoint", str(checkpoint), "--precision", "bf16",
             "--text", "none", "--device", args.device, "--workers-per-gpu", str(args.workers_per_gpu), "--quiet",
             "--set", f"frames.num_frames={args.frames}", "--set", f"frames.height={args.height}",
@@ -82,13 +84,22 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def run_build(command: list[str], fault: str | None = None) -> tuple[int, float, str]:
+def run_cli(args: list[str], fault: str | None = None, in_process: bool = False) -> tuple[int, float, str, str]:
+    """`latentforge ARGS` as its own process, or with `in_process` through the CLI's main() here:
+    (exit code, seconds, stdout, the tail of stderr). What an in-process run prints goes to this process's own
+    output, so it returns none."""
+    started = time.perf_counter()
+    if in_process:
+        from latentforge.cli.main import main as cli_main
+
+        code = cli_main(args)
+        return code, time.perf_counter() - started, "", ""
     env = _env()
     if fault:
         env["LATENTFORGE_FAULT"] = fault
-    started = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    return done.returncode, time.perf_counter() - started, done.stderr[-2000:]
+    done = subprocess.run([sys.executable, "-m", "latentforge.cli.main", *args], env=env, capture_output=True,
+                          text=True)
+    return done.returncode, time.perf_counter() - started, done.stdout, done.stderr[-2000:]
 
 
 def sums(root: Path) -> str | None:
@@ -120,13 +131,14 @@ def run(args, work: Path) -> dict:
         plan += [("autotune-1", autotune, None), ("autotune-2", autotune, None)]
     rows = []
     for name, extra, fault in plan:
-        code, seconds, stderr = run_build(build_command(args, dataset, checkpoint, work / name, *extra), fault)
+        command = build_command(args, dataset, checkpoint, work / name, *extra)
+        code, seconds, _, stderr = run_cli(command, fault, in_process=args.tiny and fault is None)
         rows.append({"run": name, "exit": code, "seconds": seconds, "sums": sums(work / name),
                      "note": ranks_note if name == "ranks-2" else "", "stderr": stderr if code else ""})
         print(f"  {name}: exit {code} in {seconds:.1f} s", flush=True)
     killed = build_command(args, dataset, checkpoint, work / "killed", *shared)
-    code_kill, seconds_kill, _ = run_build(killed, "stage:2")
-    code, seconds, stderr = run_build(killed)
+    code_kill, seconds_kill, _, _ = run_cli(killed, "stage:2")
+    code, seconds, _, stderr = run_cli(killed, in_process=args.tiny)
     rows.append({"run": "killed+resumed", "exit": code, "seconds": seconds_kill + seconds,
                  "sums": sums(work / "killed"),
                  "note": f"SIGKILL at the second staged unit (exit {code_kill}), then the same command",
@@ -138,10 +150,9 @@ def run(args, work: Path) -> dict:
     report = work / "verify.json"
     # random weights decode to noise: the quality thresholds are opened, the re-encode comparison is the point
     anything = ["--fail-psnr", "-1000", "--warn-psnr", "-1000", "--fail-ssim", "-1", "--warn-ssim", "-1"]
-    verify = subprocess.run([sys.executable, "-m", "latentforge.cli.main", "verify", str(work / "fresh-1"),
-                             "--deep", "--device", args.device, "--spot", str(args.spot), "--report", str(report),
-                             *anything],
-                            env=_env(), capture_output=True, text=True)
+    verify_code, _, verify_out, verify_err = run_cli(
+        ["verify", str(work / "fresh-1"), "--deep", "--device", args.device, "--spot", str(args.spot), "--report",
+         str(report), *anything], in_process=args.tiny)
     deep = json.loads(report.read_text()) if report.is_file() else {}
     config = json.loads((work / "fresh-1" / "cache_config.json").read_text()) if reference else {}
     autotuned = [row["sums"] for row in rows if row["run"].startswith("autotune")]
@@ -151,9 +162,9 @@ def run(args, work: Path) -> dict:
         "autotune_runs_agree": len(autotuned) == 2 and autotuned[0] == autotuned[1],
         "environment": [group["environment"] for group in config.get("encoded_by", [])],
         "runs": [{k: v for k, v in row.items() if k != "sums"} for row in rows],
-        "deep_verify": {"exit": verify.returncode, "ok": deep.get("ok"), "comparison": deep.get("comparison"),
+        "deep_verify": {"exit": verify_code, "ok": deep.get("ok"), "comparison": deep.get("comparison"),
                         "reencode": [c["detail"] for c in deep.get("deep", []) if c["name"] == "reencode"],
-                        "output": "" if verify.returncode == 0 else (verify.stdout + verify.stderr)[-3000:]},
+                        "output": "" if verify_code == 0 else (verify_out + verify_err)[-3000:]},
     }
 
 
