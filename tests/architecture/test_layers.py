@@ -11,7 +11,7 @@ from helpers import SRC
 
 # Bottom to top; a module may import its own layer (without circles) and anything below it.
 LAYERS = [
-    {"version", "errors", "records", "registry", "io", "hashing", "faults", "devices", "device_sync", "hub",
+    {"version", "errors", "records", "registry", "io", "hashing", "faults", "devices", "hub",
      "reporting"},
     {"config"},
     {"readers", "decode", "text", "tokenizers"},

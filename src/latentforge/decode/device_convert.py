@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..device_sync import copy_to_device
+from ..devices import copy_to_device
 from ..records import YuvFormat
 from .resample_taps import chroma_taps, resize_taps
 

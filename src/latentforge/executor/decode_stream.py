@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 import torch
 
 from ..config import BuildConfig
-from ..device_sync import wait_for_device
+from ..devices import wait_for_device
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Decoded, Unit, decode_sample
 from ..records import Reject, Sample, SamplePixels

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..device_sync import DeviceClock, wait_for_device
+from ..devices import DeviceClock, wait_for_device
 from ..records import SamplePixels
 from ..tokenizers.base import Tokenizer, expand_frames, upload_frames
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..cache.encoded_by import function_digest
 from ..config import BuildConfig
-from ..device_sync import DeviceClock
+from ..devices import DeviceClock
 from ..errors import SampleRejected
 from ..faults import fault_point
 from ..records import Reject, Sample, SamplePixels

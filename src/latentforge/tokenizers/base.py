@@ -13,7 +13,7 @@ import torch
 
 from ..config import TokenizerConfig
 from ..decode.device_convert import yuv_to_input
-from ..device_sync import copy_to_device
+from ..devices import copy_to_device
 from ..errors import ConfigError
 from ..hashing import sha256_file
 from ..records import ModalityFrames, YuvFormat
