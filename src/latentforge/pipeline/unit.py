@@ -19,8 +19,8 @@ from ..cache.encoded_by import function_digest
 from ..config import BuildConfig
 from ..devices import DeviceClock
 from ..errors import SampleRejected
-from ..faults import fault_point
 from ..records import Reject, Sample, SamplePixels
+from ..testing.fault_points import fault_point
 from ..text.prompt_cache import PromptCache
 from ..tokenizers.base import Tokenizer
 from ..writers.remote_staging import stage_unit

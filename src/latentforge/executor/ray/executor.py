@@ -24,8 +24,8 @@ from typing import Any
 
 from ...config import BuildConfig
 from ...errors import ConfigError, LatentforgeError, StopRequested
-from ...faults import FAULT_ENV, MAIN_PID_ENV
 from ...pipeline.unit import Unit
+from ...testing.fault_points import FAULT_ENV, MAIN_PID_ENV
 from ..base import Executor
 from ..events import RankEvent, RankFinished
 from ..frame_slots import source_frame_bytes
