@@ -24,7 +24,9 @@ from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
 from ..config import TokenizerConfig
 from ..errors import ConfigError
 from .base import Tokenizer
-from .wan21 import (
+from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
+from .wan22_checkpoint import LATENTS_MEAN, LATENTS_STD, LOCAL_FILE_ADVICE, load_model
+from .wan_common import (
     OFFICIAL_WINDOW,
     check_conv_kernels,
     check_fast_path_packages,
@@ -36,8 +38,6 @@ from .wan21 import (
     record_fast_plans,
     tf32_off,
 )
-from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
-from .wan22_checkpoint import LATENTS_MEAN, LATENTS_STD, LOCAL_FILE_ADVICE, load_model
 
 PATCH = 2  # pixels per side folded into channels before the encoder (3 colours -> 12 channels)
 
