@@ -16,7 +16,6 @@ to the same bits in any process on the same GPU model and software (deep verify 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import diffusers
@@ -26,18 +25,14 @@ from diffusers.models.autoencoders.autoencoder_kl_wan import WanRMS_norm
 
 from ..config import TokenizerConfig
 from ..errors import ConfigError
-from .base import Tokenizer
-from .wan21_checkpoint import check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
+from .wan21_checkpoint import LOCAL_FILE_ADVICE, check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
 from .wan_common import (
     OFFICIAL_WINDOW,
-    check_conv_kernels,
-    check_fast_path_packages,
+    WanTokenizer,
     deterministic_cudnn,
     encode_mu,
     fast_encoder,
-    fast_path_environment,
     prepare_fast_path,
-    record_fast_plans,
     tf32_off,
 )
 
@@ -64,7 +59,7 @@ def latent_constants(precision: str, device: torch.device) -> tuple[torch.Tensor
     return mean.view(1, -1, 1, 1, 1), (1.0 / std).view(1, -1, 1, 1, 1)
 
 
-class Wan21Tokenizer(Tokenizer):
+class Wan21Tokenizer(WanTokenizer):
     """Wan2.1 VAE: [B,3,T,H,W] in [-1,1] -> normalised posterior mean [B,16,1+(T-1)/4,H/8,W/8]."""
 
     name = "wan2.1"
@@ -73,6 +68,13 @@ class Wan21Tokenizer(Tokenizer):
     spatial_factor = 8
     causal = True
     precisions = {"fp32": 1e-5, "bf16": 2e-2, "cosmos-bf16": 2e-2}
+    missing_checkpoint = (
+        "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
+        "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers "
+        "with --tokenizer-checkpoint"
+    )
+    checkpoint_advice = LOCAL_FILE_ADVICE
+    load_model = staticmethod(load_model)
 
     def __init__(
         self,
@@ -119,41 +121,12 @@ class Wan21Tokenizer(Tokenizer):
         deterministic_cudnn(self.device)
 
     @classmethod
-    def check_settings(cls, cfg: TokenizerConfig) -> None:
-        super().check_settings(cfg)
-        check_conv_kernels(cfg)
-        if not cfg.checkpoint:
-            raise ConfigError(
-                "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
-                "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers "
-                "with --tokenizer-checkpoint"
-            )
-
-    @classmethod
-    def process_environment(cls, cfg: TokenizerConfig, device: str) -> dict[str, str]:
-        return fast_path_environment(cfg, device)
-
-    @classmethod
-    def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
-        check_fast_path_packages(cfg, device)
-        source = resolve_checkpoint(cfg.checkpoint)
-        check_sha256(source, checkpoint_sha256(source), cfg.sha256)
-        load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
-
-    @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan21Tokenizer:
         cls.check_settings(cfg)
         return cls(
             cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device, cfg.max_gpu_mem_gib,
             cfg.cudnn_benchmark, cfg.conv_kernels, cfg.conv_plans_dir,
         )
-
-    @classmethod
-    def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
-        return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint))
-
-    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
-        record_fast_plans(self._fast, path, entries)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:

@@ -1,22 +1,25 @@
 """What the Wan2.1 and Wan2.2 tokenizers share: the bf16 fast path's settings (how its convolution kernels are
 chosen, checked and made reproducible) and its construction over a VAE's weights, the official causal chunk loop,
-and TF32 switched off around every fp32 step."""
+TF32 switched off around every fp32 step, and WanTokenizer, their settings checks and pre-flight written once."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+from abc import abstractmethod
 from pathlib import Path
-from typing import Iterator
+from typing import ClassVar, Iterator
 
 import torch
 from diffusers import AutoencoderKLWan
 
 from ..config import TokenizerConfig
 from ..errors import ConfigError
+from .base import Tokenizer
 from .cudnn_convs import PlannedConvs
 from .plan_book import PlanBook
 from .shared_plans import shared_plan_book
+from .wan21_checkpoint import CheckpointSource, check_sha256, checkpoint_sha256, resolve_checkpoint
 from .wan21_fast import FastWanEncoder
 
 CONV_KERNELS = ("plans", "heuristics")  # tokenizer.conv_kernels of the bf16 fast path on CUDA
@@ -127,3 +130,42 @@ def tf32_off() -> Iterator[None]:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+class WanTokenizer(Tokenizer):
+    """A Wan VAE tokenizer's class methods, the same for Wan2.1 and Wan2.2 but for what each subclass names: the
+    error for a missing checkpoint, the advice for a local file it cannot use, and its checkpoint loader."""
+
+    missing_checkpoint: ClassVar[str]  # the ConfigError's message when tokenizer.checkpoint is not set
+    checkpoint_advice: ClassVar[str]  # resolve_checkpoint's advice for a local file it cannot use
+    _fast: FastWanEncoder | None  # the bf16 fast path, None in the other modes
+
+    @staticmethod
+    @abstractmethod
+    def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan:
+        """Every key, shape and tensor of `source` read into the VAE, in `dtype`."""
+
+    @classmethod
+    def check_settings(cls, cfg: TokenizerConfig) -> None:
+        super().check_settings(cfg)
+        check_conv_kernels(cfg)
+        if not cfg.checkpoint:
+            raise ConfigError(cls.missing_checkpoint)
+
+    @classmethod
+    def process_environment(cls, cfg: TokenizerConfig, device: str) -> dict[str, str]:
+        return fast_path_environment(cfg, device)
+
+    @classmethod
+    def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
+        check_fast_path_packages(cfg, device)
+        source = resolve_checkpoint(cfg.checkpoint, cls.checkpoint_advice)
+        check_sha256(source, checkpoint_sha256(source), cfg.sha256)
+        cls.load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
+
+    @classmethod
+    def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
+        return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint, cls.checkpoint_advice))
+
+    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
+        record_fast_plans(self._fast, path, entries)
