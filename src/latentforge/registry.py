@@ -24,7 +24,7 @@ _BACKENDS: dict[str, dict[str, str]] = {
     },
     "executor": {
         "local": "executor.local:LocalExecutor",
-        "ray": "executor.ray_executor:RayExecutor",
+        "ray": "executor.ray.executor:RayExecutor",
     },
     "sink": {
         "hdf5": "writers.hdf5_sink:Hdf5Sink",

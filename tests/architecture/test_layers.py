@@ -11,8 +11,7 @@ from helpers import SRC
 
 # Bottom to top; a module may import its own layer (without circles) and anything below it.
 LAYERS = [
-    {"version", "errors", "records", "registry", "io", "hashing", "faults", "devices", "device_sync", "hub",
-     "reporting"},
+    {"version", "errors", "records", "registry", "io", "hashing", "testing", "devices", "hub", "reporting"},
     {"config"},
     {"readers", "decode", "text", "tokenizers"},
     {"transforms"},

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from helpers.exec_world import exec_config, make_table
-from latentforge import faults
 from latentforge.builder.run import build
 from latentforge.cache.integrity import verify_integrity
 from latentforge.cache.layout import SOURCE_INDEX_DATASET
 from latentforge.errors import LatentforgeError, UnitFailed
+from latentforge.testing import fault_points
 
 # Row fields an extended cache numbers differently from a fresh build (docs/extend.md).
 PLACE_FIELDS = ("dataset_index", "source_index", "shard_path", "cache_row", "unit", "batch")
@@ -103,11 +103,11 @@ def test_extend_adds_the_new_samples_and_keeps_the_old_rows(world, fresh_union, 
 def test_an_interrupted_extend_resumes_with_the_same_command(world, fresh_union, tmp_path, monkeypatch):
     union, _, _ = world
     root = _base(world, tmp_path)
-    monkeypatch.setenv(faults.FAULT_ENV, "encode:3:raise")  # the first new unit is staged, the second is not
-    monkeypatch.setattr(faults, "_arrivals", {})
+    monkeypatch.setenv(fault_points.FAULT_ENV, "encode:3:raise")  # the first new unit is staged, the second is not
+    monkeypatch.setattr(fault_points, "_arrivals", {})
     with pytest.raises(UnitFailed, match="unit 3 .*InjectedFault"):  # units 2-3 are the extension's
         build(exec_config(union, root), quiet=True, extend=True)
-    monkeypatch.delenv(faults.FAULT_ENV)
+    monkeypatch.delenv(fault_points.FAULT_ENV)
     result = build(exec_config(union, root), quiet=True, extend=True)
     assert result.added_ids == [] and result.stats["samples_todo"] == 1
     _assert_same_rows(_rows(root), fresh_union)

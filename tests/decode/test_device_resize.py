@@ -15,10 +15,11 @@ from av.video.reformatter import Interpolation
 from helpers.media import pattern_frames, write_video
 from latentforge.config import BuildConfig, FramesConfig
 from latentforge.decode.device_convert import yuv_to_rgb
+from latentforge.decode.modality_frames import ModalityFrames
 from latentforge.errors import SampleRejected
 from latentforge.pipeline.probe import probe_sample
 from latentforge.pipeline.sample import load_sample_pixels
-from latentforge.records import ModalityFrames, Sample, SourceEntry
+from latentforge.records import Sample, SourceEntry
 from latentforge.tokenizers.base import frames_to_input
 
 # docs/frames.md: the torch backend's RGB24 comes from swscale with its default filter and these flags.

@@ -16,7 +16,7 @@ from helpers.processes import alive, wait_for
 from latentforge.builder.lock import BuildLock
 from latentforge.errors import LatentforgeError
 from latentforge.executor.lock_record import LockRecord, read_lock_record
-from latentforge.executor.ray_session import BUILD_TOKEN_ENV, SESSION_RECORD, start_ticks
+from latentforge.executor.ray.session import BUILD_TOKEN_ENV, SESSION_RECORD, start_ticks
 
 # a parent with the token that starts a child, and prints the child's pid
 PARENT = "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']);" \

@@ -9,8 +9,9 @@ import numpy as np
 import torch
 
 from latentforge.config import BuildConfig
+from latentforge.decode.modality_frames import ModalityFrames
+from latentforge.decode.yuv_format import YuvFormat
 from latentforge.executor.frame_slots import FrameSlots, SlotWriter, slot_bytes_for
-from latentforge.records import ModalityFrames, YuvFormat
 from latentforge.tokenizers.base import frames_to_input
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from latentforge.executor.node_faults import DECODE_FAULT_MIN, DECODE_FAULT_RATIO, node_faults
 from latentforge.executor.rank_stats import RankStats
-from latentforge.executor.ray_nodes import NodeBook
+from latentforge.executor.ray.nodes import NodeBook
 
 
 def _rank(rank: int, node: str, samples: int, failures: int = 0, check: str = "") -> RankStats:

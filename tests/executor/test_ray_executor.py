@@ -18,7 +18,7 @@ from latentforge.cli.main import make_parser
 from latentforge.config import load_config
 from latentforge.errors import ConfigError, LatentforgeError
 from latentforge.executor.events import UnitStaged
-from latentforge.executor.ray_dispatch import UnitDispatcher
+from latentforge.executor.ray.dispatch import UnitDispatcher
 from latentforge.pipeline.plan import make_plan
 from latentforge.pipeline.unit import cut_units
 from latentforge.records import SourceEntry

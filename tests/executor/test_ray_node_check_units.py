@@ -1,4 +1,4 @@
-"""The checks a Ray worker runs on its node before its first unit (executor/ray_node_check.py), run here on real
+"""The checks a Ray worker runs on its node before its first unit (executor/ray/node_check.py), run here on real
 files against the facts a driver collected: each failure names the check, the path, the value and the fix.
 The same checks on a real Ray node: tests/executor/test_ray_node_check.py."""
 
@@ -15,7 +15,7 @@ import pytest
 from helpers.exec_world import make_table
 from latentforge.config import load_config
 from latentforge.executor.lock_record import LockRecord
-from latentforge.executor.ray_node_check import NodeCheckFailed, check_node, node_facts
+from latentforge.executor.ray.node_check import NodeCheckFailed, check_node, node_facts
 from latentforge.pipeline.plan import make_plan
 from latentforge.pipeline.unit import cut_units
 from latentforge.readers.table import TableReader

@@ -70,7 +70,7 @@ def stalled_build(tmp_path_factory):
                                    stdout=subprocess.DEVNULL, stderr=sink)
     family: set[int] = set()
 
-    def stalled() -> bool:  # every decode worker announces its stall (faults.py)
+    def stalled() -> bool:  # every decode worker announces its stall (testing/fault_points.py)
         return stderr.read_text().count("stalls at decode") == PROCS
 
     try:

@@ -27,7 +27,7 @@ from latentforge.decode.device_convert import (
     yuv_to_input,
     yuv_to_rgb,
 )
-from latentforge.records import YuvFormat
+from latentforge.decode.yuv_format import YuvFormat
 from latentforge.tokenizers.base import pixel_table
 
 MAX_SHARE_APART = 1e-3

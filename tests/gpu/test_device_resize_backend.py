@@ -22,9 +22,10 @@ from av.video.reformatter import Interpolation
 from helpers.media import pattern_frames, write_video
 from latentforge.config import BuildConfig, FramesConfig
 from latentforge.decode.device_convert import _chroma_tables, _coefficients, _planes, kernels_for
+from latentforge.decode.modality_frames import ModalityFrames
 from latentforge.pipeline.probe import probe_sample
 from latentforge.pipeline.sample import load_sample_pixels
-from latentforge.records import ModalityFrames, Sample, SourceEntry
+from latentforge.records import Sample, SourceEntry
 from latentforge.tokenizers.base import frames_to_input
 
 SMALL = {"num_frames": 5, "height": 24, "width": 40}

@@ -68,7 +68,7 @@ class Reference:
 
 def normalised_mu(vae: AutoencoderKLWan, video: torch.Tensor, architecture: Architecture) -> torch.Tensor:
     """diffusers' encode (mu), then (mu - mean) * (1 / std) in fp32, as the tokenizers normalise."""
-    from latentforge.tokenizers.wan21 import tf32_off
+    from latentforge.tokenizers.wan_common import tf32_off
 
     with torch.inference_mode(), tf32_off():
         mu = vae.encode(video).latent_dist.mode().float()
@@ -101,7 +101,7 @@ def test_bf16_fast_path_is_closer_to_fp32_than_diffusers_bf16(architecture, refe
                                                                monkeypatch, request):
     if conv_kernels == "plans":
         request.getfixturevalue("cudnn_frontend")
-    from latentforge.tokenizers.wan21 import HEURISTICS_MODE_B_ENV
+    from latentforge.tokenizers.wan_common import HEURISTICS_MODE_B_ENV
 
     monkeypatch.setenv(HEURISTICS_MODE_B_ENV, "1")  # what the tokenizer sets for its process, undone afterwards
     tokenizer = architecture.tokenizer(str(reference.checkpoint), precision="bf16", device="cuda",

@@ -32,7 +32,8 @@ def books(folder: Path) -> dict[str, bytes]:
 
 
 def test_fresh_processes_replaying_one_book_give_the_same_bits(cudnn_frontend, tmp_path, monkeypatch):
-    from latentforge.tokenizers.wan21 import HEURISTICS_MODE_B_ENV, Wan21Tokenizer
+    from latentforge.tokenizers.wan21 import Wan21Tokenizer
+    from latentforge.tokenizers.wan_common import HEURISTICS_MODE_B_ENV
 
     _, checkpoint = save_random_wan_vae(tmp_path / "vae", WAN21)
     clip = tmp_path / "clip.pt"

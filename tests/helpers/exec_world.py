@@ -78,15 +78,15 @@ def run_main(args: list[str], capfd, cwd: Path | None = None, **env: str) -> sub
     importing torch and diffusers: the exit code (argparse's SystemExit included) and what reached file
     descriptors 1 and 2 (capfd: spawned ranks' output too), as run_cli returns them. The environment is this
     process's without LATENTFORGE_FAULT* (as cli_env) plus `env`, and is put back afterwards, as are the fault
-    counters (latentforge.faults counts arrivals per process) and the working folder (`cwd`)."""
-    from latentforge import faults
+    counters (latentforge.testing.fault_points counts arrivals per process) and the working folder (`cwd`)."""
     from latentforge.cli.main import main
+    from latentforge.testing import fault_points
 
-    saved_env, saved_arrivals, saved_cwd = dict(os.environ), dict(faults._arrivals), os.getcwd()
+    saved_env, saved_arrivals, saved_cwd = dict(os.environ), dict(fault_points._arrivals), os.getcwd()
     for name in [k for k in os.environ if k.startswith("LATENTFORGE_FAULT")]:
         del os.environ[name]
     os.environ.update(env)
-    faults._arrivals.clear()
+    fault_points._arrivals.clear()
     capfd.readouterr()
     try:
         if cwd is not None:
@@ -100,6 +100,6 @@ def run_main(args: list[str], capfd, cwd: Path | None = None, **env: str) -> sub
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
-        faults._arrivals.clear()
-        faults._arrivals.update(saved_arrivals)
+        fault_points._arrivals.clear()
+        fault_points._arrivals.update(saved_arrivals)
     return subprocess.CompletedProcess(["latentforge", *args], code, out, err)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers import REPO
-from latentforge.executor.ray_session import processes_with_env, with_descendants
+from latentforge.executor.ray.session import processes_with_env, with_descendants
 
 MARKER = "LATENTFORGE_TEST_RAY_NODE"
 RAY = [sys.executable, "-m", "ray.scripts.scripts"]

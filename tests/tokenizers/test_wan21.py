@@ -26,14 +26,9 @@ from latentforge.config import TokenizerConfig
 from latentforge.errors import ConfigError
 from latentforge.tokenizers import wan21_checkpoint
 from latentforge.tokenizers.base import pixels_to_input
-from latentforge.tokenizers.wan21 import (
-    HEURISTICS_MODE_B_ENV,
-    LATENTS_MEAN,
-    LATENTS_STD,
-    Wan21Tokenizer,
-    prepare_fast_path,
-)
+from latentforge.tokenizers.wan21 import LATENTS_MEAN, LATENTS_STD, Wan21Tokenizer
 from latentforge.tokenizers.wan21_checkpoint import CheckpointError
+from latentforge.tokenizers.wan_common import HEURISTICS_MODE_B_ENV, prepare_fast_path
 
 FRAMES, HEIGHT, WIDTH = 9, 32, 48
 # The Wan2.1 architecture at width 16 (released: 96): the loader reads the width from the weights, and bf16

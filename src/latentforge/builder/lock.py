@@ -4,7 +4,7 @@ that died still writes after the next one holds it.
 The lock file records its holder (pid, host, a fresh token). The kernel releases the fcntl lock the moment the
 holder dies, but a Ray build's workers may outlive their driver by seconds; so whoever takes the lock next
 first kills, on this machine, every process of the previous holder's build (found by its token, and the Ray
-daemons it recorded: executor/ray_session.py) and waits until they are gone. Only then is the new record
+daemons it recorded: executor/ray/session.py) and waits until they are gone. Only then is the new record
 written, and Ray workers compare the record's token with their own before each staged write.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from ..cache.layout import LOCK
 from ..errors import LatentforgeError
 from ..executor.lock_record import LockRecord
-from ..executor.ray_session import reap_build
+from ..executor.ray.session import reap_build
 
 
 class BuildLock:

@@ -22,10 +22,10 @@ from ..errors import ConfigError, LatentforgeError, StopRequested, storage_error
 from ..executor.base import Executor, executor_for
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
-from ..faults import arm_main_process
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.probe import probe_all
 from ..pipeline.run_record import set_aside_damaged_record
+from ..testing.fault_points import arm_main_process
 from ..writers.remote_staging import claim_staging, staged_units
 from .bucket_run import build_buckets
 from .encode_commit import encode_and_commit, remove_tmp_leftovers

@@ -25,11 +25,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..device_sync import copy_to_device
-from ..records import YuvFormat
+from ..devices import copy_to_device
 from .resample_taps import chroma_taps, resize_taps
+from .yuv_format import YuvFormat
 
-# Luma weights (Kr, Kb) of each matrix (records.COLOUR_MATRICES); Kg = 1 - Kr - Kb.
+# Luma weights (Kr, Kb) of each matrix (yuv_format.COLOUR_MATRICES); Kg = 1 - Kr - Kb.
 LUMA_WEIGHTS = {
     "bt601": (0.299, 0.114),
     "bt709": (0.2126, 0.0722),

@@ -33,7 +33,7 @@ SWSCALE_FILTERS = {
     "area": Interpolation.AREA,
     "lanczos": Interpolation.LANCZOS,
 }
-# AVColorSpace tag -> matrix (records.COLOUR_MATRICES). Untagged or unknown -> BT.601, as swscale and players
+# AVColorSpace tag -> matrix (yuv_format.COLOUR_MATRICES). Untagged or unknown -> BT.601, as swscale and players
 # default.
 _MATRICES = {1: "bt709", 4: "fcc", 7: "smpte240m", 9: "bt2020", 10: "bt2020"}
 SWSCALE_MATRICES = {

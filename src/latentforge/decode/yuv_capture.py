@@ -9,9 +9,11 @@ import numpy as np
 
 from ..config import FramesConfig
 from ..errors import SampleRejected
-from ..records import ModalityFrames, VideoInfo, YuvFormat
+from ..records import VideoInfo
+from .modality_frames import ModalityFrames
 from .pyav import colour_tags, decode_frames
 from .resize import ResizePlan
+from .yuv_format import YuvFormat
 
 # FFmpeg pixel format -> how its planes are laid out in a frame's bytes (records.YUV_LAYOUTS).
 PLANE_LAYOUTS = {"yuv420p": "i420", "yuvj420p": "i420", "nv12": "nv12"}

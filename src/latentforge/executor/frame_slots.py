@@ -24,9 +24,10 @@ import numpy as np
 import torch
 
 from ..config import BuildConfig
+from ..decode.modality_frames import ModalityFrames
+from ..decode.yuv_format import YuvFormat
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Unit
-from ..records import ModalityFrames, YuvFormat
 
 _ALIGN = 4096
 # Bytes per output pixel of each modality's compact frames, at most: RGB uint8 x 3; masks as 8/16-bit ids or,

@@ -1,7 +1,7 @@
 """What ROOT/build/lock holds while a build runs: its holder's pid, host and a token unique to that run.
 
 Ray workers compare the token with the one their driver gave them before every staged write, so a worker of a
-build that lost its lock writes nothing more (builder/lock.py takes the lock; executor/ray_session.py finds
+build that lost its lock writes nothing more (builder/lock.py takes the lock; executor/ray/session.py finds
 the processes that carry a token)."""
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class RankStats:
     started_unix: float = field(default_factory=time.time)
     node: str = ""  # Ray: "<hostname> (node <id>, <ip>)"; empty for a local rank
     node_id: str = ""  # Ray's node id
-    node_check: str = ""  # Ray: why the node check excluded this rank's node (executor/ray_node_check.py)
+    node_check: str = ""  # Ray: why the node check excluded this rank's node (executor/ray/node_check.py)
 
     def add_rejects(self, reasons: Iterable[str]) -> None:
         for reason in reasons:

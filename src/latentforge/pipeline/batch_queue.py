@@ -18,9 +18,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..device_sync import DeviceClock, wait_for_device
-from ..records import SamplePixels
+from ..devices import DeviceClock, wait_for_device
 from ..tokenizers.base import Tokenizer, expand_frames, upload_frames
+from .sample import SamplePixels
 
 
 def encode_on_device(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, ...]) -> torch.Tensor:

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import BuildConfig
+from ..decode.modality_frames import ModalityFrames
 from ..decode.nvdec import with_nvdec
 from ..decode.pyav import decode_rgb
 from ..decode.yuv_capture import decode_yuv
-from ..records import ModalityFrames, Sample, SamplePixels
+from ..records import Sample
 from ..transforms.depth import load_depth
 from ..transforms.masks import load_mask
 from .probe import ProbeResult
+
+
+@dataclass
+class SamplePixels:
+    """Decoded, transformed frames of every modality of a sample, ready for the tokenizer."""
+
+    sample: Sample
+    modalities: dict[str, ModalityFrames]
+    provenance: dict[str, Any]  # frame indices, timestamps, source fps and size, crop box, per-modality params
 
 
 def provenance_of(probe: ProbeResult) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from ..device_sync import DeviceClock
+from ..devices import DeviceClock
 from ..text.base import TextBatch
 from .text_stage import TextSource, UnitText
 

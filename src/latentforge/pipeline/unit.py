@@ -17,10 +17,10 @@ import numpy as np
 
 from ..cache.encoded_by import function_digest
 from ..config import BuildConfig
-from ..device_sync import DeviceClock
+from ..devices import DeviceClock
 from ..errors import SampleRejected
-from ..faults import fault_point
-from ..records import Reject, Sample, SamplePixels
+from ..records import Reject, Sample
+from ..testing.fault_points import fault_point
 from ..text.prompt_cache import PromptCache
 from ..tokenizers.base import Tokenizer
 from ..writers.remote_staging import stage_unit
@@ -28,7 +28,7 @@ from ..writers.staging import StagedRow
 from .batch_queue import BatchQueue, encode_on_device
 from .environment import environment_record
 from .probe import ProbeResult
-from .sample import load_sample_pixels
+from .sample import SamplePixels, load_sample_pixels
 from .text_prefetch import TextPrefetch, select_rows
 from .text_stage import PickledText, TextSource, text_source
 

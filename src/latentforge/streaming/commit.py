@@ -22,10 +22,10 @@ from ..cache.config_file import CacheConfig
 from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, PUBLISHED_MARKER, README, REJECTS, SUMS
 from ..cache.rows import ManifestRow
 from ..errors import CacheIntegrityError, ConfigError
-from ..faults import fault_point
 from ..hashing import format_sums
 from ..io import canonical_json
 from ..records import Reject
+from ..testing.fault_points import fault_point
 from ..transfer.destinations import Destination, open_remote
 from ..transfer.digests import FileDigest, hash_bytes, hash_file
 from ..transfer.stores import Remote

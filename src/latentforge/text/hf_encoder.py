@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..config import TextConfig
-from ..device_sync import wait_for_device
+from ..devices import wait_for_device
 from ..errors import ConfigError
 from ..hashing import sha256_file
 from ..hub import cached_snapshot, hub_cache_folder, looks_like_hub_id

@@ -13,10 +13,11 @@ import torch
 
 from ..config import TokenizerConfig
 from ..decode.device_convert import yuv_to_input
-from ..device_sync import copy_to_device
+from ..decode.modality_frames import ModalityFrames
+from ..decode.yuv_format import YuvFormat
+from ..devices import copy_to_device
 from ..errors import ConfigError
 from ..hashing import sha256_file
-from ..records import ModalityFrames, YuvFormat
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 

@@ -16,113 +16,31 @@ to the same bits in any process on the same GPU model and software (deep verify 
 
 from __future__ import annotations
 
-import contextlib
-import os
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import diffusers
 import torch
 import torch.nn.functional as F
-from diffusers import AutoencoderKLWan
 from diffusers.models.autoencoders.autoencoder_kl_wan import WanRMS_norm
 
 from ..config import TokenizerConfig
 from ..errors import ConfigError
-from .base import Tokenizer
-from .cudnn_convs import PlannedConvs
-from .plan_book import PlanBook
-from .shared_plans import shared_plan_book
-from .wan21_checkpoint import check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
-from .wan21_fast import FastWanEncoder
+from .wan21_checkpoint import LOCAL_FILE_ADVICE, check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
+from .wan_common import (
+    OFFICIAL_WINDOW,
+    WanTokenizer,
+    deterministic_cudnn,
+    encode_mu,
+    fast_encoder,
+    prepare_fast_path,
+    tf32_off,
+)
 
-CONV_KERNELS = ("plans", "heuristics")  # tokenizer.conv_kernels of the bf16 fast path on CUDA
-OFFICIAL_WINDOW = 4  # frames per causal chunk after frame 0 in official Wan and diffusers
-HEURISTICS_MODE_B_ENV = "TORCH_CUDNN_USE_HEURISTIC_MODE_B"
 # Wan's latent normalisation constants (formats.md §1; Wan2.1 vae.py, Cosmos tokenizer.py, diffusers).
 LATENTS_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
                 0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)  # fmt: skip
 LATENTS_STD = (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
                3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160)  # fmt: skip
-
-
-def prefer_heuristics_mode_b() -> None:
-    """Ask PyTorch to take cuDNN's heuristics in mode B for this process, unless the user chose a mode.
-
-    Mode B looks at more of the problem than the default mode A and picks faster kernels for the fast path's
-    convolutions (0.51 instead of 0.60 s per 93x480x832 clip on an H200, BENCHMARKS.md); like mode A it is a
-    function of the shapes, the GPU model and the software, so every process picks the same kernels. PyTorch reads
-    the variable at its first convolution, so this runs before the model is loaded. Not for fp32 and cosmos-bf16:
-    they must pick the kernels official Wan and Cosmos' wrapper pick in their own processes (mode A).
-    """
-    os.environ.setdefault(HEURISTICS_MODE_B_ENV, "1")
-
-
-def fast_path_environment(cfg: TokenizerConfig, device: str) -> dict[str, str]:
-    """What prepare_fast_path sets in an encoder process: heuristics mode B for the bf16 fast path on CUDA."""
-    return {HEURISTICS_MODE_B_ENV: "1"} if cfg.precision == "bf16" and torch.device(device).type == "cuda" else {}
-
-
-def require_cudnn_frontend() -> None:
-    """ConfigError with the fix when the cuDNN frontend that runs recorded plans is not importable."""
-    try:
-        import cudnn  # noqa: F401
-    except Exception as error:  # noqa: BLE001 - absent, or built for another CUDA: the same fix
-        raise ConfigError(
-            f"tokenizer.conv_kernels=plans needs the cuDNN frontend, which does not import here ({error}); "
-            "pip install 'latentforge[gpu]' (nvidia-cudnn-frontend), or --set tokenizer.conv_kernels=heuristics"
-        ) from None
-
-
-def check_fast_path_packages(cfg: TokenizerConfig, device: str) -> None:
-    """The pre-flight's part for the fast path: the cuDNN frontend where recorded plans will run."""
-    if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and device.startswith("cuda"):
-        require_cudnn_frontend()
-
-
-def deterministic_cudnn(device: torch.device) -> None:
-    """On CUDA, cuDNN's deterministic algorithms and no timing race for PyTorch's own convolutions."""
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = False
-        torch.backends.cudnn.deterministic = True
-
-
-def check_conv_kernels(cfg: TokenizerConfig) -> None:
-    """The bf16 fast path's kernel settings: a known tokenizer.conv_kernels, not both recorded plans and timing."""
-    if cfg.conv_kernels not in CONV_KERNELS:
-        raise ConfigError(f"tokenizer.conv_kernels={cfg.conv_kernels!r}; allowed: {', '.join(CONV_KERNELS)}")
-    if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and cfg.cudnn_benchmark:
-        raise ConfigError("tokenizer.cudnn_benchmark=true with tokenizer.conv_kernels=plans: recorded plans "
-                          "replace autotuning; set one of them (cudnn_benchmark=false, or conv_kernels=heuristics)")
-
-
-def prepare_fast_path(device: torch.device | str, conv_kernels: str) -> bool:
-    """Before the model loads: heuristics mode B on CUDA, the cuDNN frontend checked where recorded plans will
-    run; whether they will (conv_kernels "plans" on CUDA)."""
-    on_gpu = torch.device(device).type == "cuda"
-    if on_gpu:
-        prefer_heuristics_mode_b()
-    planned = conv_kernels == "plans" and on_gpu
-    if planned:
-        require_cudnn_frontend()
-    return planned
-
-
-def fast_encoder(vae: AutoencoderKLWan, device: torch.device, max_gpu_mem_gib: float, cudnn_benchmark: bool,
-                 planned: bool, conv_plans_dir: str | None) -> FastWanEncoder:
-    """The bf16 fast path over the VAE's encoder weights: the window chosen per clip from max_gpu_mem_gib, every
-    convolution by a plan from the machine's shared book (planned) or by PyTorch's call."""
-    return FastWanEncoder(
-        vae.encoder, vae.quant_conv, torch.bfloat16, window=None,
-        max_gib=max_gpu_mem_gib, cudnn_benchmark=cudnn_benchmark and device.type == "cuda",
-        convs=PlannedConvs(shared_plan_book(device, conv_plans_dir)) if planned else None,
-    )
-
-
-def record_fast_plans(fast: FastWanEncoder | None, path: Path | None, entries: dict[str, str] | None) -> None:
-    """Tokenizer.record_plans for a fast path that runs recorded plans (base.py); nothing otherwise."""
-    if fast is not None and isinstance(fast.convs, PlannedConvs):
-        fast.convs = PlannedConvs(PlanBook(path, entries, parent=fast.convs.book))
 
 
 class CosmosRMSNorm(WanRMS_norm):
@@ -141,33 +59,7 @@ def latent_constants(precision: str, device: torch.device) -> tuple[torch.Tensor
     return mean.view(1, -1, 1, 1, 1), (1.0 / std).view(1, -1, 1, 1, 1)
 
 
-def encode_mu(vae: AutoencoderKLWan, video: torch.Tensor, temporal_window: int) -> torch.Tensor:
-    """The posterior mean mu [B,16,T',H',W'] in the model's dtype, chunked as Cosmos' `VAE_.encode`."""
-    frames = video.shape[2]
-    chunks = [video[:, :, :1]] + [video[:, :, s : s + temporal_window] for s in range(1, frames, temporal_window)]
-    vae.clear_cache()
-    outputs = []
-    for chunk in chunks:
-        vae._enc_conv_idx = [0]
-        outputs.append(vae.encoder(chunk, feat_cache=vae._enc_feat_map, feat_idx=vae._enc_conv_idx))
-    moments = vae.quant_conv(torch.cat(outputs, dim=2))
-    vae.clear_cache()
-    return moments.chunk(2, dim=1)[0]
-
-
-@contextlib.contextmanager
-def tf32_off() -> Iterator[None]:
-    """Both TF32 switches off (fp32 convolutions and matmuls stay fp32 on Ampere+), restored afterwards."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-
-class Wan21Tokenizer(Tokenizer):
+class Wan21Tokenizer(WanTokenizer):
     """Wan2.1 VAE: [B,3,T,H,W] in [-1,1] -> normalised posterior mean [B,16,1+(T-1)/4,H/8,W/8]."""
 
     name = "wan2.1"
@@ -176,6 +68,13 @@ class Wan21Tokenizer(Tokenizer):
     spatial_factor = 8
     causal = True
     precisions = {"fp32": 1e-5, "bf16": 2e-2, "cosmos-bf16": 2e-2}
+    missing_checkpoint = (
+        "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
+        "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers "
+        "with --tokenizer-checkpoint"
+    )
+    checkpoint_advice = LOCAL_FILE_ADVICE
+    load_model = staticmethod(load_model)
 
     def __init__(
         self,
@@ -222,41 +121,12 @@ class Wan21Tokenizer(Tokenizer):
         deterministic_cudnn(self.device)
 
     @classmethod
-    def check_settings(cls, cfg: TokenizerConfig) -> None:
-        super().check_settings(cfg)
-        check_conv_kernels(cfg)
-        if not cfg.checkpoint:
-            raise ConfigError(
-                "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "
-                "tokenizer/tokenizer.pth, a diffusers folder or a hub id such as Wan-AI/Wan2.1-T2V-1.3B-Diffusers "
-                "with --tokenizer-checkpoint"
-            )
-
-    @classmethod
-    def process_environment(cls, cfg: TokenizerConfig, device: str) -> dict[str, str]:
-        return fast_path_environment(cfg, device)
-
-    @classmethod
-    def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
-        check_fast_path_packages(cfg, device)
-        source = resolve_checkpoint(cfg.checkpoint)
-        check_sha256(source, checkpoint_sha256(source), cfg.sha256)
-        load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
-
-    @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan21Tokenizer:
         cls.check_settings(cfg)
         return cls(
             cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device, cfg.max_gpu_mem_gib,
             cfg.cudnn_benchmark, cfg.conv_kernels, cfg.conv_plans_dir,
         )
-
-    @classmethod
-    def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
-        return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint))
-
-    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
-        record_fast_plans(self._fast, path, entries)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:

@@ -14,7 +14,6 @@ same batch encodes to the same bits in any process on the same GPU model and sof
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import diffusers
@@ -23,26 +22,22 @@ from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
 
 from ..config import TokenizerConfig
 from ..errors import ConfigError
-from .base import Tokenizer
-from .wan21 import (
+from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
+from .wan22_checkpoint import LATENTS_MEAN, LATENTS_STD, LOCAL_FILE_ADVICE, load_model
+from .wan_common import (
     OFFICIAL_WINDOW,
-    check_conv_kernels,
-    check_fast_path_packages,
+    WanTokenizer,
     deterministic_cudnn,
     encode_mu,
     fast_encoder,
-    fast_path_environment,
     prepare_fast_path,
-    record_fast_plans,
     tf32_off,
 )
-from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
-from .wan22_checkpoint import LATENTS_MEAN, LATENTS_STD, LOCAL_FILE_ADVICE, load_model
 
 PATCH = 2  # pixels per side folded into channels before the encoder (3 colours -> 12 channels)
 
 
-class Wan22Tokenizer(Tokenizer):
+class Wan22Tokenizer(WanTokenizer):
     """Wan2.2 VAE: [B,3,T,H,W] in [-1,1] -> normalised posterior mean [B,48,1+(T-1)/4,H/16,W/16]."""
 
     name = "wan2.2"
@@ -51,6 +46,12 @@ class Wan22Tokenizer(Tokenizer):
     spatial_factor = 16
     causal = True
     precisions = {"fp32": 1e-5, "bf16": 2e-2}
+    missing_checkpoint = (
+        "tokenizer.checkpoint is required for wan2.2: give Wan2.2_VAE.pth (hub repo Wan-AI/Wan2.2-TI2V-5B), "
+        "a diffusers folder or a hub id such as Wan-AI/Wan2.2-TI2V-5B-Diffusers with --tokenizer-checkpoint"
+    )
+    checkpoint_advice = LOCAL_FILE_ADVICE
+    load_model = staticmethod(load_model)
 
     def __init__(self, checkpoint: str, precision: str = "fp32", sha256: str | None = None,
                  device: torch.device | str = "cpu", max_gpu_mem_gib: float = 24.0, cudnn_benchmark: bool = False,
@@ -79,38 +80,10 @@ class Wan22Tokenizer(Tokenizer):
         deterministic_cudnn(self.device)
 
     @classmethod
-    def check_settings(cls, cfg: TokenizerConfig) -> None:
-        super().check_settings(cfg)
-        check_conv_kernels(cfg)
-        if not cfg.checkpoint:
-            raise ConfigError(
-                "tokenizer.checkpoint is required for wan2.2: give Wan2.2_VAE.pth (hub repo Wan-AI/Wan2.2-TI2V-5B), "
-                "a diffusers folder or a hub id such as Wan-AI/Wan2.2-TI2V-5B-Diffusers with --tokenizer-checkpoint"
-            )
-
-    @classmethod
-    def process_environment(cls, cfg: TokenizerConfig, device: str) -> dict[str, str]:
-        return fast_path_environment(cfg, device)
-
-    @classmethod
-    def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
-        check_fast_path_packages(cfg, device)
-        source = resolve_checkpoint(cfg.checkpoint, LOCAL_FILE_ADVICE)
-        check_sha256(source, checkpoint_sha256(source), cfg.sha256)
-        load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
-
-    @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan22Tokenizer:
         cls.check_settings(cfg)
         return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device, cfg.max_gpu_mem_gib, cfg.cudnn_benchmark,
                    cfg.conv_kernels, cfg.conv_plans_dir)
-
-    @classmethod
-    def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
-        return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint, LOCAL_FILE_ADVICE))
-
-    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
-        record_fast_plans(self._fast, path, entries)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:

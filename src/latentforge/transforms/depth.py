@@ -12,10 +12,10 @@ from typing import Any, Iterator, cast
 import numpy as np
 
 from ..config import DepthConfig
+from ..decode.modality_frames import ModalityFrames
 from ..decode.resize import NearestClip, ResizePlan
 from ..decode.sources import ModalitySource, iter_source_frames
 from ..errors import SampleRejected
-from ..records import ModalityFrames
 
 _ZIP_LOCAL_HEADER = 30  # bytes of a zip member's fixed local header
 

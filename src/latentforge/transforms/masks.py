@@ -9,10 +9,10 @@ import numpy as np
 import torch
 
 from ..config import MaskConfig
+from ..decode.modality_frames import ModalityFrames
 from ..decode.resize import NearestClip, ResizePlan
 from ..decode.sources import ModalitySource, iter_source_frames
 from ..errors import ConfigError, SampleRejected
-from ..records import ModalityFrames
 
 # Fibonacci hashing: floor(2^24 / golden ratio), odd, so id -> id * GOLDEN_24 mod 2^24 is a bijection and
 # no two ids below 2^24 share a colour; consecutive ids land far apart in RGB.

@@ -32,8 +32,8 @@ from ..errors import ConfigError, LatentforgeError, SampleRejected
 from ..io import atomic_path
 from ..pipeline.environment import environment_record
 from ..pipeline.kernel_plans import recorded_plans
+from ..pipeline.sample import SamplePixels
 from ..pipeline.unit import UnitContext, encode_batch
-from ..records import SamplePixels
 from ..reporting import Progress, start_step
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from .quality import Quality, QualityThresholds, measure

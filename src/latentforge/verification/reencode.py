@@ -21,8 +21,8 @@ from ..errors import ConfigError, DamagedFile
 from ..pipeline.plan import read_plan
 from ..pipeline.probe import probe_sample
 from ..pipeline.run_record import read_run_record
-from ..pipeline.sample import load_sample_pixels, provenance_of
-from ..records import Sample, SamplePixels, SourceEntry
+from ..pipeline.sample import SamplePixels, load_sample_pixels, provenance_of
+from ..records import Sample, SourceEntry
 from ..tokenizers.base import Tokenizer
 from ..transforms.window import FrameWindow
 

@@ -14,9 +14,9 @@ from ..cache.checksums import write_bucketed_sha256sums
 from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..cache.rows import write_rejects
 from ..errors import CacheIntegrityError
-from ..faults import fault_point
 from ..io import canonical_json, write_text_atomic
 from ..records import Reject
+from ..testing.fault_points import fault_point
 
 
 def commit_bucketed_root(root: Path, index: BucketIndex, rejects: list[Reject]) -> None:

@@ -39,9 +39,9 @@ from ..cache.readme import render_cache_readme
 from ..cache.rows import ManifestRow, write_manifest, write_rejects
 from ..cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
 from ..errors import CacheIntegrityError
-from ..faults import fault_point
 from ..io import canonical_json, write_text_atomic
 from ..records import Reject
+from ..testing.fault_points import fault_point
 from .hdf5 import BlockFiller, write_empty_prompt, write_h5_atomic
 from .staging import OpenStagedUnit, StagedRow, open_staged_unit
 

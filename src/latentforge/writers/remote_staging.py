@@ -25,9 +25,9 @@ from typing import Any, Iterable
 
 from ..config.schema import OutputConfig
 from ..errors import ConfigError, DamagedFile, LatentforgeError
-from ..faults import fault_point
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
+from ..testing.fault_points import fault_point
 from .staging import completed_units, sidecar_path, staged_unit_path, write_staged_unit
 
 CLAIM = "staging.json"  # which build stages under the URL

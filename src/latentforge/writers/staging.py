@@ -21,10 +21,10 @@ import numpy as np
 
 from ..cache.layout import STAGING_DIR
 from ..errors import CacheIntegrityError, DamagedFileWarning, one_line
-from ..faults import fault_point
 from ..hashing import sha256_file
 from ..io import atomic_path, canonical_json, write_text_atomic
 from ..records import Reject
+from ..testing.fault_points import fault_point
 
 _UNIT_FILE = re.compile(r"^unit-(\d{6,})\.h5$")
 _DONE_SUFFIX = ".done.json"

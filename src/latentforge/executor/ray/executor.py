@@ -5,8 +5,8 @@ shared ROOT/build/staging; the driver only moves plan records and counters, then
 executor does, so the cache is byte-identical. A worker that dies or raises has its units requeued and
 is replaced; the unit it was running is charged one try, and after run.max_unit_tries failed tries the
 build stops with that unit's error (staged units are kept, a rerun resumes). A worker whose node fails the
-node check (executor/ray_node_check.py) has its node excluded (executor/ray_nodes.py) instead. A driver
-that starts its own Ray marks every Ray process with its lock token (executor/ray_session.py), so the next
+node check (executor/ray/node_check.py) has its node excluded (executor/ray/nodes.py) instead. A driver
+that starts its own Ray marks every Ray process with its lock token (executor/ray/session.py), so the next
 build can kill them if this driver dies. See docs/execution.md.
 """
 
@@ -22,23 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import BuildConfig
-from ..errors import ConfigError, LatentforgeError, StopRequested
-from ..faults import FAULT_ENV, MAIN_PID_ENV
-from ..pipeline.unit import Unit
-from .base import Executor
+from ...config import BuildConfig
+from ...errors import ConfigError, LatentforgeError, StopRequested
+from ...pipeline.unit import Unit
+from ...testing.fault_points import FAULT_ENV, MAIN_PID_ENV
+from ..base import Executor
+from ..events import RankEvent, RankFinished
+from ..frame_slots import source_frame_bytes
+from ..lock_record import read_lock_record
+from ..rank import RankSpec
+from ..rank_stats import RankStats
+from ..worker_sizing import decode_workers
+from .dispatch import UnitDispatcher
 from .driver_guard import this_driver
-from .events import RankEvent, RankFinished
-from .frame_slots import source_frame_bytes
-from .lock_record import read_lock_record
-from .rank import RankSpec
-from .rank_stats import RankStats
-from .ray_dispatch import UnitDispatcher
-from .ray_node_check import node_facts
-from .ray_nodes import NodeBook
-from .ray_session import BUILD_TOKEN_ENV, record_session, start_own_ray
-from .ray_worker import RankWorker
-from .worker_sizing import decode_workers
+from .node_check import node_facts
+from .nodes import NodeBook
+from .session import BUILD_TOKEN_ENV, record_session, start_own_ray
+from .worker import RankWorker
 
 # Test-only: `<rank>:<phase>:<n>` gives the worker with that rank (never a replacement) LATENTFORGE_FAULT=<phase>:<n>.
 RAY_FAULT_ENV = "LATENTFORGE_RAY_FAULT"
@@ -345,7 +345,7 @@ class RayExecutor(Executor):
                 ray.shutdown()
 
     def _connect(self, ray: Any, token: str, own_ray: bool) -> None:
-        """Join run.ray_address, or start a one-machine Ray of this build's own (executor/ray_session.py)."""
+        """Join run.ray_address, or start a one-machine Ray of this build's own (executor/ray/session.py)."""
         handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)} if on_main_thread() else {}
         try:
             if own_ray:

@@ -1,8 +1,8 @@
 """The body of one Ray worker actor: load the models once, then pull units and run them with run_unit.
 
-Before its first unit a worker checks its node (executor/ray_node_check.py); a node that fails is
+Before its first unit a worker checks its node (executor/ray/node_check.py); a node that fails is
 excluded by the driver. Before every staged write it checks that its build still owns the lock
-(executor/driver_guard.py). Units are staged synchronously into the shared ROOT/build/staging, so when a
+(executor/ray/driver_guard.py). Units are staged synchronously into the shared ROOT/build/staging, so when a
 unit raises, the unit named in the report is the one that failed, and the driver learns of a staged unit
 only after it is on disk.
 Decode workers are child processes of the actor, as in a local rank. Ray is imported only in here and
@@ -19,18 +19,18 @@ from typing import Any, Callable
 
 import torch
 
-from ..cache.layout import MODEL_RECORD
-from ..pipeline.models import load_models, record_models
-from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit, stage_now
-from ..text.prompt_cache import PromptCache
-from .decode_stream import DecodeStream
+from ...cache.layout import MODEL_RECORD
+from ...pipeline.models import load_models, record_models
+from ...pipeline.unit import StagedPayload, Unit, UnitContext, run_unit, stage_now
+from ...text.prompt_cache import PromptCache
+from ..decode_stream import DecodeStream
+from ..events import RankFinished, UnitStaged
+from ..input_waits import explain_input_waits
+from ..rank import RankSpec, describe_failure, serve_rank_metrics
+from ..rank_stats import RankStats
+from ..worker_sizing import usable_cores
 from .driver_guard import DriverGuard, DriverIdentity
-from .events import RankFinished, UnitStaged
-from .input_waits import explain_input_waits
-from .rank import RankSpec, describe_failure, serve_rank_metrics
-from .rank_stats import RankStats
-from .ray_node_check import NodeCheckFailed, NodeFacts, check_node
-from .worker_sizing import usable_cores
+from .node_check import NodeCheckFailed, NodeFacts, check_node
 
 
 def node_name(ray: Any) -> tuple[str, str]:

@@ -1,6 +1,6 @@
 """Which Ray nodes a build places workers on: every node but those its node check excluded.
 
-Kept by the driver (executor/ray_executor.py). An excluded node gets no worker again in this build (a label
+Kept by the driver (executor/ray/executor.py). An excluded node gets no worker again in this build (a label
 selector on Ray's node id); when no alive node with room for a worker is left, the build stops before any
 unit runs there, listing each excluded node and its failed check."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import LatentforgeError
-from .node_faults import node_faults
-from .rank_stats import RankStats
+from ...errors import LatentforgeError
+from ..node_faults import node_faults
+from ..rank_stats import RankStats
 
 NODE_ID_LABEL = "ray.io/node-id"
 

@@ -7,7 +7,7 @@ output.staging_url, where units go to object storage), the dataset (a few
 sources of the plan, spread over it, open and with the size the driver sees), and the models (the tokenizer
 checkpoint's SHA-256 equals the build's recorded one; the text encoder's weight and tokenizer files are there
 with the driver's sizes). A failed check raises NodeCheckFailed; the driver then excludes that node and
-gives its units to the others (executor/ray_executor.py).
+gives its units to the others (executor/ray/executor.py).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import registry
-from ..cache.layout import LOCK, RUN_RECORD, STAGING_DIR
-from ..config import BuildConfig
-from ..errors import LatentforgeError
-from ..pipeline.unit import Unit
-from ..version import __version__
-from .lock_record import read_lock_record
+from ... import registry
+from ...cache.layout import LOCK, RUN_RECORD, STAGING_DIR
+from ...config import BuildConfig
+from ...errors import LatentforgeError
+from ...pipeline.unit import Unit
+from ...version import __version__
+from ..lock_record import read_lock_record
 
 SOURCES_CHECKED = 3  # first, middle and last unit: a node missing part of the dataset likely misses one
 _READ_BYTES = 4096
@@ -76,7 +76,7 @@ def _recorded_tokenizer_sha256(build_dir: Path) -> str | None:
 def _text_files(config: BuildConfig) -> tuple[tuple[str, int], ...]:
     if config.text.name == "none" or not config.text.path or not os.path.isdir(config.text.path):
         return ()
-    from ..text.hf_encoder import TOKENIZER_FILES, weight_files
+    from ...text.hf_encoder import TOKENIZER_FILES, weight_files
 
     folder = Path(config.text.path)
     files = [*weight_files(folder), *(folder / n for n in TOKENIZER_FILES if (folder / n).is_file())]

@@ -15,9 +15,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import LatentforgeError
-from .lock_record import read_lock_record
-from .ray_session import start_ticks
+from ...errors import LatentforgeError
+from ..lock_record import read_lock_record
+from .session import start_ticks
 
 _WATCH_SECONDS = 0.1
 _EXIT_CODE = 70  # distinct in Ray's logs from a crash

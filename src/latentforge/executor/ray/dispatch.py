@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
 
-from ..pipeline.unit import Unit
-from .events import UnitStaged
+from ...pipeline.unit import Unit
+from ..events import UnitStaged
 
 
 @dataclass(frozen=True)

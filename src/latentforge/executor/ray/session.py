@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import LatentforgeError
-from ..io import write_text_atomic
+from ...errors import LatentforgeError
+from ...io import write_text_atomic
 
 BUILD_TOKEN_ENV = "LATENTFORGE_BUILD_TOKEN"
 SESSION_RECORD = "ray-session.json"  # in ROOT/build, next to the lock

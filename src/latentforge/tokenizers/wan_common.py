@@ -1,0 +1,171 @@
+"""What the Wan2.1 and Wan2.2 tokenizers share: the bf16 fast path's settings (how its convolution kernels are
+chosen, checked and made reproducible) and its construction over a VAE's weights, the official causal chunk loop,
+TF32 switched off around every fp32 step, and WanTokenizer, their settings checks and pre-flight written once."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from abc import abstractmethod
+from pathlib import Path
+from typing import ClassVar, Iterator
+
+import torch
+from diffusers import AutoencoderKLWan
+
+from ..config import TokenizerConfig
+from ..errors import ConfigError
+from .base import Tokenizer
+from .cudnn_convs import PlannedConvs
+from .plan_book import PlanBook
+from .shared_plans import shared_plan_book
+from .wan21_checkpoint import CheckpointSource, check_sha256, checkpoint_sha256, resolve_checkpoint
+from .wan21_fast import FastWanEncoder
+
+CONV_KERNELS = ("plans", "heuristics")  # tokenizer.conv_kernels of the bf16 fast path on CUDA
+OFFICIAL_WINDOW = 4  # frames per causal chunk after frame 0 in official Wan and diffusers
+HEURISTICS_MODE_B_ENV = "TORCH_CUDNN_USE_HEURISTIC_MODE_B"
+
+
+def prefer_heuristics_mode_b() -> None:
+    """Ask PyTorch to take cuDNN's heuristics in mode B for this process, unless the user chose a mode.
+
+    Mode B looks at more of the problem than the default mode A and picks faster kernels for the fast path's
+    convolutions (0.51 instead of 0.60 s per 93x480x832 clip on an H200, BENCHMARKS.md); like mode A it is a
+    function of the shapes, the GPU model and the software, so every process picks the same kernels. PyTorch reads
+    the variable at its first convolution, so this runs before the model is loaded. Not for fp32 and cosmos-bf16:
+    they must pick the kernels official Wan and Cosmos' wrapper pick in their own processes (mode A).
+    """
+    os.environ.setdefault(HEURISTICS_MODE_B_ENV, "1")
+
+
+def fast_path_environment(cfg: TokenizerConfig, device: str) -> dict[str, str]:
+    """What prepare_fast_path sets in an encoder process: heuristics mode B for the bf16 fast path on CUDA."""
+    return {HEURISTICS_MODE_B_ENV: "1"} if cfg.precision == "bf16" and torch.device(device).type == "cuda" else {}
+
+
+def require_cudnn_frontend() -> None:
+    """ConfigError with the fix when the cuDNN frontend that runs recorded plans is not importable."""
+    try:
+        import cudnn  # noqa: F401
+    except Exception as error:  # noqa: BLE001 - absent, or built for another CUDA: the same fix
+        raise ConfigError(
+            f"tokenizer.conv_kernels=plans needs the cuDNN frontend, which does not import here ({error}); "
+            "pip install 'latentforge[gpu]' (nvidia-cudnn-frontend), or --set tokenizer.conv_kernels=heuristics"
+        ) from None
+
+
+def check_fast_path_packages(cfg: TokenizerConfig, device: str) -> None:
+    """The pre-flight's part for the fast path: the cuDNN frontend where recorded plans will run."""
+    if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and device.startswith("cuda"):
+        require_cudnn_frontend()
+
+
+def deterministic_cudnn(device: torch.device) -> None:
+    """On CUDA, cuDNN's deterministic algorithms and no timing race for PyTorch's own convolutions."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+
+
+def check_conv_kernels(cfg: TokenizerConfig) -> None:
+    """The bf16 fast path's kernel settings: a known tokenizer.conv_kernels, not both recorded plans and timing."""
+    if cfg.conv_kernels not in CONV_KERNELS:
+        raise ConfigError(f"tokenizer.conv_kernels={cfg.conv_kernels!r}; allowed: {', '.join(CONV_KERNELS)}")
+    if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and cfg.cudnn_benchmark:
+        raise ConfigError("tokenizer.cudnn_benchmark=true with tokenizer.conv_kernels=plans: recorded plans "
+                          "replace autotuning; set one of them (cudnn_benchmark=false, or conv_kernels=heuristics)")
+
+
+def prepare_fast_path(device: torch.device | str, conv_kernels: str) -> bool:
+    """Before the model loads: heuristics mode B on CUDA, the cuDNN frontend checked where recorded plans will
+    run; whether they will (conv_kernels "plans" on CUDA)."""
+    on_gpu = torch.device(device).type == "cuda"
+    if on_gpu:
+        prefer_heuristics_mode_b()
+    planned = conv_kernels == "plans" and on_gpu
+    if planned:
+        require_cudnn_frontend()
+    return planned
+
+
+def fast_encoder(vae: AutoencoderKLWan, device: torch.device, max_gpu_mem_gib: float, cudnn_benchmark: bool,
+                 planned: bool, conv_plans_dir: str | None) -> FastWanEncoder:
+    """The bf16 fast path over the VAE's encoder weights: the window chosen per clip from max_gpu_mem_gib, every
+    convolution by a plan from the machine's shared book (planned) or by PyTorch's call."""
+    return FastWanEncoder(
+        vae.encoder, vae.quant_conv, torch.bfloat16, window=None,
+        max_gib=max_gpu_mem_gib, cudnn_benchmark=cudnn_benchmark and device.type == "cuda",
+        convs=PlannedConvs(shared_plan_book(device, conv_plans_dir)) if planned else None,
+    )
+
+
+def record_fast_plans(fast: FastWanEncoder | None, path: Path | None, entries: dict[str, str] | None) -> None:
+    """Tokenizer.record_plans for a fast path that runs recorded plans (base.py); nothing otherwise."""
+    if fast is not None and isinstance(fast.convs, PlannedConvs):
+        fast.convs = PlannedConvs(PlanBook(path, entries, parent=fast.convs.book))
+
+
+def encode_mu(vae: AutoencoderKLWan, video: torch.Tensor, temporal_window: int) -> torch.Tensor:
+    """The posterior mean mu [B,16,T',H',W'] in the model's dtype, chunked as Cosmos' `VAE_.encode`."""
+    frames = video.shape[2]
+    chunks = [video[:, :, :1]] + [video[:, :, s : s + temporal_window] for s in range(1, frames, temporal_window)]
+    vae.clear_cache()
+    outputs = []
+    for chunk in chunks:
+        vae._enc_conv_idx = [0]
+        outputs.append(vae.encoder(chunk, feat_cache=vae._enc_feat_map, feat_idx=vae._enc_conv_idx))
+    moments = vae.quant_conv(torch.cat(outputs, dim=2))
+    vae.clear_cache()
+    return moments.chunk(2, dim=1)[0]
+
+
+@contextlib.contextmanager
+def tf32_off() -> Iterator[None]:
+    """Both TF32 switches off (fp32 convolutions and matmuls stay fp32 on Ampere+), restored afterwards."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+class WanTokenizer(Tokenizer):
+    """A Wan VAE tokenizer's class methods, the same for Wan2.1 and Wan2.2 but for what each subclass names: the
+    error for a missing checkpoint, the advice for a local file it cannot use, and its checkpoint loader."""
+
+    missing_checkpoint: ClassVar[str]  # the ConfigError's message when tokenizer.checkpoint is not set
+    checkpoint_advice: ClassVar[str]  # resolve_checkpoint's advice for a local file it cannot use
+    _fast: FastWanEncoder | None  # the bf16 fast path, None in the other modes
+
+    @staticmethod
+    @abstractmethod
+    def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan:
+        """Every key, shape and tensor of `source` read into the VAE, in `dtype`."""
+
+    @classmethod
+    def check_settings(cls, cfg: TokenizerConfig) -> None:
+        super().check_settings(cfg)
+        check_conv_kernels(cfg)
+        if not cfg.checkpoint:
+            raise ConfigError(cls.missing_checkpoint)
+
+    @classmethod
+    def process_environment(cls, cfg: TokenizerConfig, device: str) -> dict[str, str]:
+        return fast_path_environment(cfg, device)
+
+    @classmethod
+    def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
+        check_fast_path_packages(cfg, device)
+        source = resolve_checkpoint(cfg.checkpoint, cls.checkpoint_advice)
+        check_sha256(source, checkpoint_sha256(source), cfg.sha256)
+        cls.load_model(source, torch.float32)  # every key, shape and tensor readable; freed on return
+
+    @classmethod
+    def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
+        return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint, cls.checkpoint_advice))
+
+    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
+        record_fast_plans(self._fast, path, entries)
