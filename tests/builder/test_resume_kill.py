@@ -67,7 +67,7 @@ def test_kill_at_random_moments_then_resume(world, tmp_path, cli):
     table, reference = world
     root = tmp_path / "cache"
     rng = random.Random(5)
-    for attempt in range(10):
+    for attempt in range(6):
         flags = ("--procs", "2", "--workers-per-gpu", "1") if attempt % 3 == 0 else ("--workers-per-gpu", "0")
         process = subprocess.Popen(cli_command(build_args(table, root, *flags)), env=cli_env(),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
