@@ -208,7 +208,7 @@ class Bench:
         return path, root
 
     def loaded_config(self, rgb_only: bool = False):
-        from latentforge.config import load_config
+        from latentforge.configure import load_config
 
         path, _ = self.config_file("probe-config", 1, rgb_only, self.args.batch)
         return load_config(path)

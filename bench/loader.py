@@ -33,8 +33,8 @@ from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.layout import EMPTY_PROMPT, RUN_RECORDS_DIR
 from latentforge.dataset import LatentCacheDataset, ResumableSampler, SyntheticCacheSpec, collate_latent_batch
 from latentforge.dataset.synthetic_cache import write_synthetic_cache
+from latentforge.sinks.webdataset.store import CacheStore
 from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
-from latentforge.streaming.store import CacheStore
 from latentforge.transfer import Destination
 from latentforge.writers.staging import completed_units, open_staged_unit
 

@@ -4,9 +4,9 @@ The entry points, importable from here (each loads its part of the package on fi
 
     build(config)             build or resume a cache           latentforge.builder.run
     scan(config)              probe the input on the CPU        latentforge.builder.scan
-    load_config(...)          preset/YAML/overrides -> config   latentforge.config
+    load_config(...)          preset/YAML/overrides -> config   latentforge.configure
     verify(root, deep=...)    prove a cache intact / faithful   latentforge.verification.entry
-    query_indices(root, sql)  dataset indices matching SQL      latentforge.cache.manifest_query
+    query_indices(root, sql)  dataset indices matching SQL      latentforge.sinks.manifest_query
     stats(root)               statistics, plots, HTML report    latentforge.report.stats_report
     preview(root)             decoded samples beside sources    latentforge.report.preview
     publish(root, dests)      upload, _SUCCESS last             latentforge.transfer
@@ -27,11 +27,11 @@ _EXPORTS = {
     "build": "latentforge.builder.run",
     "BuildResult": "latentforge.builder.run",
     "scan": "latentforge.builder.scan",
-    "load_config": "latentforge.config",
+    "load_config": "latentforge.configure",
     "BuildConfig": "latentforge.config",
     "verify": "latentforge.verification.entry",
     "Overrides": "latentforge.verification.reencode",
-    "query_indices": "latentforge.cache.manifest_query",
+    "query_indices": "latentforge.sinks.manifest_query",
     "stats": "latentforge.report.stats_report",
     "preview": "latentforge.report.preview",
     "publish": "latentforge.transfer",
@@ -52,11 +52,12 @@ if TYPE_CHECKING:
     from .builder.run import BuildResult, build
     from .builder.scan import scan
     from .cache.config_file import CacheConfig
-    from .cache.manifest_query import query_indices
-    from .config import BuildConfig, load_config
+    from .config import BuildConfig
+    from .configure import load_config
     from .dataset import CacheExpectation, LatentCacheDataset
     from .report.preview import preview
     from .report.stats_report import stats
+    from .sinks.manifest_query import query_indices
     from .transfer import Destination, fetch, publish
     from .verification.entry import verify
     from .verification.reencode import Overrides

@@ -1,8 +1,15 @@
-"""Backends register by name. Modules are imported lazily, so heavy dependencies load only when used."""
+"""Backends register by name. Modules are imported lazily, so heavy dependencies load only when used.
+
+The built-in backends are listed here. A plug-in adds one without touching this package, either from an installed
+distribution's entry point in the group `latentforge.KIND` (e.g. `[project.entry-points."latentforge.sink"]
+parquet = "mypkg.parquet_sink:ParquetSink"`), which every process (the CLI, spawned ranks, Ray workers) finds, or
+with `register(KIND, NAME, target)` in the process that uses it.
+"""
 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import entry_points
 from typing import Any
 
 from .errors import ConfigError
@@ -27,24 +34,49 @@ _BACKENDS: dict[str, dict[str, str]] = {
         "ray": "executor.ray.executor:RayExecutor",
     },
     "sink": {
-        "hdf5": "writers.hdf5_sink:Hdf5Sink",
-        "webdataset": "streaming.sink:WebDatasetSink",
+        "hdf5": "sinks.hdf5.sink:Hdf5Sink",
+        "webdataset": "sinks.webdataset.sink:WebDatasetSink",
     },
 }
 
 
+# kind -> name -> a class, or "package.module:attribute" (absolute): plug-ins, from register() and entry points
+_PLUGINS: dict[str, dict[str, Any]] = {kind: {} for kind in _BACKENDS}
+_ENTRY_POINTS_READ: set[str] = set()
+
+
+def register(kind: str, name: str, target: Any) -> None:
+    """Add the backend `target` (a class, or "package.module:attribute") as `name` of `kind` in this process."""
+    if kind not in _BACKENDS:
+        raise ConfigError(f"unknown backend kind {kind!r}; allowed: {', '.join(sorted(_BACKENDS))}")
+    if name in _table(kind):
+        raise ConfigError(f"{kind} {name!r} is registered already; give the plug-in another name")
+    _PLUGINS[kind][name] = target
+
+
+def _table(kind: str) -> dict[str, Any]:
+    """Every backend of `kind`: built-ins ("module:attribute" relative to latentforge), then plug-ins."""
+    if kind not in _ENTRY_POINTS_READ:
+        _ENTRY_POINTS_READ.add(kind)
+        for point in entry_points(group=f"latentforge.{kind}"):
+            if point.name not in _BACKENDS[kind]:
+                _PLUGINS[kind].setdefault(point.name, point.value)
+    return {**{name: f"latentforge.{target}" for name, target in _BACKENDS[kind].items()}, **_PLUGINS[kind]}
+
+
 def names(kind: str) -> list[str]:
-    return sorted(_BACKENDS[kind])
+    return sorted(_table(kind))
 
 
 def resolve(kind: str, name: str) -> Any:
     """Return the class registered as `name` for `kind`, or raise ConfigError listing the allowed names."""
-    table = _BACKENDS.get(kind)
-    if table is None:
+    if kind not in _BACKENDS:
         raise ConfigError(f"unknown backend kind {kind!r}; allowed: {', '.join(sorted(_BACKENDS))}")
+    table = _table(kind)
     target = table.get(name)
     if target is None:
         raise ConfigError(f"unknown {kind} {name!r}; allowed: {', '.join(sorted(table))}")
+    if not isinstance(target, str):
+        return target
     module_name, attribute = target.split(":")
-    module = importlib.import_module(f"latentforge.{module_name}")
-    return getattr(module, attribute)
+    return getattr(importlib.import_module(module_name), attribute)

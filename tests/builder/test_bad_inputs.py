@@ -20,7 +20,7 @@ import pytest
 from helpers.builds import build_quietly, read_manifest, tiny_config, tiny_world, write_table
 from helpers.exec_world import build_args
 from helpers.media import pattern_frames, write_depth_npz, write_png_folder, write_text_file, write_video
-from latentforge.cache.integrity import verify_integrity
+from latentforge.sinks.hdf5.integrity import verify_integrity
 
 # Manifest fields that legitimately change when other samples join the plan.
 POSITIONAL = ("dataset_index", "source_index", "shard_path", "cache_row", "unit", "batch")

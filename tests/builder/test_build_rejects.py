@@ -11,7 +11,7 @@ import numpy as np
 
 from helpers.builds import build_quietly, read_manifest, tiny_config, tiny_t5, tiny_world, write_table
 from helpers.media import write_text_file
-from latentforge.cache.integrity import verify_integrity
+from latentforge.sinks.hdf5.integrity import verify_integrity
 
 # Manifest fields that legitimately change when other samples join the plan.
 POSITIONAL = ("dataset_index", "source_index", "shard_path", "cache_row", "unit", "batch")

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from helpers.builds import read_manifest, tiny_extra, tiny_world, write_table
-from latentforge.cache.integrity import verify_integrity
+from latentforge.sinks.hdf5.integrity import verify_integrity
 
 HOSTILE_IDS = [
     "/",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from helpers.builds import build_quietly, checksummed_bytes, read_manifest, tiny_config, tiny_world, write_table
-from latentforge.cache.integrity import verify_integrity
+from latentforge.sinks.hdf5.integrity import verify_integrity
 
 
 def test_csv_jsonl_and_parquet_give_byte_identical_caches(tmp_path):

@@ -14,7 +14,7 @@ from helpers.builds import build_quietly, read_manifest, tiny_config, tiny_world
 from helpers.wan_reference import tiny_official_wan22
 from latentforge import LatentCacheDataset, preview, stats, verify
 from latentforge.builder.run import build
-from latentforge.dataset.expect import CacheMismatch
+from latentforge.cache.expect import CacheMismatch
 from latentforge.errors import ConfigError, LatentforgeError
 from latentforge.tokenizers.wan22 import Wan22Tokenizer
 from latentforge.verification.quality import QualityThresholds

@@ -14,9 +14,9 @@ import pytest
 
 from helpers.exec_world import exec_config, make_table
 from latentforge.builder.run import build
-from latentforge.cache.integrity import verify_integrity
 from latentforge.cache.layout import SOURCE_INDEX_DATASET
 from latentforge.errors import LatentforgeError, UnitFailed
+from latentforge.sinks.hdf5.integrity import verify_integrity
 from latentforge.testing import fault_points
 
 # Row fields an extended cache numbers differently from a fresh build (docs/extend.md).

@@ -13,9 +13,9 @@ from latentforge.builder.lock import BuildLock
 from latentforge.builder.resume import check_config, check_inputs, resume_key
 from latentforge.builder.run import build
 from latentforge.builder.scan import scan
-from latentforge.cache.integrity import verify_integrity
 from latentforge.errors import LatentforgeError
 from latentforge.executor import local
+from latentforge.sinks.hdf5.integrity import verify_integrity
 from latentforge.writers.staging import completed_units, read_staged_unit, sidecar_path, write_staged_unit
 
 

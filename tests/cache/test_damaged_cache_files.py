@@ -1,4 +1,4 @@
-"""Every reader refuses a cache whose records do not parse or disagree with its shards (cache/structure.py):
+"""Every reader refuses a cache whose records do not parse or disagree with its shards (sinks/hdf5/structure.py):
 `inspect`, `query`, `stats` and `export` exit 1 with one line naming the file and the fix, write nothing, and the
 Datasets raise CacheIntegrityError saying the same."""
 
@@ -10,9 +10,9 @@ from typing import Callable
 
 import pytest
 
-from latentforge.cache.inspect import inspect_cache
 from latentforge.dataset import LatentCacheDataset
 from latentforge.errors import CacheIntegrityError
+from latentforge.sinks.hdf5.inspect import inspect_cache
 
 FIX = "rebuild the cache, or fetch it again"
 

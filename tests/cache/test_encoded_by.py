@@ -19,12 +19,12 @@ from helpers.fake_rows import (
 )
 from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.encoded_by import function_digest
-from latentforge.cache.integrity import verify_integrity
 from latentforge.errors import CacheIntegrityError
 from latentforge.pipeline.environment import environment_record
 from latentforge.pipeline.kernel_plans import build_plans_path, recorded_books, recorded_plans
+from latentforge.sinks.hdf5.commit import commit_cache
+from latentforge.sinks.hdf5.integrity import verify_integrity
 from latentforge.verification.tolerances import choose_comparison
-from latentforge.writers.commit import commit_cache
 
 H200 = {"device_type": "cuda", "device_name": "NVIDIA H200", "cuda": "13.0", "cuda_driver": "13.0", "cudnn": "91200",
         "cudnn_heuristics": "A", "torch": "2.11.0+cu130", "latentforge": "0.1.0"}

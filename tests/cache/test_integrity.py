@@ -12,7 +12,7 @@ import pytest
 
 from helpers.fake_rows import build_cache
 from latentforge.cache.checksums import find_sum_problems, write_sha256sums
-from latentforge.cache.integrity import verify_integrity
+from latentforge.sinks.hdf5.integrity import verify_integrity
 
 SHARD_1 = "shards/part-00001-of-00003-000000008-000000016.h5"  # dataset_index 8..15
 

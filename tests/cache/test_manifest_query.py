@@ -14,9 +14,9 @@ import pytest
 from helpers.fake_rows import build_cache
 from latentforge import query_indices
 from latentforge.cache.checksums import write_sha256sums
-from latentforge.cache.integrity import verify_integrity
 from latentforge.cli.main import main
 from latentforge.errors import ConfigError
+from latentforge.sinks.hdf5.integrity import verify_integrity
 
 
 @pytest.fixture(scope="module")

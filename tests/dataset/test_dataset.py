@@ -29,9 +29,9 @@ from latentforge.dataset import (
     LatentCacheDataset,
     collate_latent_batch,
     drop_captions,
-    row_reader,
 )
 from latentforge.errors import CacheIntegrityError, ConfigError
+from latentforge.sinks.hdf5 import row_reader
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ import pyarrow.parquet as pa_parquet
 
 from helpers import SRC
 from latentforge.builder.run import BuildResult, build
-from latentforge.config import BuildConfig, load_config
+from latentforge.config import BuildConfig
+from latentforge.configure import load_config
 from latentforge.demo.tiny_text_model import make_tiny_t5
 from latentforge.demo.world import make_world
 

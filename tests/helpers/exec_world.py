@@ -10,7 +10,8 @@ from pathlib import Path
 
 from helpers import REPO
 from helpers.media import pattern_frames, write_video
-from latentforge.config import BuildConfig, load_config
+from latentforge.config import BuildConfig
+from latentforge.configure import load_config
 
 PYTHON = sys.executable
 

@@ -12,8 +12,8 @@ from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.config_sections import LatentSection, ModalityEntry, TextSection
 from latentforge.cache.layout import ShardSchema
 from latentforge.records import Reject
+from latentforge.sinks.hdf5.commit import CommitResult, commit_cache
 from latentforge.version import __version__
-from latentforge.writers.commit import CommitResult, commit_cache
 from latentforge.writers.staging import StagedRow, write_staged_unit
 
 LATENT_SHAPE = (48, 3, 6, 8)

@@ -22,12 +22,12 @@ from helpers.fake_rows import (
     stage_units,
 )
 from latentforge import LatentCacheDataset
-from latentforge.dataset.expect import CacheMismatch
+from latentforge.cache.expect import CacheMismatch
 from latentforge.errors import ConfigError
+from latentforge.sinks.hdf5.commit import commit_cache
+from latentforge.sinks.webdataset import commit as wds_commit
 from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
-from latentforge.streaming import commit as wds_commit
 from latentforge.transfer import Destination, FetchOptions, fetch
-from latentforge.writers.commit import commit_cache
 
 SHARD_BYTES = 6 * 1152 * 2  # about six samples of (48, 3, 6, 8) float16 per tar: several shards
 
@@ -167,5 +167,5 @@ def test_streaming_refuses_what_latent_cache_dataset_refuses(staged):
 
 def test_latent_cache_dataset_refuses_a_webdataset_root_naming_the_streaming_reader(staged):
     local = staged[3]
-    with pytest.raises(ConfigError, match="is a WebDataset cache.*StreamingLatentDataset"):
+    with pytest.raises(ConfigError, match="is a webdataset cache.*cache_dataset"):
         LatentCacheDataset(local)

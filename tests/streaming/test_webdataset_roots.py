@@ -23,9 +23,9 @@ from helpers.fake_rows import (
 from latentforge import LatentCacheDataset, verify
 from latentforge.cli.main import main
 from latentforge.errors import ConfigError
+from latentforge.sinks.hdf5.commit import commit_cache
 from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
 from latentforge.transfer import Destination
-from latentforge.writers.commit import commit_cache
 
 SHARD_BYTES = 6 * 1152 * 2
 
@@ -143,7 +143,7 @@ def test_each_training_reader_refuses_the_other_readers_cache_by_name(caches):
     hdf5, wds = caches
     with pytest.raises(ConfigError, match=f"{hdf5} is not a WebDataset cache.*LatentCacheDataset"):
         StreamingLatentDataset(str(hdf5))
-    with pytest.raises(ConfigError, match=f"{wds} is a WebDataset cache.*StreamingLatentDataset"):
+    with pytest.raises(ConfigError, match=f"{wds} is a webdataset cache.*cache_dataset"):
         LatentCacheDataset(wds)
     with pytest.raises(ConfigError, match="is a URL.*StreamingLatentDataset"):
         LatentCacheDataset(f"file://{wds}")

@@ -13,10 +13,10 @@ import torch
 from skimage.metrics import structural_similarity
 
 from latentforge.cache.checksums import write_sha256sums
-from latentforge.cache.integrity import verify_integrity
-from latentforge.cache.manifest_table import write_manifest_table
 from latentforge.cache.rows import ManifestRow, read_manifest
 from latentforge.cli.main import main
+from latentforge.sinks.hdf5.integrity import verify_integrity
+from latentforge.sinks.hdf5.manifest_table import write_manifest_table
 from latentforge.tokenizers.haar import HaarTokenizer
 from latentforge.verification.deep import verify_deep
 from latentforge.verification.reencode import Overrides

@@ -29,11 +29,11 @@ from helpers.fake_rows import (
 from helpers.integrity_commands import SEED_000_FILES, SEED_000_INTEGRITY  # noqa: E402
 from latentforge.cache.checksums import checksummed_files, write_sha256sums
 from latentforge.cache.config_file import CacheConfig
-from latentforge.cache.inspect import inspect_cache
-from latentforge.cache.integrity import verify_integrity
 from latentforge.errors import CacheIntegrityError
 from latentforge.records import Reject
-from latentforge.writers import commit as commit_module
+from latentforge.sinks.hdf5 import commit as commit_module
+from latentforge.sinks.hdf5.inspect import inspect_cache
+from latentforge.sinks.hdf5.integrity import verify_integrity
 from latentforge.writers.staging import completed_units, read_staged_unit, staged_unit_path, write_staged_unit
 
 SEED_000 = SEED_000_FILES[0] if SEED_000_FILES else None

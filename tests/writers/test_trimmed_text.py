@@ -14,9 +14,9 @@ import torch
 from helpers.builds import build_quietly, tiny_config
 from helpers.fake_rows import build_cache, make_samples
 from latentforge import LatentCacheDataset
-from latentforge.cache.integrity import verify_integrity
 from latentforge.errors import CacheIntegrityError
-from latentforge.writers import commit as commit_module
+from latentforge.sinks.hdf5 import commit as commit_module
+from latentforge.sinks.hdf5.integrity import verify_integrity
 
 EMBEDDINGS, LENGTHS = "t5_text_embeddings", "t5_text_length"
 

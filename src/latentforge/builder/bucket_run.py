@@ -21,15 +21,15 @@ from ..cache.rows import read_rejects
 from ..config import BuildConfig
 from ..config.buckets import Bucket, parse_buckets
 from ..errors import DamagedFile, DamagedFileWarning, LatentforgeError
-from ..executor.base import executor_for
 from ..pipeline.plan import plan_fingerprint, write_plan
 from ..pipeline.probe import ProbeResult
 from ..pipeline.run_record import set_aside_damaged_record
 from ..records import Reject, Sample
-from ..writers.bucket_commit import commit_bucketed_root
+from ..sinks.hdf5.bucket_commit import commit_bucketed_root
 from ..writers.remote_staging import claim_staging
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .lock import BuildLock
+from .placement import executor_for
 from .progress import BuildProgress
 from .reject_limit import reject_problem
 from .resume import check_config, check_inputs, resume_key

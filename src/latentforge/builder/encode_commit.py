@@ -21,8 +21,8 @@ from ..pipeline.models import load_models, model_record
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Unit, cut_units
 from ..records import Reject, Sample
+from ..sinks.base import SinkCommit, StagedCache
 from ..writers.remote_staging import staged_units
-from ..writers.sink import SinkCommit, StagedCache
 from ..writers.staging import completed_units, read_staged_rejects
 from .estimate import check_free_disk, estimate_output_bytes, output_shapes
 from .progress import BuildProgress

@@ -14,6 +14,7 @@ from ..config import BuildConfig
 from ..errors import ConfigError, StorageError, environment_message
 from ..executor.base import Executor
 from ..executor.metrics import check_port_free
+from .records_dir import records_in_root
 
 
 def check_output_root(root: Path, key: str = "output.root") -> None:
@@ -31,10 +32,10 @@ def check_output_root(root: Path, key: str = "output.root") -> None:
 
 
 def preflight(config: BuildConfig, executor: Executor) -> None:
-    if registry.resolve("sink", config.output.sink).remote_root:  # the root is the sink's; records stay local
-        check_output_root(executor.build_dir.parent, "output.staging_dir")
-    else:
+    if records_in_root(config):
         check_output_root(Path(config.output.root))
+    else:  # the root is the sink's; records stay local
+        check_output_root(executor.build_dir.parent, "output.staging_dir")
     if config.run.metrics_port:
         check_port_free(config.run.metrics_host, config.run.metrics_port, "the build's main process")
     executor.preflight()  # its ranks' ports where they run on this machine

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .. import registry
 from ..cache.config_file import CacheConfig
-from ..cache.root_kind import read_root_config, sink_of
+from ..cache.root import CacheRoot, sink_in
 from ..cache.text_rows import PADDED
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
 from ..config import BuildConfig
@@ -24,11 +25,11 @@ _ADVICE = "rerun with --overwrite to replace it, or build into another output ro
 def check_remote_cache(config: BuildConfig, key: dict[str, Any]) -> None:
     """Refuse, listing what differs, when output.root holds a cache this build would not write."""
     root = config.output.root
-    existing = read_root_config(root)
+    existing = CacheRoot.of(root).read_config()
     if existing is None:
         return
-    if sink_of(existing) != config.output.sink:
-        raise LatentforgeError(f"{root} holds a cache written by output.sink={sink_of(existing)!r}; refusing to "
+    if sink_in(existing) != config.output.sink:
+        raise LatentforgeError(f"{root} holds a cache written by output.sink={sink_in(existing)!r}; refusing to "
                                f"write output.sink={config.output.sink!r} objects over it; {_ADVICE}")
     new = {"name": config.tokenizer.name, "checkpoint_sha256": key["tokenizer_sha256"]}
     differences = identity_differences(tokenizer_identity(existing.get("tokenizer") or {}), new, "the cache",
@@ -46,11 +47,11 @@ def check_remote_cache(config: BuildConfig, key: dict[str, Any]) -> None:
 
 
 def _settings(config: BuildConfig) -> dict[str, Any]:
-    """What this build will write in those sections, plus the text model's name and length and the sink's
-    shard size."""
+    """What this build will write in those sections, plus the text model's name and length and the sink's own
+    section."""
     written = CacheConfig.for_build(config, (0,), {}, None, 0).to_json()
     settings = {name: written.get(name) for name in _SETTINGS}
-    settings["sink"] = {"name": config.output.sink, "shard_bytes": config.output.shard_bytes}
+    settings["sink"] = registry.resolve("sink", config.output.sink).record(config.output)
     return json.loads(json.dumps(settings))  # as the cache's JSON holds them (lists, not tuples)
 
 

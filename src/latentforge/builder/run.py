@@ -19,7 +19,7 @@ from .. import registry
 from ..cache.layout import CACHE_CONFIG, LOCK, RUN_RECORDS_DIR
 from ..config import BuildConfig
 from ..errors import ConfigError, LatentforgeError, StopRequested, storage_error
-from ..executor.base import Executor, executor_for
+from ..executor.base import Executor
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
@@ -31,9 +31,10 @@ from .bucket_run import build_buckets
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .extend import plan_extension, refuse_plain_rerun, unit_numbers
 from .lock import BuildLock
+from .placement import executor_for
 from .preflight import preflight
 from .progress import BuildProgress
-from .records_dir import build_records_dir
+from .records_dir import build_records_dir, records_in_root
 from .remote_root import check_remote_cache
 from .resume import check_config, check_existing_cache, check_inputs, resume_key
 from .run_stats import RunStats
@@ -80,8 +81,8 @@ def _refuse_extend(config: BuildConfig, overwrite: bool) -> None:
     if config.frames.buckets:
         raise ConfigError(f"--extend grows a single-shape cache, but frames.buckets={config.frames.buckets} builds "
                           "one cache per bucket; rebuild the bucketed root from the grown input with --overwrite")
-    if config.output.sink != "hdf5":
-        raise ConfigError(f"--extend grows an HDF5 cache in place, but output.sink={config.output.sink!r} replaces "
+    if not registry.resolve("sink", config.output.sink).grows_in_place:
+        raise ConfigError(f"--extend grows a cache in place, but output.sink={config.output.sink!r} replaces "
                           "every object at commit; rebuild it from the grown input with --overwrite (or into a new "
                           "output root)")
 
@@ -92,7 +93,7 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, ext
     root = Path(config.output.root)
     if extend:
         _refuse_extend(config, overwrite)
-    in_root = not registry.resolve("sink", config.output.sink).remote_root
+    in_root = records_in_root(config)
     if in_root and overwrite and root.exists() and any(root.iterdir()):
         if not ((root / RUN_RECORDS_DIR).is_dir() or (root / CACHE_CONFIG).exists()):
             raise LatentforgeError(f"--overwrite refused: {root} is not empty and is not a latentforge cache")
@@ -141,7 +142,7 @@ def _serve_metrics(config: BuildConfig, stats: RunStats) -> contextlib.AbstractC
 def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite: bool, progress: BuildProgress,
                   stats: RunStats) -> BuildResult:
     build_dir = executor.build_dir
-    in_root = not registry.resolve("sink", config.output.sink).remote_root
+    in_root = records_in_root(config)
     if overwrite and in_root:
         _clear_root(root)
     elif overwrite:

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..cache.layout import SCAN_REJECTS, scan_record_name
 from ..config import BuildConfig
 from ..config.buckets import parse_buckets
-from ..executor.base import Executor, executor_for
+from ..executor.base import Executor
 from ..executor.rank_stats import utc_stamp
 from ..io import write_jsonl_atomic, write_text_atomic
 from ..pipeline.models import load_models
@@ -29,6 +29,7 @@ from ..text.prompt_cache import PromptCache
 from .bucket_run import bucket_config
 from .estimate import estimate_output_bytes, output_shapes
 from .lock import BuildLock
+from .placement import executor_for
 from .preflight import preflight
 from .progress import BuildProgress
 from .records_dir import build_records_dir

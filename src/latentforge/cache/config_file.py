@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import registry
 from ..config import BuildConfig
 from ..config.schema import single_shape_frames
 from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, ConfigError, DamagedFile
 from ..io import write_text_atomic
-from ..text.pickles import pickle_lookup_rule, uses_pickles
+from ..text.pickles import uses_pickles
 from ..version import __version__
 from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection
 from .encoded_by import EncodedBy
@@ -290,7 +291,8 @@ def _text_section(config: BuildConfig, text: TextRecord) -> TextSection:
     if config.text.storage != PADDED:
         details["storage"] = config.text.storage
     if uses_pickles(config.text):
-        details["pickles"] = {"format": "cosmos-t5-pickle", "lookup": pickle_lookup_rule(config)}
+        lookup = registry.resolve("reader", config.dataset.reader).pickle_lookup_rule(config)
+        details["pickles"] = {"format": "cosmos-t5-pickle", "lookup": lookup}
     details.update({k: v for k, v in text.fingerprint.items() if k not in ("name", "max_length", "dim")})
     return TextSection(config.text.name, text.embeddings_dataset, text.length_dataset, text.dim,
                        config.text.max_length, config.text.empty_prompt, details)

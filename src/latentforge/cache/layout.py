@@ -22,7 +22,7 @@ from .text_rows import PADDED, TRIMMED, trimmed_dtype
 # --------------------------------------------------------------------------------------- the root
 CACHE_CONFIG = "cache_config.json"
 MANIFEST = "manifest.jsonl"
-MANIFEST_TABLE = "manifest.parquet"  # manifest.jsonl as a flat table, for queries (cache/manifest_table.py)
+MANIFEST_TABLE = "manifest.parquet"  # manifest.jsonl as a flat table, for queries (sinks/hdf5/manifest_table.py)
 REJECTS = "rejects.jsonl"
 EMPTY_PROMPT = "empty_prompt.h5"
 README = "README.md"

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from .common import by_reason, say
 
 if TYPE_CHECKING:
-    from ..cache.inspect import BucketedSummary, CacheSummary
+    from ..cache.summary import CacheSummary
+    from ..sinks.hdf5.inspect import BucketedSummary
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -20,23 +21,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from ..cache.summary import CacheSummary
+    from ..sinks.dispatch import sink_for_root
 
-    from ..cache.bucket_index import is_bucketed
-    from ..cache.inspect import BucketedSummary, inspect_bucketed, inspect_cache
-    from ..cache.root_kind import WEBDATASET, refuse_url, root_sink
-    from ..streaming.inspect import inspect_webdataset
-
-    if root_sink(args.root) == WEBDATASET:
-        summary = inspect_webdataset(args.root)
-    else:
-        refuse_url(args.root, "inspect")
-        root = Path(args.root)
-        summary = inspect_bucketed(root) if is_bucketed(root) else inspect_cache(root)
+    sink, root = sink_for_root(args.root)
+    summary = sink.inspect(root)
     if args.json:
         print(json.dumps(summary.to_json(), indent=2, ensure_ascii=False))
         return 0
-    say(_bucketed_lines(summary) if isinstance(summary, BucketedSummary) else _cache_lines(summary))
+    say(_cache_lines(summary) if isinstance(summary, CacheSummary) else _bucketed_lines(summary))
     return 0
 
 
@@ -52,11 +45,13 @@ def _bucketed_lines(summary: BucketedSummary) -> str:
 
 
 def _cache_lines(summary: CacheSummary) -> str:
+    from ..cache.root import DEFAULT_SINK
+
     config = summary.config
     state = "complete" if summary.complete else "not complete (no _CACHE_COMPLETE)"
     lines = [
         f"{summary.root}: {state}{', published' if summary.published else ''}",
-        f"  format    {(summary.datasets.get('sink') or {}).get('name', 'hdf5')}",
+        f"  format    {(summary.datasets.get('sink') or {}).get('name', DEFAULT_SINK)}",
         f"  samples   {config.num_samples} in {len(summary.shards)} shard(s), {summary.bytes / 2**20:.1f} MiB; "
         f"rejected {sum(summary.rejects.values())}{by_reason(summary.rejects)}",
         f"  preset    {config.preset}",

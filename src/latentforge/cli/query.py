@@ -18,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cache.manifest_query import query_rows
+    from ..sinks.manifest_query import query_rows
 
     rows = query_rows(args.root, args.where)
     if args.count:

@@ -1,12 +1,13 @@
 """Feeding training from a latent cache: dataset, sampler, collate, expectations, Cosmos-Predict2 adapter."""
 
+from ..cache.expect import CacheExpectation, CacheMismatch
+from ..sinks.hdf5.bucketed_dataset import BucketedLatentDataset
+from ..sinks.hdf5.dataset import LatentCacheDataset
+from ..sinks.hdf5.roots import ROOT_ENV, ROOT_ENV_ALIAS, resolve_cache_root
 from .bucket_sampler import BucketBatchSampler
-from .bucketed_dataset import BucketedLatentDataset
+from .cache_dataset import cache_dataset
 from .collate import collate_latent_batch, drop_captions
 from .cosmos_adapter import LATENT_KEY, CosmosVideo2WorldDataset
-from .expect import CacheExpectation, CacheMismatch
-from .latent_dataset import LatentCacheDataset
-from .roots import ROOT_ENV, ROOT_ENV_ALIAS, resolve_cache_root
 from .sampler import ResumableSampler
 from .synthetic_cache import SyntheticCacheSpec, write_synthetic_cache
 
@@ -22,6 +23,7 @@ __all__ = [
     "LatentCacheDataset",
     "ResumableSampler",
     "SyntheticCacheSpec",
+    "cache_dataset",
     "collate_latent_batch",
     "drop_captions",
     "resolve_cache_root",

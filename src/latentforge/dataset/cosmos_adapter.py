@@ -15,9 +15,9 @@ from typing import Any, Sequence
 import torch
 from torch.utils.data import Dataset
 
+from ..cache.expect import CacheExpectation
 from ..errors import ConfigError
-from .expect import CacheExpectation
-from .latent_dataset import LatentCacheDataset
+from ..sinks.hdf5.dataset import LatentCacheDataset
 
 LATENT_KEY = "latent_state"  # named after the variable it replaces in Video2WorldPipeline.get_data_and_condition
 COSMOS_T5_TOKENS = 512  # cosmos_predict2/data/dataset_utils.py _NUM_T5_TOKENS

@@ -18,8 +18,8 @@ from ..cache.config_file import PIXEL_RANGE, CacheConfig
 from ..cache.config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection
 from ..cache.layout import RUN_RECORDS_DIR, text_datasets
 from ..records import Reject
+from ..sinks.hdf5.commit import commit_cache
 from ..version import __version__
-from ..writers.commit import commit_cache
 from ..writers.staging import StagedRow, write_staged_unit
 
 CLASSES = ("red circle", "blue square", "yellow circle", "green square")

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cache.layout import SUMS
-from ..cache.root_kind import require_local_hdf5
-from ..dataset.latent_dataset import LatentCacheDataset
 from ..errors import ConfigError, DamagedFile
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
 from ..reporting import Progress, start_step
+from ..sinks.dispatch import local_hdf5_cache
+from ..sinks.hdf5.dataset import LatentCacheDataset
 from .targets import MUSUBI, TARGETS, ExportFile, musubi_files, pt_files
 from .write import write_verified
 
@@ -39,9 +39,7 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
     """Export every sample of the cache at `root` (all its modalities, or `modalities` stacked in that order)."""
     if target not in TARGETS:
         raise ConfigError(f"export target {target!r} is not known; allowed: {', '.join(TARGETS)}")
-    require_local_hdf5(root, "export", "it is already a training format: stream it with "
-                       "latentforge.streaming.StreamingLatentDataset, or build the same config with output.sink=hdf5 "
-                       "to export it")
+    root = local_hdf5_cache(root, "export")
     dataset = LatentCacheDataset(root, modalities)
     if dataset.config.text is None:
         raise ConfigError(f"{dataset.root} holds no text embeddings, which every export target needs; export a "

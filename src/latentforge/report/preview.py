@@ -17,12 +17,12 @@ import torch
 from PIL import Image
 
 from ..cache.layout import PREVIEW_FOLDER, RUN_RECORDS_DIR
-from ..cache.root_kind import require_local_hdf5
 from ..cache.rows import manifest_rows
-from ..cache.structure import check_cache_structure
 from ..errors import ConfigError, SampleRejected
 from ..io import atomic_path
 from ..reporting import Progress
+from ..sinks.dispatch import local_hdf5_cache
+from ..sinks.hdf5.structure import check_cache_structure
 from ..tokenizers.base import pixels_to_input
 from ..verification.deep import spot_indices, stored_row
 from ..verification.reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
@@ -82,8 +82,7 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
     """Decode `samples` samples spread over the cache (or `indices`) next to their source frames; write
     preview.mp4 and preview.png into `out` (default ROOT/build/preview). progress("decode", samples) returns
     the function advanced by 1 per sample decoded."""
-    require_local_hdf5(root, "preview", "build the same config with output.sink=hdf5 to preview its samples")
-    root = Path(root)
+    root = local_hdf5_cache(root, "preview")
     cache_config = check_cache_structure(root)
     config = recorded_config(root, overrides)
     wanted = set(indices) if indices is not None else set(spot_indices(cache_config.num_samples, samples))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from ..cache.bucket_index import BucketIndex, is_bucketed
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
-from ..cache.root_kind import require_local_hdf5
-from ..cache.structure import check_cache_structure
 from ..io import write_text_atomic
 from ..reporting import Progress
+from ..sinks.dispatch import local_hdf5_cache
+from ..sinks.hdf5.structure import check_cache_structure
 from .plots import plot_channels, plot_counts, plot_frames, plot_histograms, render_html
 from .statistics import DEFAULT_EXTREME, CacheStats, check_cosmos_tokenizer, compute_stats, export_cosmos_mean_std
 
@@ -68,8 +68,7 @@ def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFA
     `cosmos_mean_std`, also Cosmos-Predict2's mean/std files of `modality` into that folder. `progress` as in
     compute_stats. A bucketed root gets a report per bucket with samples, in `<out>/<bucket>` (and
     `<cosmos_mean_std>/<bucket>`)."""
-    require_local_hdf5(root, "stats", "build the same config with output.sink=hdf5 to measure its statistics")
-    root = Path(root)
+    root = local_hdf5_cache(root, "stats")
     if is_bucketed(root):
         folder = Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER
         reports = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 
 class CacheStore:

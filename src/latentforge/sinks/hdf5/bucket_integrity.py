@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import CacheIntegrityError
-from ..reporting import Progress
-from .bucket_index import BucketIndex
-from .check_report import Check, CheckRecorder, VerifyReport
-from .checksums import find_sum_problems
-from .config_file import CacheConfig
+from ...cache.bucket_index import BucketIndex
+from ...cache.check_report import Check, CheckRecorder, VerifyReport
+from ...cache.checksums import find_sum_problems
+from ...cache.config_file import CacheConfig
+from ...cache.layout import BUCKETED_ROOT_ENTRIES, BUCKETS_DIR, COMPLETE_MARKER
+from ...errors import CacheIntegrityError
+from ...reporting import Progress
 from .integrity import check_markers, check_rejects, verify_integrity
-from .layout import BUCKETED_ROOT_ENTRIES, BUCKETS_DIR, COMPLETE_MARKER
 
 
 def _check_entries(root: Path, rec: CheckRecorder) -> None:

@@ -1,5 +1,5 @@
 """`latentforge inspect ROOT`: what a cache (or each bucket of a bucketed root) holds, read from its records and
-HDF5 metadata (no sample data), once cache/structure.py found the records sound."""
+HDF5 metadata (no sample data), once sinks/hdf5/structure.py found the records sound."""
 
 from __future__ import annotations
 
@@ -10,58 +10,11 @@ from typing import Any
 
 import h5py
 
-from .bucket_index import BucketIndex
-from .config_file import CacheConfig
-from .layout import COMPLETE_MARKER, EMPTY_PROMPT, PUBLISHED_MARKER, REJECTS, SHARDS_DIR, shard_rows
-from .rows import read_rejects
+from ...cache.bucket_index import BucketIndex
+from ...cache.layout import COMPLETE_MARKER, EMPTY_PROMPT, PUBLISHED_MARKER, REJECTS, SHARDS_DIR, shard_rows
+from ...cache.rows import read_rejects
+from ...cache.summary import CacheSummary, ShardFile
 from .structure import check_cache_structure
-
-
-@dataclass(frozen=True)
-class ShardFile:
-    path: str  # relative to the root
-    start: int  # first dataset_index
-    end: int  # one past the last
-    bytes: int
-
-    @property
-    def rows(self) -> int:
-        return self.end - self.start
-
-
-@dataclass(frozen=True)
-class CacheSummary:
-    root: Path | str  # a WebDataset cache's root may be a URL
-    config: CacheConfig
-    complete: bool  # _CACHE_COMPLETE is present
-    published: bool  # _SUCCESS is present
-    manifest_rows: int
-    rejects: dict[str, int]  # reason -> count
-    shards: list[ShardFile]
-    # of the first shard: dtype, shape, chunks, compression (a WebDataset cache: its sink section)
-    datasets: dict[str, dict[str, Any]]
-    empty_prompt: dict[str, dict[str, Any]] | None
-
-    @property
-    def bytes(self) -> int:
-        return sum(s.bytes for s in self.shards)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "root": str(self.root),
-            "complete": self.complete,
-            "published": self.published,
-            "num_samples": self.config.num_samples,
-            "num_shards": self.config.num_shards,
-            "manifest_rows": self.manifest_rows,
-            "rejects": self.rejects,
-            "bytes": self.bytes,
-            "shards": [{"path": s.path, "start": s.start, "end": s.end, "rows": s.rows, "bytes": s.bytes}
-                       for s in self.shards],
-            "datasets": self.datasets,
-            "empty_prompt": self.empty_prompt,
-            "config": self.config.to_json(),
-        }
 
 
 def _datasets(path: Path) -> dict[str, dict[str, Any]]:

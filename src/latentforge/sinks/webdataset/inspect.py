@@ -8,10 +8,10 @@ import re
 from collections import Counter
 from typing import Any
 
-from ..cache.config_file import CacheConfig
-from ..cache.inspect import CacheSummary, ShardFile
-from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, PUBLISHED_MARKER, REJECTS
-from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, DamagedFile
+from ...cache.config_file import CacheConfig
+from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, PUBLISHED_MARKER, REJECTS
+from ...cache.summary import CacheSummary, ShardFile
+from ...errors import REBUILD_OR_FETCH, CacheIntegrityError, DamagedFile
 from .layout import EMPTY_PROMPT_TAR
 from .store import CacheStore
 

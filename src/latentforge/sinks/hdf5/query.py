@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from .layout import MANIFEST, MANIFEST_TABLE
+from ...cache.layout import MANIFEST_TABLE
+from ...cache.root import CacheRoot
+from ...errors import ConfigError
 from .manifest_table import read_manifest_table
-from .root_kind import require_local_hdf5
 from .structure import check_cache_structure
 
 TABLE = "manifest"
@@ -43,9 +43,7 @@ def _connect(root: Path):
 def query_rows(root: str | Path, where: str, columns: tuple[str, ...] = ("dataset_index", "sample_id")
                ) -> list[tuple[Any, ...]]:
     """`columns` of the rows of ROOT/manifest.parquet that satisfy the SQL `where`, in dataset_index order."""
-    require_local_hdf5(root, "query", f"its rows are in {MANIFEST} (JSON lines), which duckdb's read_json or jq "
-                       "filter")
-    root = Path(root)
+    root = CacheRoot.of(root).local_folder("query")
     if not (root / MANIFEST_TABLE).is_file():
         raise ConfigError(f"{root} has no {MANIFEST_TABLE}; give a cache root (a bucketed root's caches are under "
                           "buckets/<name>), or rebuild a cache written before the index existed")

@@ -17,7 +17,7 @@ import io
 
 import numpy as np
 
-from ..cache.layout import SHARDS_DIR
+from ...cache.layout import SHARDS_DIR
 
 SINK = "webdataset"
 EMPTY_PROMPT_TAR = "empty_prompt.tar"

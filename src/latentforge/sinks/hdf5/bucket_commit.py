@@ -7,16 +7,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..cache.bucket_index import BucketIndex
-from ..cache.bucket_integrity import check_bucketed_root
-from ..cache.check_report import CheckRecorder
-from ..cache.checksums import write_bucketed_sha256sums
-from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
-from ..cache.rows import write_rejects
-from ..errors import CacheIntegrityError
-from ..io import canonical_json, write_text_atomic
-from ..records import Reject
-from ..testing.fault_points import fault_point
+from ...cache.bucket_index import BucketIndex
+from ...cache.check_report import CheckRecorder
+from ...cache.checksums import write_bucketed_sha256sums
+from ...cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
+from ...cache.rows import write_rejects
+from ...errors import CacheIntegrityError
+from ...io import canonical_json, write_text_atomic
+from ...records import Reject
+from ...testing.fault_points import fault_point
+from .bucket_integrity import check_bucketed_root
 
 
 def commit_bucketed_root(root: Path, index: BucketIndex, rejects: list[Reject]) -> None:

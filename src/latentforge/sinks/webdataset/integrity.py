@@ -18,13 +18,13 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..cache.check_report import CheckRecorder, VerifyReport
-from ..cache.config_file import CacheConfig
-from ..cache.integrity import check_counts
-from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, NOT_CHECKSUMMED, PUBLISHED_MARKER, REJECTS, SUMS
-from ..errors import CacheIntegrityError, ConfigError
-from ..hashing import compare_sums, parse_sums
-from ..reporting import Advance, Progress, start_step
+from ...cache.check_report import CheckRecorder, VerifyReport
+from ...cache.config_file import CacheConfig
+from ...cache.count_check import check_counts
+from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, NOT_CHECKSUMMED, PUBLISHED_MARKER, REJECTS, SUMS
+from ...errors import CacheIntegrityError, ConfigError
+from ...hashing import compare_sums, parse_sums
+from ...reporting import Advance, Progress, start_step
 from .layout import EMPTY_PROMPT_KEY, EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array, sample_key
 from .store import CacheStore
 

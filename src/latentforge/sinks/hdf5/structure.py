@@ -20,11 +20,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, DamagedFile
-from .config_file import CacheConfig
-from .layout import CACHE_CONFIG, MANIFEST, MANIFEST_TABLE
+from ...cache.config_file import CacheConfig
+from ...cache.layout import CACHE_CONFIG, MANIFEST, MANIFEST_TABLE
+from ...cache.rows import ManifestRow
+from ...errors import REBUILD_OR_FETCH, CacheIntegrityError, DamagedFile
 from .manifest_table import FIXED_COLUMNS
-from .rows import ManifestRow
 
 
 def check_cache_structure(root: str | Path, manifest_lines: bool = True) -> CacheConfig:

@@ -22,11 +22,11 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ..cache.config_file import CacheConfig
-from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, SUMS
-from ..cache.root_kind import sink_of
-from ..dataset.expect import CacheExpectation, check_expectation
-from ..errors import CacheIntegrityError, ConfigError
+from ...cache.config_file import CacheConfig
+from ...cache.expect import CacheExpectation, check_expectation
+from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, SUMS
+from ...cache.root import sink_in
+from ...errors import CacheIntegrityError, ConfigError
 from .layout import EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array
 from .store import CacheStore
 
@@ -49,8 +49,8 @@ class StreamingLatentDataset(IterableDataset):
         if not self.store.exists(CACHE_CONFIG):
             raise ConfigError(f"{url} is not a latentforge cache: it has no {CACHE_CONFIG}")
         data = json.loads(self.store.read(CACHE_CONFIG))
-        if sink_of(data) != SINK:
-            raise ConfigError(f"{url} is not a WebDataset cache but an {sink_of(data)} one, which "
+        if sink_in(data) != SINK:
+            raise ConfigError(f"{url} is not a WebDataset cache but an {sink_in(data)} one, which "
                               f"StreamingLatentDataset cannot read: read it with latentforge.LatentCacheDataset"
                               f"({url!r}) (a local folder; `latentforge fetch` one from object storage)")
         if not self.store.exists(COMPLETE_MARKER):

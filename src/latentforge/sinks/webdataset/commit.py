@@ -1,6 +1,6 @@
 """Commit staged units as a WebDataset cache written straight to a store URL (s3://, gs://, file://, memory://).
 
-The same staged units and the same rules as the HDF5 commit (writers/commit.py): dense dataset_index in
+The same staged units and the same rules as the HDF5 commit (sinks/hdf5/commit.py): dense dataset_index in
 source_index order, shard contents a function of the content alone, manifest, rejects, cache_config, README,
 SHA256SUMS, and `_CACHE_COMPLETE` last, with the HDF5 commit's fault points (commit after each shard, manifest,
 sha256sums, marker). Each tar is written to a node-local staging folder, hashed, uploaded and
@@ -18,19 +18,19 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..cache.config_file import CacheConfig
-from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, PUBLISHED_MARKER, README, REJECTS, SUMS
-from ..cache.rows import ManifestRow
-from ..errors import CacheIntegrityError, ConfigError
-from ..hashing import format_sums
-from ..io import canonical_json
-from ..records import Reject
-from ..testing.fault_points import fault_point
-from ..transfer.destinations import Destination, open_remote
-from ..transfer.digests import FileDigest, hash_bytes, hash_file
-from ..transfer.stores import Remote
-from ..writers.commit import PlacedRow, Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
-from ..writers.staging import OpenStagedUnit, open_staged_unit
+from ...cache.config_file import CacheConfig
+from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, PUBLISHED_MARKER, README, REJECTS, SUMS
+from ...cache.rows import ManifestRow
+from ...errors import CacheIntegrityError, ConfigError
+from ...hashing import format_sums
+from ...io import canonical_json
+from ...records import Reject
+from ...testing.fault_points import fault_point
+from ...transfer.destinations import Destination, open_remote
+from ...transfer.digests import FileDigest, hash_bytes, hash_file
+from ...transfer.stores import Remote
+from ...writers.gather import PlacedRow, Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
+from ...writers.staging import OpenStagedUnit, open_staged_unit
 from .layout import (
     EMPTY_PROMPT_KEY,
     EMPTY_PROMPT_TAR,

@@ -13,14 +13,12 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..errors import REJECT_REASONS, CacheIntegrityError
-from ..records import REJECT_KEYS, REJECT_STAGES, Reject
-from ..reporting import Advance, Progress, start_step
-from .check_report import CheckRecorder, VerifyReport
-from .checksums import find_sum_problems
-from .config_file import CacheConfig
-from .encoded_by import function_digest
-from .layout import (
+from ...cache.check_report import CheckRecorder, VerifyReport
+from ...cache.checksums import find_sum_problems
+from ...cache.config_file import CacheConfig
+from ...cache.count_check import check_counts
+from ...cache.encoded_by import function_digest
+from ...cache.layout import (
     COMPLETE_MARKER,
     EMPTY_PROMPT,
     MANIFEST,
@@ -33,9 +31,12 @@ from .layout import (
     DatasetSpecs,
     ShardSchema,
 )
+from ...cache.rows import MANIFEST_KEYS, ManifestRow, read_manifest
+from ...cache.text_rows import TRIMMED
+from ...errors import REJECT_REASONS, CacheIntegrityError
+from ...records import REJECT_KEYS, REJECT_STAGES, Reject
+from ...reporting import Advance, Progress, start_step
 from .manifest_table import manifest_table, read_manifest_table
-from .rows import MANIFEST_KEYS, ManifestRow, read_manifest
-from .text_rows import TRIMMED
 
 Shards = list[tuple[str, int, int]]
 
@@ -280,21 +281,6 @@ def _check_empty_prompt(root: Path, config: CacheConfig, schema: ShardSchema, re
         except (OSError, KeyError, ValueError) as exc:
             rec.fail("empty_prompt", f"{EMPTY_PROMPT} cannot be read: {exc}")
     rec.close("empty_prompt", "empty prompt as promised")
-
-
-def check_counts(config: CacheConfig, rejected: int, rec: CheckRecorder) -> None:
-    """Nothing planned went missing: cache_config.json's num_planned = num_samples + num_rejected, and
-    num_rejected is what rejects.jsonl lists (num_samples is checked against the manifest)."""
-    if config.num_planned is None:
-        rec.close("counts", "cache_config.json records no planned count (a cache written before it did)")
-        return
-    if config.num_rejected != rejected:
-        rec.fail("counts", f"cache_config.json counts {config.num_rejected} rejects, {REJECTS} lists {rejected}")
-    if config.num_samples + config.num_rejected != config.num_planned:
-        rec.fail("counts", f"{config.num_planned} samples were planned, but the cache keeps {config.num_samples} "
-                 f"and rejects {config.num_rejected}: {config.num_planned - config.num_samples - config.num_rejected}"
-                 " are unaccounted for; rebuild the cache")
-    rec.close("counts", f"{config.num_planned} planned = {config.num_samples} kept + {config.num_rejected} rejected")
 
 
 def check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) -> int:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..cache.bucket_index import is_bucketed
-from ..cache.config_file import CacheConfig
-from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER
-from ..cache.root_kind import WEBDATASET, is_url, root_sink
-from ..cache.structure import check_cache_structure
-from ..errors import CacheIntegrityError, ConfigError
+from ...cache.bucket_index import is_bucketed
+from ...cache.config_file import CacheConfig
+from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER
+from ...cache.root import CacheRoot
+from ...errors import CacheIntegrityError, ConfigError
+from . import NAME
+from .structure import check_cache_structure
 
 ROOT_ENV = "LATENTFORGE_CACHE_ROOT"
 # Trainers of the perception recipe read their cache root from this variable; accepted as an alias of ROOT_ENV.
@@ -28,24 +29,27 @@ def resolve_cache_root(root: str | os.PathLike[str] | None) -> Path:
         raise ConfigError(
             f"no cache root given; pass root=... or set {ROOT_ENV} (or its alias {ROOT_ENV_ALIAS})"
         )
-    if is_url(str(root)):
-        raise ConfigError(f"{root} is a URL; LatentCacheDataset reads a cache in a local folder: stream a WebDataset "
-                          f"cache with latentforge.streaming.StreamingLatentDataset({str(root)!r}), or download an "
-                          f"HDF5 cache with `latentforge fetch {root} LOCAL_FOLDER`")
+    settled = CacheRoot.of(root)
+    if settled.is_url:
+        raise ConfigError(f"{root} is a URL; LatentCacheDataset reads a cache in a local folder: open a cache at a URL "
+                          f"with latentforge.dataset.cache_dataset({str(root)!r}) (a WebDataset cache streams through "
+                          f"StreamingLatentDataset), or download an HDF5 cache with `latentforge fetch {root} "
+                          "LOCAL_FOLDER`")
     path = Path(root)
     if is_bucketed(path):
         raise ConfigError(f"{path} holds one cache per bucket: read it with BucketedLatentDataset({str(path)!r}) "
                           "and BucketBatchSampler, or one bucket with LatentCacheDataset(ROOT/buckets/<bucket>)")
     if not (path / CACHE_CONFIG).is_file():
         raise ConfigError(f"{path} is not a latentforge cache: it has no {CACHE_CONFIG}")
-    if root_sink(path) == WEBDATASET:
-        raise ConfigError(f"{path} is a WebDataset cache (tar shards), which LatentCacheDataset cannot read: "
-                          f"stream it with latentforge.streaming.StreamingLatentDataset({str(path)!r})")
+    sink = settled.recorded_sink()
+    if sink != NAME:
+        raise ConfigError(f"{path} is a {sink} cache, which LatentCacheDataset (HDF5 shards) cannot read: open it "
+                          f"with latentforge.dataset.cache_dataset({str(path)!r}), which reads it through its sink")
     return path
 
 
 def load_for_training(root: Path, require_complete: bool = True) -> CacheConfig:
-    """The cache's config, its records checked against its shards (cache/structure.py; manifest.jsonl's lines are
+    """The cache's config, its records checked against its shards (sinks/hdf5/structure.py; manifest.jsonl's lines are
     parsed by read_manifest_index); a cache without its completion marker is refused unless
     require_complete=False."""
     if require_complete and not (root / COMPLETE_MARKER).is_file():

@@ -11,13 +11,13 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..cache.config_file import CacheConfig
-from ..cache.layout import EMPTY_PROMPT, SOURCE_INDEX_DATASET
-from ..cache.manifest_query import query_indices
-from ..cache.text_rows import TRIMMED, padded_row, trimmed_dtype
-from ..errors import CacheIntegrityError, ConfigError
-from .expect import CacheExpectation, CacheMismatch, check_expectation
+from ...cache.config_file import CacheConfig
+from ...cache.expect import CacheExpectation, CacheMismatch, check_expectation
+from ...cache.layout import EMPTY_PROMPT, SOURCE_INDEX_DATASET
+from ...cache.text_rows import TRIMMED, padded_row, trimmed_dtype
+from ...errors import CacheIntegrityError, ConfigError
 from .manifest_index import ManifestIndex, read_manifest_index
+from .query import query_indices
 from .roots import load_for_training, resolve_cache_root
 from .row_reader import ShardReader
 

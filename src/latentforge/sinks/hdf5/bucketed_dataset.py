@@ -14,11 +14,11 @@ from typing import Any, Sequence
 
 from torch.utils.data import Dataset
 
-from ..cache.bucket_index import BucketIndex
-from ..cache.layout import COMPLETE_MARKER
-from ..errors import CacheIntegrityError, ConfigError
-from .expect import CacheExpectation
-from .latent_dataset import LatentCacheDataset
+from ...cache.bucket_index import BucketIndex
+from ...cache.expect import CacheExpectation
+from ...cache.layout import COMPLETE_MARKER
+from ...errors import CacheIntegrityError, ConfigError
+from .dataset import LatentCacheDataset
 
 
 class BucketedLatentDataset(Dataset):

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..cache.config_file import CacheConfig
 from ..errors import ConfigError
+from .config_file import CacheConfig
 
 
 class CacheMismatch(ConfigError):

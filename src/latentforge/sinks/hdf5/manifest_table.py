@@ -17,10 +17,10 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import REBUILD_OR_FETCH, DamagedFile
-from ..io import atomic_path, canonical_json
-from .layout import MANIFEST_TABLE
-from .rows import ManifestRow
+from ...cache.layout import MANIFEST_TABLE
+from ...cache.rows import ManifestRow
+from ...errors import REBUILD_OR_FETCH, DamagedFile
+from ...io import atomic_path, canonical_json
 
 _FIXED = pa.schema([
     ("dataset_index", pa.int64()),

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache.layout import MANIFEST
-from ..cache.rows import read_manifest
-from ..errors import REBUILD_OR_FETCH, CacheIntegrityError
+from ...cache.layout import MANIFEST
+from ...cache.rows import read_manifest
+from ...errors import REBUILD_OR_FETCH, CacheIntegrityError
 
 
 @dataclass(frozen=True)

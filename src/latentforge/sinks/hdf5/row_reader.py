@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-from ..cache.text_rows import restore_row
-from ..errors import CacheIntegrityError
+from ...cache.text_rows import restore_row
+from ...errors import CacheIntegrityError
 
 # Private torch API (what torch.multiprocessing uses to rebuild a shared storage from an fd); when it is absent
 # every row takes the h5py path.

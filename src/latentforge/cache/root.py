@@ -1,0 +1,78 @@
+"""Where a cache is, settled once: a local folder or an fsspec URL, and the sink its cache_config.json records.
+
+Every verb turns what it was given into a CacheRoot first and asks it, never the string, whether it is local.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from ..errors import ConfigError
+from ..locations import is_url
+from .layout import CACHE_CONFIG
+
+DEFAULT_SINK = "hdf5"  # what a cache_config.json without a "sink" section was written by
+
+
+@dataclass(frozen=True)
+class CacheRoot:
+    location: str  # a local path or an fsspec URL, as given
+    storage_options: dict[str, Any] = field(default_factory=dict, compare=False)  # fsspec's, for a URL
+
+    @classmethod
+    def of(cls, root: RootLike, storage_options: dict[str, Any] | None = None) -> CacheRoot:
+        if isinstance(root, CacheRoot):
+            return root
+        return cls(root if isinstance(root, str) else os.fspath(root), dict(storage_options or {}))
+
+    @property
+    def is_url(self) -> bool:
+        return is_url(self.location)
+
+    def __str__(self) -> str:
+        return self.location
+
+    def local_folder(self, verb: str) -> Path:
+        """The folder, or ConfigError when the root is a URL: `verb` reads a cache in a local folder."""
+        if self.is_url:
+            raise ConfigError(f"{self} is a URL, but {verb} reads a cache in a local folder; download it first with "
+                              f"`latentforge fetch {self} LOCAL_FOLDER` and give LOCAL_FOLDER")
+        return Path(self.location)
+
+    def read_config(self) -> dict[str, Any] | None:
+        """cache_config.json as JSON; None when there is none or it is not a JSON object (the format checks that
+        follow say what is wrong)."""
+        try:
+            if self.is_url:
+                import fsspec
+
+                try:
+                    fs, path = fsspec.core.url_to_fs(self.location, **self.storage_options)
+                except ImportError as error:
+                    raise ConfigError(f"{self}: no usable fsspec backend ({error}); install the package fsspec "
+                                      "names") from None
+                data = json.loads(fs.cat_file(f"{path.rstrip('/')}/{CACHE_CONFIG}"))
+            else:
+                data = json.loads((Path(self.location) / CACHE_CONFIG).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # FileNotFoundError, a URL fsspec cannot reach, broken JSON
+            return None
+        return data if isinstance(data, dict) else None
+
+    def recorded_sink(self) -> str:
+        """The sink the cache here records, DEFAULT_SINK when it records none or nothing can be read (that sink's
+        verify then says what is missing)."""
+        config = self.read_config()
+        return DEFAULT_SINK if config is None else sink_in(config)
+
+
+RootLike = Union[str, "os.PathLike[str]", CacheRoot]
+
+
+def sink_in(config: dict[str, Any]) -> str:
+    """The sink a cache_config.json (as JSON) records: its "sink" section's name, else DEFAULT_SINK."""
+    sink = config.get("sink")
+    return str(sink.get("name", DEFAULT_SINK)) if isinstance(sink, dict) else DEFAULT_SINK

@@ -1,0 +1,162 @@
+"""The HDF5 commit: staged units -> shards, empty_prompt.h5, rejects, cache_config, manifest, README, SHA256SUMS,
+an integrity verify, and only then _CACHE_COMPLETE (docs/cache-format.md).
+
+Everything checksummed is a function of the staged rows and the config alone, so committing the same
+staged input twice gives byte-identical files whatever the unit split or the order units finished in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ...cache.check_report import VerifyReport
+from ...cache.checksums import write_sha256sums
+from ...cache.config_file import CacheConfig
+from ...cache.layout import (
+    COMPLETE_MARKER,
+    EMPTY_PROMPT,
+    PUBLISHED_MARKER,
+    README,
+    SHARDS_DIR,
+    SOURCE_INDEX_DATASET,
+    SUMS,
+    TMP_LEFTOVER,
+    ShardSchema,
+)
+from ...cache.readme import render_cache_readme
+from ...cache.rows import write_manifest, write_rejects
+from ...cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
+from ...errors import CacheIntegrityError
+from ...io import canonical_json, write_text_atomic
+from ...records import Reject
+from ...testing.fault_points import fault_point
+from ...writers.gather import PlacedRow, Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
+from ...writers.hdf5 import BlockFiller, write_empty_prompt, write_h5_atomic
+from ...writers.staging import OpenStagedUnit, open_staged_unit
+from .integrity import verify_integrity
+from .manifest_table import write_manifest_table
+
+# Rows copied per HDF5 write: bounds commit memory far below one shard (a 3000-row perception shard is 46 GB).
+_BLOCK_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    root: Path
+    num_samples: int
+    num_shards: int
+    num_rejects: int
+    shard_paths: list[str]  # relative to root
+    report: VerifyReport
+
+
+def _fill_shard(schema: ShardSchema, rows: list[PlacedRow], units: dict[Path, OpenStagedUnit]) -> BlockFiller:
+    def fill(datasets: dict[str, h5py.Dataset], start: int, stop: int) -> None:
+        # Copy runs of rows that sit next to each other in one staged unit with one slice each.
+        i = start
+        while i < stop:
+            first = rows[i]
+            j = i + 1
+            while j < stop and rows[j].unit_path == first.unit_path and rows[j].position == first.position + j - i:
+                j += 1
+            staged = units[first.unit_path]
+            src = slice(first.position, first.position + j - i)
+            datasets[schema.latent_dataset][i:j] = staged.latents[src]
+            if schema.text_prefix is not None:
+                lengths = staged.text_lengths[src]
+                if lengths.min() < 0 or lengths.max() > schema.max_length:
+                    raise CacheIntegrityError(f"staged unit {first.unit_path}: text lengths {lengths.tolist()} "
+                                              f"outside [0, {schema.max_length}]")
+                if schema.text_storage == TRIMMED:
+                    write_trimmed(datasets[schema.embeddings_dataset], i,
+                                  trim_rows(staged.text_embeddings[src], lengths))
+                else:
+                    datasets[schema.embeddings_dataset][i:j] = staged.text_embeddings[src]
+                datasets[schema.length_dataset][i:j] = lengths.astype(np.uint16)
+            i = j
+        datasets[SOURCE_INDEX_DATASET][start:stop] = [p.row.source_index for p in rows[start:stop]]
+
+    return fill
+
+
+def _write_shards(root: Path, schema: ShardSchema, placed: list[PlacedRow], shards: list[tuple[str, int, int]]
+                  ) -> list[str]:
+    keep = {Path(rel).name for rel, _, _ in shards}
+    shard_dir = root / SHARDS_DIR
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    for stale in shard_dir.iterdir():  # shards of an earlier commit with other counts, tmp leftovers
+        if stale.name not in keep and stale.is_file():
+            stale.unlink()
+    padded = dataclasses.replace(schema, text_storage=PADDED)  # a trimmed row is at most as large
+    row_bytes = sum(np.dtype(d).itemsize * int(np.prod(s[1:])) for d, s in padded.dataset_specs(1).values())
+    block_rows = max(1, _BLOCK_BYTES // row_bytes)
+    for rel, start, end in shards:
+        rows = placed[start:end]
+        with contextlib.ExitStack() as stack:
+            units = {p: stack.enter_context(open_staged_unit(p)) for p in sorted({r.unit_path for r in rows})}
+            write_h5_atomic(root / rel, schema.dataset_specs(end - start), block_rows,
+                            _fill_shard(schema, rows, units))
+        fault_point("commit")  # test-only: a kill between shards
+    return [rel for rel, _, _ in shards]
+
+
+def commit_cache(
+    root: Path,
+    unit_paths: list[Path],
+    plan_rejects: list[Reject],
+    cache_config: CacheConfig,
+    empty_prompt: tuple[np.ndarray, np.ndarray] | None,
+    readme_context: dict[str, Any],
+    planned: Planned,
+    allow_empty: bool = False,
+) -> CommitResult:
+    """Turn staged units into a complete, checksummed, verified cache under `root`; the counts of
+    `cache_config` are filled in here. `planned` ({unit: source_index of its samples}) is the plan the staged
+    units must cover exactly (gather_staged)."""
+    root = Path(root)
+    # Until the new content is verified, nothing may claim the cache is complete or published.
+    for marker in (COMPLETE_MARKER, PUBLISHED_MARKER, SUMS):
+        (root / marker).unlink(missing_ok=True)
+    for leftover in root.glob(".*.tmp*"):  # tmp siblings of a commit that was killed; they would be checksummed
+        if TMP_LEFTOVER.match(leftover.name) and leftover.is_file():
+            leftover.unlink()
+    schema = cache_config.shard_schema()
+    if empty_prompt is not None and schema.text_prefix is None:
+        raise CacheIntegrityError("an empty prompt was given but the cache has no text datasets")
+    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty)
+    shards = schema.shard_paths(len(placed))
+    rejects = ordered_rejects(plan_rejects, unit_rejects)
+    config = cache_config.committed(len(placed), len(shards), encoded_by, planned_count(planned, plan_rejects),
+                                    len(rejects))
+    readme = render_cache_readme(config, readme_context)
+    written = _write_shards(root, schema, placed, shards)
+    if empty_prompt is not None:
+        write_empty_prompt(root / EMPTY_PROMPT, schema, *empty_prompt)
+    else:
+        (root / EMPTY_PROMPT).unlink(missing_ok=True)
+    write_rejects(root, rejects)
+    config.write(root)
+    manifest = manifest_rows(placed, shards)
+    write_manifest(root, manifest)
+    write_manifest_table(root, manifest)
+    fault_point("manifest")
+    write_text_atomic(root / README, readme)
+    write_sha256sums(root)
+    fault_point("sha256sums")
+    report = verify_integrity(root, require_complete=False)
+    if not report.ok:
+        failures = "; ".join(f"{c.name}: {c.detail}" for c in report.failures[:10])
+        raise CacheIntegrityError(f"{root}: the committed cache fails its integrity verify: {failures}")
+    stamp = {"completed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "num_samples": len(placed), "num_shards": len(written)}
+    fault_point("marker")
+    write_text_atomic(root / COMPLETE_MARKER, canonical_json(stamp) + "\n")
+    return CommitResult(root, len(placed), len(written), len(rejects), written, report)

@@ -1,0 +1,80 @@
+"""The default sink: sharded HDF5 committed into the local folder output.root, read back from there (a bucketed
+root, one cache per bucket, included)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...cache.bucket_index import is_bucketed
+from ...cache.check_report import VerifyReport
+from ...cache.root import CacheRoot
+from ...cache.rows import read_rejects
+from ...config.schema import OutputConfig
+from ...errors import ConfigError
+from ...reporting import Progress
+from ..base import Sink, SinkCommit, StagedCache
+from . import NAME
+from .commit import commit_cache
+
+if TYPE_CHECKING:
+    from ...config.schema import BuildConfig
+
+
+class Hdf5Sink(Sink):
+    name = NAME
+    grows_in_place = True
+
+    @classmethod
+    def check_config(cls, config: BuildConfig) -> None:
+        root = CacheRoot.of(config.output.root)
+        if root.is_url:  # as given, the build would write to a folder named after it ('s3:/...')
+            raise ConfigError(
+                f"output.root={root.location!r} is a URL, but a cache is built into a local folder (as given, the "
+                f"build would write to a folder named {str(Path(root.location))!r}); build into a local folder with "
+                f"--out, then copy it there with `latentforge publish LOCAL_FOLDER {root}`, or write tar shards "
+                "straight there with --set output.sink=webdataset"
+            )
+
+    @classmethod
+    def record(cls, output: OutputConfig) -> None:
+        return None  # an HDF5 cache_config.json has no "sink" section: what every reader assumes without one
+
+    @staticmethod
+    def commit(output: OutputConfig, build_dir: Path, staged: StagedCache) -> SinkCommit:
+        root = Path(output.root)
+        result = commit_cache(root, staged.unit_paths, staged.plan_rejects, staged.cache_config, staged.empty_prompt,
+                              staged.readme_context, staged.planned, staged.allow_empty)
+        return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in read_rejects(root)).items())))
+
+    @classmethod
+    def verify(cls, root: CacheRoot, require_complete: bool, progress: Progress | None) -> VerifyReport:
+        from .bucket_integrity import verify_bucketed
+        from .integrity import verify_integrity
+
+        folder = root.local_folder("verify")
+        if is_bucketed(folder):
+            return verify_bucketed(folder, require_complete, progress)
+        return verify_integrity(folder, require_complete, progress)
+
+    @classmethod
+    def inspect(cls, root: CacheRoot) -> Any:
+        from .inspect import inspect_bucketed, inspect_cache
+
+        folder = root.local_folder("inspect")
+        return inspect_bucketed(folder) if is_bucketed(folder) else inspect_cache(folder)
+
+    @classmethod
+    def dataset(cls, root: CacheRoot, **options: Any) -> Any:
+        """LatentCacheDataset, or BucketedLatentDataset for a bucketed root."""
+        from .bucketed_dataset import BucketedLatentDataset
+        from .dataset import LatentCacheDataset
+
+        folder = root.local_folder("LatentCacheDataset")
+        bucketed = is_bucketed(folder)
+        return BucketedLatentDataset(folder, **options) if bucketed else LatentCacheDataset(folder, **options)
+
+    @classmethod
+    def local_hdf5(cls, root: CacheRoot, verb: str) -> Path:
+        return root.local_folder(verb)

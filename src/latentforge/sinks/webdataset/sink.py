@@ -1,0 +1,91 @@
+"""The webdataset sink: tar shards committed straight to output.root, a local folder or an fsspec URL, and read
+back from there (verify, inspect, StreamingLatentDataset) without a download."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...cache.check_report import VerifyReport
+from ...cache.layout import MANIFEST
+from ...cache.root import CacheRoot
+from ...cache.summary import CacheSummary
+from ...config.schema import OutputConfig
+from ...errors import ConfigError
+from ...locations import is_url
+from ...reporting import Progress
+from ...transfer.destinations import Destination
+from ...writers.gather import ordered_rejects
+from ...writers.staging import read_staged_rejects
+from ..base import Sink, SinkCommit, StagedCache
+from .commit import WebDatasetOptions, commit_webdataset
+from .layout import SINK
+
+if TYPE_CHECKING:
+    from ...config.schema import BuildConfig
+
+TARS_DIR = "tars"  # under the build records: the one tar being written and uploaded
+
+_INSTEAD = {
+    "query": f"its rows are in {MANIFEST} (JSON lines), which duckdb's read_json or jq filter",
+    "export": "it is already a training format: stream it with latentforge.streaming.StreamingLatentDataset, or "
+              "build the same config with output.sink=hdf5 to export it",
+    "verify --deep": "verify it without --deep, or build the same config with output.sink=hdf5 and verify that one "
+                     "with --deep",
+}
+
+
+class WebDatasetSink(Sink):
+    name = SINK
+    remote_root = True
+
+    @classmethod
+    def check_config(cls, config: BuildConfig) -> None:
+        output = config.output
+        if config.frames.buckets:
+            raise ConfigError(f"output.sink={output.sink!r} writes one cache, but frames.buckets gives several; "
+                              "build each bucket shape as its own cache, or use output.sink=hdf5 for a bucketed root")
+        if output.staging_dir and is_url(output.staging_dir):
+            raise ConfigError(f"output.staging_dir={output.staging_dir!r} is a URL; give a node-local folder (the "
+                              "build records and staged units live there), or leave it empty for one under the "
+                              "system temp dir; to stage units in object storage, set output.staging_url")
+
+    @classmethod
+    def record(cls, output: OutputConfig) -> dict[str, Any]:
+        return {"name": SINK, "shard_bytes": output.shard_bytes}
+
+    @staticmethod
+    def commit(output: OutputConfig, build_dir: Path, staged: StagedCache) -> SinkCommit:
+        # Credentials and endpoint come from the environment (AWS_* for s3://), as fsspec reads them.
+        result = commit_webdataset(Destination(output.root), staged.unit_paths, staged.plan_rejects,
+                                   staged.cache_config, staged.empty_prompt,
+                                   WebDatasetOptions(build_dir / TARS_DIR, shard_bytes=output.shard_bytes),
+                                   staged.planned, staged.allow_empty)
+        unit_rejects = [r for path in staged.unit_paths for r in read_staged_rejects(path)]
+        rejects = ordered_rejects(staged.plan_rejects, unit_rejects)
+        return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in rejects).items())))
+
+    @classmethod
+    def verify(cls, root: CacheRoot, require_complete: bool, progress: Progress | None) -> VerifyReport:
+        """The integrity checks of tar shards at a folder or an fsspec URL, one read per object."""
+        from .integrity import verify_webdataset
+
+        return verify_webdataset(str(root), require_complete, progress, root.storage_options)
+
+    @classmethod
+    def inspect(cls, root: CacheRoot) -> CacheSummary:
+        from .inspect import inspect_webdataset
+
+        return inspect_webdataset(str(root), root.storage_options)
+
+    @classmethod
+    def dataset(cls, root: CacheRoot, **options: Any) -> Any:
+        """StreamingLatentDataset(root, ...): rank/worker split, seeded shuffle buffer, exact mid-epoch resume."""
+        from .dataset import StreamingLatentDataset
+
+        return StreamingLatentDataset(str(root), root.storage_options, **options)
+
+    @classmethod
+    def instead(cls, verb: str) -> str:
+        return _INSTEAD.get(verb, super().instead(verb))

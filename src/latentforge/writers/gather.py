@@ -1,0 +1,127 @@
+"""What every sink's commit does first: the staged units' rows and rejects gathered into dataset order, checked
+against the plan (every planned unit staged, each accounting for exactly its planned samples), and the manifest rows
+and rejects in the order a cache lists them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..cache.encoded_by import EncodedBy, group_units
+from ..cache.layout import ShardSchema
+from ..cache.rows import ManifestRow
+from ..cache.text_rows import PADDED
+from ..errors import CacheIntegrityError
+from ..records import Reject
+from .staging import OpenStagedUnit, StagedRow, open_staged_unit
+
+Planned = Mapping[int, Sequence[int]]  # {unit: the source_index of every sample the plan put in it}
+
+
+@dataclass(frozen=True)
+class PlacedRow:
+    """Where an accepted row lives in staging; its list position is its dataset_index."""
+
+    row: StagedRow
+    unit_path: Path
+    position: int
+
+
+def _check_unit_arrays(path: Path, staged: OpenStagedUnit, schema: ShardSchema) -> None:
+    want = dataclasses.replace(schema, text_storage=PADDED).dataset_specs(len(staged.rows))  # staged text is padded
+    problems = []
+    got_latent = (staged.latents.dtype, staged.latents.shape)
+    if got_latent != want[schema.latent_dataset]:
+        problems.append(f"latents are {got_latent[0]} {list(got_latent[1])}, want {want[schema.latent_dataset]}")
+    # A unit whose samples were all rejected encodes no prompt, so it may hold no text arrays at all.
+    if staged.rows and (staged.text_embeddings is None) != (schema.text_prefix is None):
+        problems.append(f"text arrays {'missing' if staged.text_embeddings is None else 'present'} "
+                        f"but the cache's text prefix is {schema.text_prefix!r}")
+    elif staged.text_embeddings is not None:
+        got_text = (staged.text_embeddings.dtype, staged.text_embeddings.shape)
+        if got_text != want[schema.embeddings_dataset]:
+            problems.append(f"text embeddings are {got_text[0]} {list(got_text[1])}, "
+                            f"want {want[schema.embeddings_dataset]}")
+    if problems:
+        raise CacheIntegrityError(f"staged unit {path}: " + "; ".join(problems))
+
+
+def _check_against_plan(accounted: dict[int, set[int]], planned: Planned) -> None:
+    """Every planned unit is staged, no other, and each accounts (kept or rejected) for exactly its planned
+    samples: a unit lost on the way (a stale listing, a deleted file) fails the commit instead of shrinking it."""
+    problems = []
+    missing, extra = sorted(set(planned) - set(accounted)), sorted(set(accounted) - set(planned))
+    if missing:
+        problems.append(f"{len(missing)} of {len(planned)} planned units are not staged (units {_some(missing)})")
+    if extra:
+        problems.append(f"staged units {_some(extra)} are not in the plan")
+    for unit in sorted(set(planned) & set(accounted)):
+        want, got = set(planned[unit]), accounted[unit]
+        if want != got:
+            problems.append(f"unit {unit} accounts for source_index {_some(sorted(got - want))} beyond its plan "
+                            f"and lacks {_some(sorted(want - got))}")
+    if problems:
+        raise CacheIntegrityError("the staged units do not cover the plan: " + "; ".join(problems[:5]) + ". "
+                                  "Rerun the same command: it encodes what is missing (--overwrite starts over)")
+
+
+def _some(values: list[int]) -> str:
+    return ", ".join(map(str, values[:8])) + (f" and {len(values) - 8} more" if len(values) > 8 else "") or "none"
+
+
+def gather_staged(schema: ShardSchema, unit_paths: list[Path], planned: Planned, allow_empty: bool = False
+                  ) -> tuple[list[PlacedRow], list[Reject], tuple[EncodedBy, ...] | None]:
+    """The rows and rejects of the staged units, checked against `planned` ({unit: its samples' source_index}).
+    No rows at all fail unless `allow_empty` (one bucket of a bucketed build may end up empty; the build may not)."""
+    placed: list[PlacedRow] = []
+    rejects: list[Reject] = []
+    encoders: dict[int, dict] = {}
+    accounted: dict[int, set[int]] = {}
+    for path in sorted(unit_paths):
+        with open_staged_unit(path) as staged:
+            _check_unit_arrays(path, staged, schema)
+            placed.extend(PlacedRow(row, path, i) for i, row in enumerate(staged.rows))
+            rejects.extend(staged.rejects)
+            accounted.setdefault(staged.unit, set()).update(
+                [row.source_index for row in staged.rows] + [reject.source_index for reject in staged.rejects])
+            if staged.encoded_by is not None:
+                encoders[staged.unit] = staged.encoded_by
+    _check_against_plan(accounted, planned)
+    if encoders and len(encoders) != len(unit_paths):
+        raise CacheIntegrityError(f"{len(unit_paths) - len(encoders)} staged unit(s) do not record which encoder "
+                                  "made them; remove the stale staged units")
+    placed.sort(key=lambda p: p.row.source_index)
+    for what, values in (("source_index", [p.row.source_index for p in placed]),
+                         ("sample_id", [p.row.sample_id for p in placed])):
+        dupes = sorted(v for v, count in Counter(values).items() if count > 1)[:5]
+        if dupes:
+            raise CacheIntegrityError(f"{what} {dupes} staged more than once; remove the stale staged units")
+    accepted = {p.row.source_index for p in placed}
+    both = sorted(r.sample_id for r in rejects if r.source_index in accepted)
+    if both:
+        raise CacheIntegrityError(f"samples {both[:5]} are both staged and rejected; remove the stale staged units")
+    if not placed and not allow_empty:
+        raise CacheIntegrityError(f"nothing to commit: the {sum(map(len, planned.values()))} planned samples of "
+                                  f"{len(planned)} units were all rejected ({len(rejects)} staged rejects); a cache "
+                                  "holds at least one sample")
+    return placed, rejects, group_units(encoders) if encoders else None
+
+
+def manifest_rows(placed: list[PlacedRow], shards: list[tuple[str, int, int]]) -> list[ManifestRow]:
+    return [ManifestRow(dataset_index=index, shard_path=shard_path, cache_row=index - start,
+                        **dataclasses.asdict(placed[index].row))
+            for shard_path, start, end in shards for index in range(start, end)]
+
+
+def planned_count(planned: Planned, plan_rejects: list[Reject]) -> int:
+    """Every candidate of the plan: the samples of its units and those the plan itself rejected."""
+    return sum(len(sources) for sources in planned.values()) + len(plan_rejects)
+
+
+def ordered_rejects(plan_rejects: list[Reject], unit_rejects: list[Reject]) -> list[Reject]:
+    # Plan rejects have no place in the plan's order yet, so they come first, by sample_id.
+    return sorted(plan_rejects, key=lambda r: r.sample_id) + sorted(unit_rejects,
+                                                                   key=lambda r: (r.source_index, r.sample_id))
