@@ -13,6 +13,7 @@ import transformers
 from latentforge import registry
 from latentforge.cache.layout import text_datasets
 from latentforge.config import TextConfig
+from latentforge.configure import load_config
 from latentforge.demo.tiny_text_model import make_tiny_t5, make_tiny_umt5
 from latentforge.errors import ConfigError
 from latentforge.text.t5 import T5TextEncoder
@@ -139,8 +140,6 @@ def test_a_row_depends_on_its_prompt_alone(t5_folder):
 
 
 def test_retired_batch_size_key_says_what_to_do(tmp_path):
-    from latentforge.config import load_config
-
     with pytest.raises(ConfigError, match="text.batch_size is no longer a setting.*delete the key"):
         load_config(extra={"text": {"batch_size": 8}})
 

@@ -25,7 +25,7 @@ from ..config import BuildConfig
 from ..errors import LatentforgeError, SampleRejected
 from ..records import Sample
 from ..text.base import TextBatch, TextEncoder
-from ..text.pickles import PICKLE_PREFIX, load_cosmos_pickle, padded_from_pickle, pickle_dim, pickle_path
+from ..text.pickles import PICKLE_PREFIX, load_cosmos_pickle, padded_from_pickle, pickle_dim
 from ..text.prompt_cache import PromptCache
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class TextSource:
         """The sample's pickle row, or None when the encoder makes it. Raises SampleRejected(bad_text_pickle)."""
         if self.mode == "encoder":
             return None
-        path = pickle_path(sample, self.config)
+        path = registry.resolve("reader", self.config.dataset.reader).pickle_path(sample, self.config)
         if path is None or not path.is_file():
             if self.mode == "pickles+encoder":
                 return None
@@ -123,9 +123,7 @@ def empty_prompt_encoder(config: BuildConfig, device: torch.device | str) -> Tex
     """Under text.source=pickles the units run no encoder; the commit loads one only for empty_prompt.h5."""
     if config.text.source != "pickles" or not config.text.empty_prompt:
         return None
-    cls = registry.resolve("text", config.text.name)
-    text = config.text
-    return cls(text.path, precision=text.precision, max_length=text.max_length, device=device)
+    return registry.resolve("text", config.text.name).load(config.text, device)
 
 
 def build_text_record(config: BuildConfig, encoder: TextEncoder | None,

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import unicodedata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import DatasetConfig
 from ..errors import ConfigError
-from ..records import SourceEntry
+from ..records import Sample, SourceEntry
+from ..text.pickles import PICKLE_FOLDER
+from .base import Reader
+
+if TYPE_CHECKING:
+    from ..config.schema import BuildConfig
 
 
-class CosmosDirReader:
+class CosmosDirReader(Reader):
     """Lists `<root>/videos/*.mp4` (not recursive, like Cosmos' own Dataset class) with their captions.
 
     key = "videos/<stem>" and video_rel = "videos/<name>", both NFC-normalised so that a folder copied
@@ -18,7 +24,10 @@ class CosmosDirReader:
     so it can still be opened.
     """
 
+    name = "cosmos_dir"
+
     def __init__(self, config: DatasetConfig):
+        super().__init__(config)
         if not config.path:
             raise ConfigError("dataset.path is empty; give the Cosmos dataset folder (holding videos/ and metas/)")
         if len(config.path) > 1:
@@ -32,6 +41,27 @@ class CosmosDirReader:
     def claims(cls, paths: list[str]) -> bool:
         """dataset.reader=auto: one folder."""
         return len(paths) == 1 and Path(paths[0]).is_dir()
+
+    @classmethod
+    def check_config(cls, config: BuildConfig) -> None:
+        super().check_config(config)
+        column = config.dataset.t5_pickle_column
+        if column:  # the config checks before this one made sure text.source reads pickles
+            raise ConfigError(f"dataset.t5_pickle_column={column!r} is for dataset.reader=table; the cosmos_dir "
+                              f"reader finds pickles at <dataset>/{PICKLE_FOLDER}/<stem>.pickle, unset the column")
+
+    @classmethod
+    def pickle_lookup_rule(cls, config: BuildConfig) -> str:
+        return f"<dataset>/{PICKLE_FOLDER}/<stem>.pickle"
+
+    @classmethod
+    def pickle_path(cls, sample: Sample, config: BuildConfig) -> Path:
+        folder = Path(config.dataset.path[0]) / PICKLE_FOLDER
+        on_disk = folder / f"{Path(sample.entry.video).stem}.pickle"
+        if on_disk.is_file():
+            return on_disk
+        # The stem as entries() normalises it: a folder copied through macOS holds NFD names.
+        return folder / f"{unicodedata.normalize('NFC', Path(sample.entry.video).stem)}.pickle"
 
     def entries(self) -> list[SourceEntry]:
         videos_dir = self.root / "videos"

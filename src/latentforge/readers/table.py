@@ -9,10 +9,9 @@ from __future__ import annotations
 import glob
 import math
 import os
-import re
 import unicodedata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
@@ -21,10 +20,14 @@ import pyarrow.parquet as pa_parquet
 
 from ..config import DatasetConfig
 from ..errors import ConfigError
-from ..records import SourceEntry
+from ..locations import is_url
+from ..records import Sample, SourceEntry
+from .base import Reader
+
+if TYPE_CHECKING:
+    from ..config.schema import BuildConfig
 
 TABLE_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def table_parts(patterns: list[str]) -> list[Path]:
@@ -107,17 +110,20 @@ def _without_nan(value: Any) -> Any:
     return value
 
 
-class TableReader:
+class TableReader(Reader):
     """One SourceEntry per table row, parts concatenated in sorted path order.
 
     Relative paths resolve against the folder of the table file that holds them; video_rel keeps the path
     as written (NFC). key = the id column when set, else video_rel without its extension.
     """
 
+    name = "table"
+    modalities = ("rgb", "mask", "depth")
+
     def __init__(self, config: DatasetConfig):
+        super().__init__(config)
         if not config.path:
             raise ConfigError("dataset.path is empty; give the table file(s) or a glob")
-        self.config = config
 
     @classmethod
     def claims(cls, paths: list[str]) -> bool:
@@ -128,6 +134,29 @@ class TableReader:
         c = self.config
         return {"id": c.id_column, "video": c.video_column, "caption": c.caption_column,
                 "mask": c.mask_column, "depth": c.depth_column, "t5_pickle": c.t5_pickle_column}
+
+    @classmethod
+    def check_config(cls, config: BuildConfig) -> None:
+        super().check_config(config)
+        dataset = config.dataset
+        for modality, column in (("mask", dataset.mask_column), ("depth", dataset.depth_column)):
+            if modality in config.modalities.names and not column:
+                raise ConfigError(
+                    f"modality {modality!r} is configured but dataset.{modality}_column is not set; set it to the "
+                    f"table column holding the {modality} source, or drop {modality!r} from modalities.names"
+                )
+        if config.text.source != "encoder" and not dataset.t5_pickle_column:
+            raise ConfigError(f"text.source={config.text.source!r} with dataset.reader=table needs "
+                              "dataset.t5_pickle_column: the table column holding each row's pickle path")
+
+    @classmethod
+    def pickle_lookup_rule(cls, config: BuildConfig) -> str:
+        return f"table column {config.dataset.t5_pickle_column!r}"
+
+    @classmethod
+    def pickle_path(cls, sample: Sample, config: BuildConfig) -> Path | None:
+        pickle = sample.entry.t5_pickle
+        return None if pickle is None else Path(pickle)
 
     def entries(self) -> list[SourceEntry]:
         roles = {role: name for role, name in self._columns().items() if name}
@@ -187,7 +216,7 @@ class TableReader:
             return None
         if not isinstance(value, str):
             raise ConfigError(f"{where}: {role} path {value!r} is not text")
-        if _URL.match(value):
+        if is_url(value):
             raise ConfigError(f"{where}: {role} {value!r} is a URL; URLs are not supported yet, download the "
                               "files and list local paths")
         return value

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ..config import TextConfig
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -33,6 +36,17 @@ class TextEncoder(ABC):
     @classmethod
     def preflight(cls, cfg: TextConfig) -> None:
         """Check the model files `cfg` names before a build writes anything."""
+
+    @classmethod
+    @abstractmethod
+    def load(cls, cfg: TextConfig, device: torch.device | str = "cpu") -> TextEncoder:
+        """The encoder `cfg` names (text.path, precision, max_length), on `device`: how every caller makes one."""
+
+    @classmethod
+    def from_config(cls, cfg: TextConfig, device: torch.device | str = "cpu") -> TextEncoder | None:
+        """The encoder a build's units run; None under text.source=pickles, where no unit encodes a prompt
+        (the commit loads one for empty_prompt.h5 only: pipeline/text_stage.empty_prompt_encoder)."""
+        return None if cfg.source == "pickles" else cls.load(cfg, device)
 
     @property
     @abstractmethod

@@ -185,11 +185,7 @@ class HFTextEncoder(TextEncoder):
             check_weight_file(path)
 
     @classmethod
-    def from_config(cls, cfg: TextConfig, device: torch.device | str = "cpu") -> HFTextEncoder | None:
-        """The encoder a build's units run; None under text.source=pickles, where no unit encodes a prompt
-        (the commit loads one for empty_prompt.h5 only: text.source.empty_prompt_encoder)."""
-        if cfg.source == "pickles":
-            return None
+    def load(cls, cfg: TextConfig, device: torch.device | str = "cpu") -> HFTextEncoder:
         if not cfg.path:
             raise ConfigError(f"text.path is empty; give the local {cls.name} model folder")
         return cls(cfg.path, precision=cfg.precision, max_length=cfg.max_length, device=device)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import pickle
-import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +20,9 @@ try:  # numpy >= 2
 except ImportError:  # numpy 1.26
     from numpy.core import multiarray, numeric
 
-from ..config import BuildConfig, TextConfig
+from ..config import TextConfig
 from ..errors import LatentforgeError
 from ..io import write_bytes_atomic
-from ..records import Sample
 
 # Protocol 4 is what Cosmos' scripts write under Python 3.8-3.13 (pickle.DEFAULT_PROTOCOL there);
 # pinning it keeps our files byte-identical whatever Python writes them.
@@ -150,29 +148,9 @@ def uses_pickles(text: TextConfig) -> bool:
     return text.name != "none" and text.source != "encoder"
 
 
-def pickle_lookup_rule(config: BuildConfig) -> str:
-    """The documented lookup, as cache_config.json records it."""
-    if config.dataset.reader == "table":
-        return f"table column {config.dataset.t5_pickle_column!r}"
-    return f"<dataset>/{PICKLE_FOLDER}/<stem>.pickle"
-
-
 def pickle_dim(text: TextConfig) -> int:
     """Width of a pickle row: d_model of text.path's config.json when one is given, else Cosmos' 1024."""
     config_file = Path(text.path or "") / "config.json"
     if text.path and config_file.is_file():
         return int(json.loads(config_file.read_text(encoding="utf-8"))["d_model"])
     return COSMOS_T5_DIM
-
-
-def pickle_path(sample: Sample, config: BuildConfig) -> Path | None:
-    """The sample's pickle path (it may not exist), or None when its table cell is empty."""
-    entry = sample.entry
-    if config.dataset.reader == "table":
-        return None if entry.t5_pickle is None else Path(entry.t5_pickle)
-    folder = Path(config.dataset.path[0]) / PICKLE_FOLDER
-    on_disk = folder / f"{Path(entry.video).stem}.pickle"
-    if on_disk.is_file():
-        return on_disk
-    # The stem as the cosmos_dir reader normalises it: a folder copied through macOS holds NFD names.
-    return folder / f"{unicodedata.normalize('NFC', Path(entry.video).stem)}.pickle"

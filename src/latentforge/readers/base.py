@@ -1,0 +1,53 @@
+"""The reader interface: what a dataset reader claims, the entries it lists, its own config checks, and where its
+samples' text side files (Cosmos T5 pickles) are. A reader is a subclass registered by name (registry kind
+"reader"); nothing outside readers/ branches on a reader's name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from ..config import DatasetConfig
+from ..errors import ConfigError
+from ..records import Sample, SourceEntry
+
+if TYPE_CHECKING:
+    from ..config.schema import BuildConfig
+
+
+class Reader:
+    name: ClassVar[str]  # its registry name: what dataset.reader names and the cache records
+    # The modalities it lists sources for; the others of modalities.names are refused before any work.
+    modalities: ClassVar[tuple[str, ...]] = ("rgb",)
+
+    def __init__(self, config: DatasetConfig):
+        self.config = config
+
+    @classmethod
+    def claims(cls, paths: list[str]) -> bool:
+        """dataset.reader=auto: is dataset.path something this reader reads?"""
+        return False
+
+    def entries(self) -> list[SourceEntry]:
+        """Every sample of the listing, in any order (the plan sorts them)."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_config(cls, config: BuildConfig) -> None:
+        """Its part of the config checks: the modalities it can provide, then its own keys."""
+        unsupported = [m for m in config.modalities.names if m not in cls.modalities]
+        if unsupported:
+            raise ConfigError(f"the {cls.name} reader provides {', '.join(cls.modalities)} only, not "
+                              f"{', '.join(unsupported)}; use a reader that lists mask and depth sources (dataset."
+                              f"reader=table with mask_column/depth_column) for modalities {config.modalities.names!r}")
+
+    # ------------------------------------------------------------------ text side files (text.source=pickles)
+    @classmethod
+    def pickle_lookup_rule(cls, config: BuildConfig) -> str:
+        """Where a sample's Cosmos T5 pickle is, in words, as cache_config.json records it."""
+        raise ConfigError(f"the {cls.name} reader has no Cosmos T5 pickles; set text.source=encoder")
+
+    @classmethod
+    def pickle_path(cls, sample: Sample, config: BuildConfig) -> Path | None:
+        """The sample's pickle path (it may not exist), or None when the listing names none for it."""
+        raise ConfigError(f"the {cls.name} reader has no Cosmos T5 pickles; set text.source=encoder")
