@@ -1,6 +1,8 @@
 """The package's import graph: no circles between modules or between folders, and no import that runs back up
 a layer (docs/architecture.md draws the layers). Read from the source with `ast`, so it also sees imports that
-only run inside functions."""
+only run inside functions, and imports made through strings: a `registry.resolve("KIND", ...)` call imports every
+module registered for KIND, and a string that names a latentforge module ("latentforge.x.y", for importlib)
+imports that module."""
 
 from __future__ import annotations
 
@@ -8,20 +10,24 @@ import ast
 from collections import defaultdict
 
 from helpers import SRC
+from latentforge import registry
 
 # Bottom to top; a module may import its own layer (without circles) and anything below it.
 LAYERS = [
-    {"version", "errors", "records", "registry", "io", "hashing", "testing", "devices", "hub", "reporting"},
+    {"version", "errors", "records", "registry", "io", "hashing", "testing", "devices", "hub", "reporting",
+     "locations"},
     {"config"},
     {"readers", "decode", "text", "tokenizers"},
     {"transforms"},
     {"cache"},
-    {"writers"},
+    {"writers", "transfer"},
+    {"sinks"},
     {"pipeline"},
     {"executor"},
+    {"configure"},
     {"verification"},
     {"builder"},
-    {"report", "integrations", "dataset", "transfer", "export", "streaming"},
+    {"report", "integrations", "dataset", "export", "streaming"},
     {"demo"},
     {"cli"},
     {"__init__"},
@@ -35,13 +41,34 @@ def _module_name(path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _registered() -> dict[str, set[str]]:
+    """registry kind -> the modules its backends live in."""
+    return {kind: {f"latentforge.{target.split(':')[0]}" for target in table.values()}
+            for kind, table in registry._BACKENDS.items()}
+
+
+def _string_imports(node: ast.AST, modules: dict, registered: dict[str, set[str]]) -> set[str]:
+    """What `node` imports through a string: a registry.resolve("KIND", ...) call, or a module's dotted name."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "resolve" \
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "registry" and node.args \
+            and isinstance(node.args[0], ast.Constant):
+        return registered.get(node.args[0].value, set())
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
+            and node.value in modules:
+        return {node.value}
+    return set()
+
+
 def _imports() -> dict[str, set[str]]:
     """latentforge module -> the latentforge modules it imports (packages resolved to their __init__)."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    registered = _registered()
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in modules.items():
         package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if name != "latentforge.registry":
+                graph[name].update(_string_imports(node, modules, registered) - {name})
             if isinstance(node, ast.ImportFrom):
                 base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
                 target = ".".join(p for p in (base, node.module or "") if p)

@@ -15,7 +15,7 @@ from helpers.exec_world import REPO, make_table, sums
 from latentforge.builder.run import build
 from latentforge.cli.build import config_from_args
 from latentforge.cli.main import make_parser
-from latentforge.config import load_config
+from latentforge.configure import load_config
 from latentforge.errors import ConfigError, LatentforgeError
 from latentforge.executor.events import UnitStaged
 from latentforge.executor.ray.dispatch import UnitDispatcher

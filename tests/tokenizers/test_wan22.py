@@ -17,7 +17,8 @@ from helpers.media import pattern_frames, write_video
 from helpers.wan_reference import TINY_WAN22, official_vae_module, tiny_official_wan22
 from latentforge import registry
 from latentforge.builder.estimate import output_shapes
-from latentforge.config import TokenizerConfig, load_config
+from latentforge.config import TokenizerConfig
+from latentforge.configure import load_config
 from latentforge.errors import ConfigError
 from latentforge.tokenizers import wan22_checkpoint
 from latentforge.tokenizers.base import pixels_to_input

@@ -46,7 +46,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
-    from ..config.flags import config_from_flags
+    from ..configure.flags import config_from_flags
 
     return config_from_flags(vars(args), args.config, args.set, args.preset)
 

@@ -1,6 +1,6 @@
-"""The build configuration: typed sections, presets, parsing and the checks that run before any model loads."""
+"""The build configuration: typed sections, presets, parsing and the checks that need no backend (load_config, in
+configure/, runs them and the backends' own)."""
 
-from .load import load_config
 from .schema import (
                      MODALITIES,
                      BuildConfig,
@@ -29,7 +29,6 @@ __all__ = [
     "RunConfig",
     "TextConfig",
     "TokenizerConfig",
-    "load_config",
     "target_fps",
     "window_step",
 ]

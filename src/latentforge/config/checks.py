@@ -1,18 +1,17 @@
-"""Every config check that needs no model and no data: run by load_config, before any weights load.
+"""The config checks that need no backend, no model and no data: values, choices, keys that go together.
 
-Backends check what is theirs (a tokenizer its geometry and precisions, an executor its settings) through
-class methods looked up by name, so nothing here branches on a backend's name."""
+load_config (configure/) runs them first, then lets each backend chosen by name check its own part."""
 
 from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 from .. import registry
 from ..devices import check_device_name
 from ..errors import ConfigError
+from ..locations import is_url
 from .buckets import parse_buckets
 from .schema import MODALITIES, TEXT_STORAGES, BuildConfig, window_step
 
@@ -33,7 +32,6 @@ _CHOICES = {
 _FILTERS = {"swscale": ("bilinear", "bicubic", "area", "lanczos"), "torch": ("bilinear", "bicubic", "area"),
             "device": ("bilinear", "bicubic", "area")}
 _WINDOWS = re.compile(r"^(one|every \d+)$")
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, gs://, file://, ...: what fsspec takes as a URL
 
 
 def _get(config: BuildConfig, dotted: str) -> Any:
@@ -50,11 +48,6 @@ def _validate_text(config: BuildConfig) -> None:
         raise ConfigError(f"text.max_length={text.max_length} must be >= 1")
     if text.name != "none" and text.name not in registry.names("text"):
         raise ConfigError(f"text.name={text.name!r}; allowed: none, {', '.join(registry.names('text'))}")
-    if text.name != "none":
-        allowed = registry.resolve("text", text.name).precisions
-        if text.precision not in allowed:
-            raise ConfigError(f"text.precision={text.precision!r} is not allowed for {text.name}; allowed: "
-                              f"{', '.join(allowed)} (fp16 overflows T5's feed-forward activations)")
     pickles = text.source != "encoder"
     if pickles and text.name != "t5":
         raise ConfigError(f"text.source={text.source!r} reads Cosmos T5 pickles (t5_xxl/<stem>.pickle), which "
@@ -70,15 +63,9 @@ def _validate_text(config: BuildConfig) -> None:
     if column and not pickles:
         raise ConfigError(f"dataset.t5_pickle_column={column!r} is set but text.source=encoder reads no "
                           "pickles; set text.source=pickles or pickles+encoder, or unset the column")
-    if column and dataset.reader != "table":
-        raise ConfigError(f"dataset.t5_pickle_column={column!r} is for dataset.reader=table; the cosmos_dir "
-                          "reader finds pickles at <dataset>/t5_xxl/<stem>.pickle, unset the column")
-    if pickles and dataset.reader == "table" and not column:
-        raise ConfigError(f"text.source={text.source!r} with dataset.reader=table needs dataset.t5_pickle_column: "
-                          "the table column holding each row's pickle path")
 
 
-def _validate_buckets(config: BuildConfig, tokenizer_cls: Any) -> None:
+def _validate_buckets(config: BuildConfig) -> None:
     buckets = parse_buckets(config.frames)
     if config.frames.bucket_upscale and not buckets:
         raise ConfigError("frames.bucket_upscale=true lets a sample go to a bucket larger than its picture, but "
@@ -87,29 +74,14 @@ def _validate_buckets(config: BuildConfig, tokenizer_cls: Any) -> None:
     if buckets and window_step(config.frames) is not None:
         raise ConfigError(f"frames.windows={config.frames.windows!r} cuts windows of one length, but "
                           "frames.buckets gives several; use frames.windows=one with buckets")
-    for i, bucket in enumerate(buckets):
-        try:
-            tokenizer_cls.check_geometry(bucket.num_frames, bucket.height, bucket.width)
-        except ConfigError as error:
-            raise ConfigError(f"frames.buckets[{i}] {bucket.name}: {error}") from None
 
 
-def _validate_sink(config: BuildConfig) -> None:
+def _validate_output(config: BuildConfig) -> None:
     output = config.output
     if output.sink not in registry.names("sink"):
         raise ConfigError(f"output.sink={output.sink!r}; allowed: {', '.join(registry.names('sink'))}")
     if output.shard_bytes < 1:
         raise ConfigError(f"output.shard_bytes={output.shard_bytes} must be >= 1")
-    remote = registry.resolve("sink", output.sink).remote_root
-    if not remote:
-        _refuse_url_root(output.root)
-    if remote and config.frames.buckets:
-        raise ConfigError(f"output.sink={output.sink!r} writes one cache, but frames.buckets gives several; build "
-                          "each bucket shape as its own cache, or use output.sink=hdf5 for a bucketed root")
-    if remote and output.staging_dir and _URL.match(output.staging_dir):
-        raise ConfigError(f"output.staging_dir={output.staging_dir!r} is a URL; give a node-local folder (the "
-                          "build records and staged units live there), or leave it empty for one under the "
-                          "system temp dir; to stage units in object storage, set output.staging_url")
     _validate_staging_url(output.staging_url, output.root)
 
 
@@ -117,7 +89,7 @@ def _validate_staging_url(url: str, root: str) -> None:
     """Staged units at a URL: a URL, and outside the cache (a commit owns every object under its root)."""
     if not url:
         return
-    if not _URL.match(url):
+    if not is_url(url):
         raise ConfigError(f"output.staging_url={url!r} is not a URL; give an fsspec URL such as s3://bucket/prefix "
                           "or file:///shared/path, or leave it empty to stage in the build records folder")
     if root and _within(url, root):
@@ -127,24 +99,13 @@ def _validate_staging_url(url: str, root: str) -> None:
 
 def _within(url: str, root: str) -> bool:
     """Is `url` the root or under it? A file:// URL is compared with a local root as absolute paths."""
-    if url.startswith("file://") and not _URL.match(root):
+    if url.startswith("file://") and not is_url(root):
         url, root = os.path.abspath(url.removeprefix("file://")), os.path.abspath(root)
     return (url.rstrip("/") + "/").startswith(root.rstrip("/") + "/")
 
 
-def _refuse_url_root(root: str) -> None:
-    """A cache is built into a local folder; a URL would otherwise become a folder named after it ('s3:/...')."""
-    if _URL.match(root):
-        raise ConfigError(
-            f"output.root={root!r} is a URL, but a cache is built into a local folder (as given, the build would "
-            f"write to a folder named {str(Path(root))!r}); build into a local folder with --out, then copy it "
-            f"there with `latentforge publish LOCAL_FOLDER {root}`, or write tar shards straight there with "
-            "--set output.sink=webdataset"
-        )
-
-
 def validate(config: BuildConfig) -> None:
-    """Every check that needs no model and no data; raises ConfigError with the allowed values."""
+    """Every check that needs no backend; raises ConfigError with the allowed values."""
     for kind, dotted in (("reader", "dataset.reader"), ("executor", "run.executor")):
         if _get(config, dotted) not in registry.names(kind):
             raise ConfigError(f"{dotted}={_get(config, dotted)!r}; allowed: {', '.join(registry.names(kind))}")
@@ -176,21 +137,11 @@ def validate(config: BuildConfig) -> None:
             f"modalities.names={names!r}; allowed: distinct names from {', '.join(MODALITIES)}, rgb first"
         )
     for modality, column in (("mask", config.dataset.mask_column), ("depth", config.dataset.depth_column)):
-        if modality in names and config.dataset.reader == "table" and not column:
-            raise ConfigError(
-                f"modality {modality!r} is configured but dataset.{modality}_column is not set; set it to the "
-                f"table column holding the {modality} source, or drop {modality!r} from modalities.names"
-            )
         if column and modality not in names:
             raise ConfigError(
                 f"dataset.{modality}_column={column!r} is set but {modality!r} is not in modalities.names "
                 f"{names!r}; add it or unset the column"
             )
-    if config.dataset.reader == "cosmos_dir" and any(m != "rgb" for m in names):
-        raise ConfigError(
-            "the cosmos_dir reader provides rgb only; use dataset.reader=table with mask_column/depth_column "
-            f"for modalities {names!r}"
-        )
     _validate_text(config)
     for key in ("rows_per_shard", "unit_size", "batch_size"):
         if getattr(config.output, key) < 1:
@@ -212,12 +163,8 @@ def validate(config: BuildConfig) -> None:
         raise ConfigError("dataset.path is empty; give the dataset folder or table file(s) with --dataset")
     if not config.output.root:
         raise ConfigError("output.root is empty; give the cache root folder with --out")
-    _validate_sink(config)
-    tokenizer_cls = registry.resolve("tokenizer", config.tokenizer.name)
-    tokenizer_cls.check_settings(config.tokenizer)
-    tokenizer_cls.check_geometry(config.frames.num_frames, config.frames.height, config.frames.width)
-    _validate_buckets(config, tokenizer_cls)
-    registry.resolve("executor", config.run.executor).check_config(config)
+    _validate_output(config)
+    _validate_buckets(config)
 
 
 def parse_workers(setting: str) -> int | None:

@@ -15,7 +15,8 @@ import numpy as np
 from ..builder.run import build
 from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORDS_DIR
-from ..config import BuildConfig, load_config
+from ..config import BuildConfig
+from ..configure import load_config
 from ..verification.deep import verify_deep
 from ..verification.reencode import Overrides
 from .tiny_text_model import make_tiny_t5

@@ -10,7 +10,6 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import registry
 from ..config import BuildConfig
 from ..pipeline.unit import Unit
 from .events import RankEvent
@@ -52,7 +51,3 @@ class Executor(ABC):
     @abstractmethod
     def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
         """Run every unit; `on_event` gets each UnitStaged and each RankFinished, on the calling thread."""
-
-
-def executor_for(config: BuildConfig, build_dir: Path, quiet: bool = False) -> Executor:
-    return registry.resolve("executor", config.run.executor)(config, build_dir, quiet)

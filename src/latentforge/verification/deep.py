@@ -22,7 +22,6 @@ import torch
 from .. import registry
 from ..cache.check_report import Check, CheckRecorder, VerifyReport
 from ..cache.config_file import CacheConfig
-from ..cache.integrity import verify_integrity
 from ..cache.layout import RUN_RECORDS_DIR, VERIFY_REPORT
 from ..cache.rows import ManifestRow, manifest_rows
 from ..cache.text_rows import padded_row
@@ -35,6 +34,7 @@ from ..pipeline.kernel_plans import recorded_plans
 from ..pipeline.sample import SamplePixels
 from ..pipeline.unit import UnitContext, encode_batch
 from ..reporting import Progress, start_step
+from ..sinks.hdf5.integrity import verify_integrity
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from .quality import Quality, QualityThresholds, measure
 from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels

@@ -15,7 +15,8 @@ from .. import registry
 from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORD, RUN_RECORDS_DIR
 from ..cache.rows import ManifestRow
-from ..config import BuildConfig, load_config
+from ..config import BuildConfig
+from ..configure import load_config
 from ..devices import default_device
 from ..errors import ConfigError, DamagedFile
 from ..pipeline.plan import read_plan

@@ -1,4 +1,5 @@
-"""load_config: preset < YAML file < mapping < `section.key=value` overrides, parsed and checked."""
+"""load_config: preset < YAML file < mapping < `section.key=value` overrides, parsed, then checked: first what
+needs no backend (config/checks.py), then each named backend's own part (backend_checks.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from typing import Any
 
 import yaml
 
+from ..config.checks import validate
+from ..config.parse import deep_merge, from_dict, parse_override
+from ..config.presets import preset_dict
+from ..config.schema import BuildConfig
 from ..errors import ConfigError
-from .checks import validate
-from .parse import deep_merge, from_dict, parse_override
-from .presets import preset_dict
+from .backend_checks import check_backends
 from .reader_choice import with_reader
-from .schema import BuildConfig
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:
@@ -47,4 +49,5 @@ def load_config(
         data = deep_merge(data, layer)
     config = with_reader(from_dict(BuildConfig, data, ""))
     validate(config)
+    check_backends(config)
     return config

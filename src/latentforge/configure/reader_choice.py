@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 
 from .. import registry
+from ..config.schema import BuildConfig
 from ..errors import ConfigError
-from .schema import BuildConfig
 
 AUTO = "auto"
 

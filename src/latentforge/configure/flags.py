@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..config.schema import BuildConfig
 from .load import load_config
-from .schema import BuildConfig
 
 # flag (argparse dest) -> config key
 FLAG_KEYS = {
