@@ -35,7 +35,13 @@ CASES = {
                                                    "latentforge publish LOCAL_FOLDER gs://bucket/cache",
                                                    "output.sink=webdataset"]),
     "unknown sink": ("output.sink=zarr", ["output.sink='zarr'; allowed: hdf5, webdataset"]),
-    "shard bytes": ("output.shard_bytes=0", ["output.shard_bytes=0 must be >= 1"]),
+    "shard bytes": ("output.sink=webdataset output.shard_bytes=0", ["output.shard_bytes=0 must be >= 1"]),
+    "another tokenizer's key": ("tokenizer.conv_kernels=heuristics", [
+        "tokenizer.conv_kernels is a setting of tokenizer wan2.1, wan2.2, not of tokenizer.name='haar-4x8x8'",
+        "set tokenizer.name to wan2.1 or wan2.2"]),
+    "unknown tokenizer key": ("tokenizer.bogus=1", [
+        "unknown key tokenizer.bogus", "allowed keys in tokenizer (with tokenizer.name='haar-4x8x8'): name, "
+        "checkpoint, sha256, precision"]),
     "webdataset buckets": ("output.sink=webdataset frames.buckets=[[9,32,48],[9,40,48]]",
                            ["output.sink='webdataset' writes one cache, but frames.buckets gives several"]),
     "upscale without buckets": ("frames.bucket_upscale=true", ["frames.bucket_upscale=true lets a sample go to a "

@@ -129,7 +129,8 @@ def test_cli_flags_and_config_checks(tmp_path):
     args = make_parser().parse_args(["build", "--dataset", "x.csv", "--reader", "table", "--out", str(tmp_path),
                                       "--executor", "ray", "--ray-address", "10.0.0.1:6379"])
     config = config_from_args(args)
-    assert (config.run.executor, config.run.ray_address, config.run.max_unit_tries) == ("ray", "10.0.0.1:6379", 3)
+    options = config.run.options
+    assert (config.run.executor, options.ray_address, options.max_unit_tries) == ("ray", "10.0.0.1:6379", 3)
     base = ["dataset.reader=table", "dataset.path=x.csv", f"output.root={tmp_path}"]
     for bad in ("run.executor=dask", "run.max_unit_tries=0"):
         with pytest.raises(ConfigError, match=bad.split("=")[0]):

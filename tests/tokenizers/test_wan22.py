@@ -25,6 +25,7 @@ from latentforge.tokenizers.base import pixels_to_input
 from latentforge.tokenizers.wan21_checkpoint import CheckpointError
 from latentforge.tokenizers.wan22 import Wan22Tokenizer
 from latentforge.tokenizers.wan22_checkpoint import LATENTS_MEAN, LATENTS_STD
+from latentforge.tokenizers.wan_common import WanOptions
 
 FRAMES, HEIGHT, WIDTH = 9, 32, 48
 
@@ -157,11 +158,13 @@ def test_bf16_fast_path_is_no_worse_than_diffusers_bf16(official, video, fp32_re
 
 
 def test_bf16_refuses_recorded_plans_with_autotuning():
-    config = TokenizerConfig(name="wan2.2", checkpoint="x.pth", precision="bf16", cudnn_benchmark=True)
+    config = TokenizerConfig(name="wan2.2", checkpoint="x.pth", precision="bf16",
+                             options=WanOptions(cudnn_benchmark=True))
     with pytest.raises(ConfigError, match="recorded plans replace autotuning"):
         Wan22Tokenizer.check_settings(config)
     with pytest.raises(ConfigError, match="tokenizer.conv_kernels='fast'; allowed: plans, heuristics"):
-        Wan22Tokenizer.check_settings(TokenizerConfig(name="wan2.2", checkpoint="x.pth", conv_kernels="fast"))
+        Wan22Tokenizer.check_settings(TokenizerConfig(name="wan2.2", checkpoint="x.pth",
+                                                      options=WanOptions(conv_kernels="fast")))
 
 
 def test_wrong_sha256_is_refused_naming_both_hashes(official):

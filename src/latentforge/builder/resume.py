@@ -59,6 +59,9 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
+_ABSENT = object()
+
+
 def check_config(build_dir: Path, key: dict[str, Any], may_differ: tuple[str, ...] = ()) -> None:
     """Refuse, listing every changed key as `key: old -> new`, when the staged work used another config.
     `may_differ`: flattened keys left out (--extend reads a grown listing from a new dataset.path)."""
@@ -66,7 +69,9 @@ def check_config(build_dir: Path, key: dict[str, Any], may_differ: tuple[str, ..
     if previous is None:
         return
     old, new = _flatten(previous["key"]), _flatten(key)
-    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in may_differ)
+    # A key only the record has is a setting this config no longer has (another backend's, which earlier versions
+    # recorded for every backend), so it cannot change what this build writes.
+    changed = sorted(k for k in new if old.get(k, _ABSENT) != new[k] and k not in may_differ)
     if changed:
         lines = "\n".join(f"  {k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
         raise LatentforgeError(f"this cache root holds a build with a different config; refusing to resume:\n"

@@ -80,8 +80,6 @@ def _validate_output(config: BuildConfig) -> None:
     output = config.output
     if output.sink not in registry.names("sink"):
         raise ConfigError(f"output.sink={output.sink!r}; allowed: {', '.join(registry.names('sink'))}")
-    if output.shard_bytes < 1:
-        raise ConfigError(f"output.shard_bytes={output.shard_bytes} must be >= 1")
     _validate_staging_url(output.staging_url, output.root)
 
 
@@ -152,8 +150,6 @@ def validate(config: BuildConfig) -> None:
     if config.run.procs < 1:
         raise ConfigError(f"run.procs={config.run.procs} must be >= 1")
     parse_workers(config.run.workers_per_gpu)
-    if config.run.max_unit_tries < 1:
-        raise ConfigError(f"run.max_unit_tries={config.run.max_unit_tries} must be >= 1")
     if not 0 <= config.run.metrics_port <= 65535:
         raise ConfigError(f"run.metrics_port={config.run.metrics_port} is not a TCP port; give 1..65535, or 0 "
                           "for no metrics endpoint")

@@ -10,6 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MODALITIES = ("rgb", "mask", "depth")
+# The field of a section that names a backend (tokenizer, output, run) holding that backend's own keys, parsed into
+# the dataclass the backend declares (configure/backend_options.py); to_dict lists them among the section's keys.
+BACKEND_OPTIONS = "options"
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a backend that has no keys of its own."""
 TEXT_STORAGES = ("padded", "trimmed")  # how shards hold text rows (cache/text_rows.py)
 
 
@@ -78,21 +86,9 @@ class TokenizerConfig:
     checkpoint: str | None = None  # .pth state dict, diffusers folder or hub id (wan2.1, wan2.2)
     sha256: str | None = None  # refuse a checkpoint whose SHA-256 differs
     precision: str = "fp32"  # fp32 | bf16 | cosmos-bf16 (wan2.1 only)
-    # Frames per causal chunk of the cosmos-bf16 loop (Cosmos' video2world uses 16). The maths is the same for
-    # any window, but on a GPU the convolution kernels (and so the last bits) depend on it. fp32 always runs the
-    # official chunking (4), so it equals the official Wan module.
-    temporal_window: int = 4
-    max_gpu_mem_gib: float = 24.0  # the bf16 fast path picks its causal window to stay under this
-    # bf16 fast path: let cuDNN time its kernels instead of taking its heuristics' choice. Faster, but the timing
-    # race picks kernels per process, so the same input can give other bits in another process, rank or resume;
-    # off by default (docs/tokenizers.md).
-    cudnn_benchmark: bool = False
-    # bf16 fast path on CUDA, how each convolution's kernel is chosen: "plans" times cuDNN's candidate plans once
-    # per build and shape, records the winners in the build and replays them in every rank, resume and deep
-    # verify (needs nvidia-cudnn-frontend); "heuristics" takes cuDNN's heuristics through PyTorch.
-    conv_kernels: str = "plans"
-    # where builds share recorded plans, one book per GPU model and cuDNN (None: ~/.cache/latentforge/conv-plans)
-    conv_plans_dir: str | None = None
+    # the tokenizer's own keys (tokenizer.temporal_window, tokenizer.conv_kernels, ... for wan2.1 and wan2.2:
+    # tokenizers/wan_common.WanOptions)
+    options: Any = field(default_factory=NoOptions)
 
 
 @dataclass
@@ -119,13 +115,14 @@ class OutputConfig:
     min_free_bytes: int = 1 << 30  # free-disk margin kept on top of the estimate
     # hdf5: sharded HDF5 in a local folder; webdataset: tar shards at a local folder or an fsspec URL (s3://...)
     sink: str = "hdf5"
-    shard_bytes: int = 512 << 20  # webdataset: a tar shard is closed once its samples' arrays reach this size
-    # webdataset: node-local folder for the build records and staged units; empty: one under the system temp dir
-    # named by a digest of output.root (docs/webdataset.md)
+    # a sink whose root may be a URL (webdataset): node-local folder for the build records and staged units;
+    # empty: one under the system temp dir named by a digest of output.root (docs/webdataset.md)
     staging_dir: str = ""
     # an fsspec URL (s3://..., file://...) where encoder processes stage units and the commit reads them, so Ray
     # workers need no shared filesystem; empty: the build records folder's staging/ (docs/execution.md)
     staging_url: str = ""
+    # the sink's own keys (output.shard_bytes for webdataset: sinks/webdataset/sink.WebDatasetSinkOptions)
+    options: Any = field(default_factory=NoOptions)
 
 
 @dataclass
@@ -147,11 +144,11 @@ class RunConfig:
     # FFmpeg threads per video decode; 0 lets FFmpeg choose (one per core: many workers then oversubscribe)
     decode_threads: int = 1
     executor: str = "local"  # local | ray (docs/execution.md)
-    ray_address: str = ""  # ray: auto | HOST:PORT; empty joins RAY_ADDRESS or starts a local Ray
-    max_unit_tries: int = 3  # ray: a unit whose worker fails this many times stops the build with its error
     # Prometheus endpoints: the main process on metrics_port, rank r on metrics_port + 1 + r; 0 serves none
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"  # the address they bind; 0.0.0.0 lets other machines scrape them
+    # the executor's own keys (run.ray_address, run.max_unit_tries for ray: executor/ray/executor.RayOptions)
+    options: Any = field(default_factory=NoOptions)
 
 
 @dataclass
@@ -166,7 +163,12 @@ class BuildConfig:
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every section as a mapping of its keys, a backend's own keys among its section's (as they are set)."""
+        data = dataclasses.asdict(self)
+        for section in data.values():
+            if isinstance(section, dict) and BACKEND_OPTIONS in section:
+                section.update(section.pop(BACKEND_OPTIONS))
+        return data
 
 
 BUCKET_KEYS = ("buckets", "bucket_upscale")  # how samples are spread over caches, not how one cache is made

@@ -1,5 +1,6 @@
-"""load_config: preset < YAML file < mapping < `section.key=value` overrides, parsed, then checked: first what
-needs no backend (config/checks.py), then each named backend's own part (backend_checks.py)."""
+"""load_config: preset < YAML file < mapping < `section.key=value` overrides, parsed (each backend's own keys into
+its options, backend_options.py), then checked: first what needs no backend (config/checks.py), then each named
+backend's own part (backend_checks.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..config.presets import preset_dict
 from ..config.schema import BuildConfig
 from ..errors import ConfigError
 from .backend_checks import check_backends
+from .backend_options import forget_replaced_backends, split_backend_keys, with_backend_options
 from .reader_choice import with_reader
 
 
@@ -46,8 +48,9 @@ def load_config(
         chosen = layer.get("preset", chosen)
     data: dict[str, Any] = preset_dict(chosen) if chosen else {}
     for layer in layers:
-        data = deep_merge(data, layer)
-    config = with_reader(from_dict(BuildConfig, data, ""))
+        data = deep_merge(forget_replaced_backends(data, layer), layer)
+    data, options = split_backend_keys(data)
+    config = with_reader(with_backend_options(from_dict(BuildConfig, data, ""), options))
     validate(config)
     check_backends(config)
     return config

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from ..config import BuildConfig
+from ..config.schema import NoOptions
 from ..pipeline.unit import Unit
 from .events import RankEvent
 
 
 class Executor(ABC):
     name: str = ""
+    # its own run.* keys, as a dataclass with their defaults; load_config parses them into RunConfig.options
+    options_class: ClassVar[type] = NoOptions
 
     def __init__(self, config: BuildConfig, build_dir: Path, quiet: bool = False):
         self.config = config

@@ -18,7 +18,7 @@ from ..cache.check_report import VerifyReport
 from ..cache.config_file import CacheConfig
 from ..cache.root import CacheRoot
 from ..cache.summary import CacheSummary
-from ..config.schema import OutputConfig
+from ..config.schema import NoOptions, OutputConfig
 from ..errors import ConfigError
 from ..records import Reject
 from ..reporting import Progress
@@ -57,6 +57,8 @@ class Sink:
     # (plan, staged units, run.json, lock) live in a node-local staging folder instead of ROOT/build.
     remote_root: ClassVar[bool] = False
     grows_in_place: ClassVar[bool] = False  # `build --extend` may add samples to a committed cache of this sink
+    # its own output.* keys, as a dataclass with their defaults; load_config parses them into OutputConfig.options
+    options_class: ClassVar[type] = NoOptions
 
     @classmethod
     def check_config(cls, config: BuildConfig) -> None:

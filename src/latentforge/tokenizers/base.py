@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..config import TokenizerConfig
+from ..config.schema import NoOptions
 from ..decode.device_convert import yuv_to_input
 from ..decode.modality_frames import ModalityFrames
 from ..decode.yuv_format import YuvFormat
@@ -36,6 +37,9 @@ class Tokenizer(ABC):
     # precision mode -> the relative L2 by which a re-encode on another device or software stack may differ
     # (docs/verify.md); the keys are the allowed values of tokenizer.precision.
     precisions: ClassVar[dict[str, float]] = {"fp32": 1e-5}
+    # its own tokenizer.* keys beyond name, checkpoint, sha256 and precision, as a dataclass with their defaults;
+    # load_config parses them into TokenizerConfig.options (configure/backend_options.py)
+    options_class: ClassVar[type] = NoOptions
 
     def __init__(self, device: torch.device | str = "cpu"):
         self.device = torch.device(device)

@@ -34,6 +34,7 @@ from .wan_common import (
     fast_encoder,
     prepare_fast_path,
     tf32_off,
+    wan_options,
 )
 
 # Wan's latent normalisation constants (formats.md §1; Wan2.1 vae.py, Cosmos tokenizer.py, diffusers).
@@ -123,9 +124,10 @@ class Wan21Tokenizer(WanTokenizer):
     @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan21Tokenizer:
         cls.check_settings(cfg)
+        options = wan_options(cfg)
         return cls(
-            cfg.checkpoint, cfg.precision, cfg.sha256, cfg.temporal_window, device, cfg.max_gpu_mem_gib,
-            cfg.cudnn_benchmark, cfg.conv_kernels, cfg.conv_plans_dir,
+            cfg.checkpoint, cfg.precision, cfg.sha256, options.temporal_window, device, options.max_gpu_mem_gib,
+            options.cudnn_benchmark, options.conv_kernels, options.conv_plans_dir,
         )
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:

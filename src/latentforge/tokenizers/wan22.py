@@ -32,6 +32,7 @@ from .wan_common import (
     fast_encoder,
     prepare_fast_path,
     tf32_off,
+    wan_options,
 )
 
 PATCH = 2  # pixels per side folded into channels before the encoder (3 colours -> 12 channels)
@@ -82,8 +83,9 @@ class Wan22Tokenizer(WanTokenizer):
     @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> Wan22Tokenizer:
         cls.check_settings(cfg)
-        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device, cfg.max_gpu_mem_gib, cfg.cudnn_benchmark,
-                   cfg.conv_kernels, cfg.conv_plans_dir)
+        options = wan_options(cfg)
+        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device, options.max_gpu_mem_gib,
+                   options.cudnn_benchmark, options.conv_kernels, options.conv_plans_dir)
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         if video.ndim != 5 or video.shape[1] != 3:

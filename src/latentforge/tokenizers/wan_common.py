@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 from abc import abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterator
 
@@ -25,6 +26,32 @@ from .wan21_fast import FastWanEncoder
 CONV_KERNELS = ("plans", "heuristics")  # tokenizer.conv_kernels of the bf16 fast path on CUDA
 OFFICIAL_WINDOW = 4  # frames per causal chunk after frame 0 in official Wan and diffusers
 HEURISTICS_MODE_B_ENV = "TORCH_CUDNN_USE_HEURISTIC_MODE_B"
+
+
+@dataclass(frozen=True)
+class WanOptions:
+    """The Wan tokenizers' own keys (tokenizer.KEY), with their defaults."""
+
+    # Frames per causal chunk of the cosmos-bf16 loop (Cosmos' video2world uses 16). The maths is the same for
+    # any window, but on a GPU the convolution kernels (and so the last bits) depend on it. fp32 always runs the
+    # official chunking (4), so it equals the official Wan module.
+    temporal_window: int = OFFICIAL_WINDOW
+    max_gpu_mem_gib: float = 24.0  # the bf16 fast path picks its causal window to stay under this
+    # bf16 fast path: let cuDNN time its kernels instead of taking its heuristics' choice. Faster, but the timing
+    # race picks kernels per process, so the same input can give other bits in another process, rank or resume;
+    # off by default (docs/tokenizers.md).
+    cudnn_benchmark: bool = False
+    # bf16 fast path on CUDA, how each convolution's kernel is chosen: "plans" times cuDNN's candidate plans once
+    # per build and shape, records the winners in the build and replays them in every rank, resume and deep
+    # verify (needs nvidia-cudnn-frontend); "heuristics" takes cuDNN's heuristics through PyTorch.
+    conv_kernels: str = "plans"
+    # where builds share recorded plans, one book per GPU model and cuDNN (None: ~/.cache/latentforge/conv-plans)
+    conv_plans_dir: str | None = None
+
+
+def wan_options(cfg: TokenizerConfig) -> WanOptions:
+    """cfg's Wan keys; their defaults for a TokenizerConfig made without them (options=NoOptions())."""
+    return cfg.options if isinstance(cfg.options, WanOptions) else WanOptions()
 
 
 def prefer_heuristics_mode_b() -> None:
@@ -57,7 +84,7 @@ def require_cudnn_frontend() -> None:
 
 def check_fast_path_packages(cfg: TokenizerConfig, device: str) -> None:
     """The pre-flight's part for the fast path: the cuDNN frontend where recorded plans will run."""
-    if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and device.startswith("cuda"):
+    if cfg.precision == "bf16" and wan_options(cfg).conv_kernels == "plans" and device.startswith("cuda"):
         require_cudnn_frontend()
 
 
@@ -70,9 +97,10 @@ def deterministic_cudnn(device: torch.device) -> None:
 
 def check_conv_kernels(cfg: TokenizerConfig) -> None:
     """The bf16 fast path's kernel settings: a known tokenizer.conv_kernels, not both recorded plans and timing."""
-    if cfg.conv_kernels not in CONV_KERNELS:
-        raise ConfigError(f"tokenizer.conv_kernels={cfg.conv_kernels!r}; allowed: {', '.join(CONV_KERNELS)}")
-    if cfg.precision == "bf16" and cfg.conv_kernels == "plans" and cfg.cudnn_benchmark:
+    options = wan_options(cfg)
+    if options.conv_kernels not in CONV_KERNELS:
+        raise ConfigError(f"tokenizer.conv_kernels={options.conv_kernels!r}; allowed: {', '.join(CONV_KERNELS)}")
+    if cfg.precision == "bf16" and options.conv_kernels == "plans" and options.cudnn_benchmark:
         raise ConfigError("tokenizer.cudnn_benchmark=true with tokenizer.conv_kernels=plans: recorded plans "
                           "replace autotuning; set one of them (cudnn_benchmark=false, or conv_kernels=heuristics)")
 
@@ -136,6 +164,7 @@ class WanTokenizer(Tokenizer):
     """A Wan VAE tokenizer's class methods, the same for Wan2.1 and Wan2.2 but for what each subclass names: the
     error for a missing checkpoint, the advice for a local file it cannot use, and its checkpoint loader."""
 
+    options_class = WanOptions
     missing_checkpoint: ClassVar[str]  # the ConfigError's message when tokenizer.checkpoint is not set
     checkpoint_advice: ClassVar[str]  # resolve_checkpoint's advice for a local file it cannot use
     _fast: FastWanEncoder | None  # the bf16 fast path, None in the other modes

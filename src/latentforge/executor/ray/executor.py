@@ -240,7 +240,7 @@ class _RayRun:
         if outcome.stats.get("node_check"):
             self.exclude(worker.rank, RankStats(**outcome.stats), outcome)
             return
-        tries = self.config.run.max_unit_tries
+        tries = ray_options(self.config).max_unit_tries
         if charge is None:
             self.failed_before_a_unit += 1
             if not died or self.failed_before_a_unit >= tries:
@@ -287,14 +287,31 @@ class _RayRun:
         self.ray.kill(self.dispatcher)
 
 
+@dataclass(frozen=True)
+class RayOptions:
+    """The Ray executor's own keys (run.KEY)."""
+
+    ray_address: str = ""  # auto | HOST:PORT; empty joins RAY_ADDRESS or starts a local Ray
+    max_unit_tries: int = 3  # a unit whose worker fails this many times stops the build with its error
+
+
+def ray_options(config: BuildConfig) -> RayOptions:
+    """config's Ray keys; their defaults for a RunConfig made without them."""
+    options = config.run.options
+    return options if isinstance(options, RayOptions) else RayOptions()
+
+
 class RayExecutor(Executor):
     """The same units on a Ray cluster: one actor per GPU (or run.procs CPU actors), staging into the shared
     output root, committed by the driver."""
 
     name = "ray"
+    options_class = RayOptions
 
     @classmethod
     def check_config(cls, config: BuildConfig) -> None:
+        if ray_options(config).max_unit_tries < 1:
+            raise ConfigError(f"run.max_unit_tries={ray_options(config).max_unit_tries} must be >= 1")
         if config.run.gpus not in ("", "all"):
             raise ConfigError(f"run.gpus={config.run.gpus!r} picks GPUs of this machine; with run.executor=ray "
                               "use --device cuda (or --gpus all): one worker per GPU of the cluster")
@@ -304,7 +321,7 @@ class RayExecutor(Executor):
 
     def settings(self) -> dict[str, Any]:
         run = self.config.run
-        return {"executor": "ray", "ray_address": run.ray_address, "device": run.device,
+        return {"executor": "ray", "ray_address": ray_options(self.config).ray_address, "device": run.device,
                 "workers_per_gpu": run.workers_per_gpu}
 
     def main_device(self) -> str:
@@ -329,7 +346,7 @@ class RayExecutor(Executor):
         if record is None:
             raise LatentforgeError(f"{self.build_dir}/lock holds no lock record; run.executor=ray runs inside build()")
         connected_here = not ray.is_initialized()
-        own_ray = connected_here and not self.config.run.ray_address and not os.environ.get("RAY_ADDRESS")
+        own_ray = connected_here and not ray_options(self.config).ray_address and not os.environ.get("RAY_ADDRESS")
         if connected_here:
             self._connect(ray, record.token, own_ray)
         try:
@@ -351,7 +368,7 @@ class RayExecutor(Executor):
             if own_ray:
                 start_own_ray(ray, self.build_dir, token, log_to_driver=not self.quiet)
             else:
-                ray.init(address=self.config.run.ray_address or None, log_to_driver=not self.quiet)
+                ray.init(address=ray_options(self.config).ray_address or None, log_to_driver=not self.quiet)
         finally:
             for signum, handler in handlers.items():  # ray.init put its own in place (sys.exit, C++ abort)
                 signal.signal(signum, handler)

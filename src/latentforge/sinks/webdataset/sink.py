@@ -4,6 +4,7 @@ back from there (verify, inspect, StreamingLatentDataset) without a download."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +37,28 @@ _INSTEAD = {
 }
 
 
+@dataclass(frozen=True)
+class WebDatasetSinkOptions:
+    """The webdataset sink's own keys (output.KEY)."""
+
+    shard_bytes: int = 512 << 20  # a tar shard is closed once its samples' arrays reach this size
+
+
+def sink_options(output: OutputConfig) -> WebDatasetSinkOptions:
+    """output's webdataset keys; their defaults for an OutputConfig made without them."""
+    return output.options if isinstance(output.options, WebDatasetSinkOptions) else WebDatasetSinkOptions()
+
+
 class WebDatasetSink(Sink):
     name = SINK
     remote_root = True
+    options_class = WebDatasetSinkOptions
 
     @classmethod
     def check_config(cls, config: BuildConfig) -> None:
         output = config.output
+        if sink_options(output).shard_bytes < 1:
+            raise ConfigError(f"output.shard_bytes={sink_options(output).shard_bytes} must be >= 1")
         if config.frames.buckets:
             raise ConfigError(f"output.sink={output.sink!r} writes one cache, but frames.buckets gives several; "
                               "build each bucket shape as its own cache, or use output.sink=hdf5 for a bucketed root")
@@ -53,15 +69,15 @@ class WebDatasetSink(Sink):
 
     @classmethod
     def record(cls, output: OutputConfig) -> dict[str, Any]:
-        return {"name": SINK, "shard_bytes": output.shard_bytes}
+        return {"name": SINK, "shard_bytes": sink_options(output).shard_bytes}
 
     @staticmethod
     def commit(output: OutputConfig, build_dir: Path, staged: StagedCache) -> SinkCommit:
         # Credentials and endpoint come from the environment (AWS_* for s3://), as fsspec reads them.
+        options = WebDatasetOptions(build_dir / TARS_DIR, shard_bytes=sink_options(output).shard_bytes)
         result = commit_webdataset(Destination(output.root), staged.unit_paths, staged.plan_rejects,
-                                   staged.cache_config, staged.empty_prompt,
-                                   WebDatasetOptions(build_dir / TARS_DIR, shard_bytes=output.shard_bytes),
-                                   staged.planned, staged.allow_empty)
+                                   staged.cache_config, staged.empty_prompt, options, staged.planned,
+                                   staged.allow_empty)
         unit_rejects = [r for path in staged.unit_paths for r in read_staged_rejects(path)]
         rejects = ordered_rejects(staged.plan_rejects, unit_rejects)
         return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in rejects).items())))
