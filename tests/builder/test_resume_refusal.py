@@ -46,12 +46,16 @@ def test_changed_config_is_refused_with_a_diff(built):
 # rule is the same for every tokenizer: a resume never mixes two encoders in one cache).
 BIT_CHANGING = [
     ("tokenizer.precision=bf16", "config.tokenizer.precision: 'fp32' -> 'bf16'"),
-    ("tokenizer.temporal_window=16", "config.tokenizer.temporal_window: 4 -> 16"),
-    ("tokenizer.max_gpu_mem_gib=12", "config.tokenizer.max_gpu_mem_gib: 24.0 -> 12.0"),
-    ("tokenizer.cudnn_benchmark=true", "config.tokenizer.cudnn_benchmark: False -> True"),
-    ("tokenizer.conv_kernels=heuristics", "config.tokenizer.conv_kernels: 'plans' -> 'heuristics'"),
     ("output.storage_dtype=float32", "config.output.storage_dtype: 'float16' -> 'float32'"),
     ("output.batch_size=2", "config.output.batch_size: 1 -> 2"),
+]
+# The Wan tokenizers' own keys that change the bits (their key of a resume is the one every tokenizer's is)
+WAN_BIT_CHANGING = [
+    ("tokenizer.temporal_window=16", "config.tokenizer.temporal_window: 4 -> 16"),
+    ("tokenizer.max_gpu_mem_gib=12", "config.tokenizer.max_gpu_mem_gib: 24.0 -> 12.0"),
+    ("tokenizer.conv_kernels=heuristics tokenizer.cudnn_benchmark=true",
+     "config.tokenizer.cudnn_benchmark: False -> True"),  # autotuning replaces recorded plans, never joins them
+    ("tokenizer.conv_kernels=heuristics", "config.tokenizer.conv_kernels: 'plans' -> 'heuristics'"),
 ]
 
 
@@ -95,12 +99,34 @@ def test_wan22_with_the_same_file_is_refused_on_resume_naming_the_tokenizer(tmp_
         check_config(build_dir, resume_key(wan22))
 
 
-def test_execution_settings_are_not_part_of_the_resume_key(built):
+def _wan_started(tmp_path):
+    """A Wan2.1 bf16 build's resume key recorded in tmp_path/wan/build, as a build records it before its units."""
+    weights = tmp_path / "Wan2.1_VAE.pth"
+    weights.write_bytes(b"the weights the build started with")
+    wan = ["tokenizer.name=wan2.1", "tokenizer.precision=bf16", f"tokenizer.checkpoint={weights}"]
+    started = exec_config(tmp_path / "t.csv", tmp_path / "wan", *wan)
+    build_dir = tmp_path / "wan" / "build"
+    check_inputs(build_dir, resume_key(started), {"version": 1, "count": 0, "sha256": "", "entries": {}})
+    return wan, build_dir
+
+
+@pytest.mark.parametrize("override,named", WAN_BIT_CHANGING)
+def test_every_wan_setting_that_changes_the_bits_is_refused_on_resume(tmp_path, override, named):
+    wan, build_dir = _wan_started(tmp_path)
+    changed = exec_config(tmp_path / "t.csv", tmp_path / "wan", *wan, *override.split(" "))
+    with pytest.raises(LatentforgeError) as error:
+        check_config(build_dir, resume_key(changed))
+    assert named in str(error.value)
+
+
+def test_execution_settings_are_not_part_of_the_resume_key(built, tmp_path):
     table, root = built
-    # where builds share kernel plans is not either: a resumed build replays its own (build/conv_plans)
-    result = build(exec_config(table, root, "run.procs=2", "run.workers_per_gpu=1",
-                           f"tokenizer.conv_plans_dir={root.parent / 'elsewhere'}"), quiet=True)
+    result = build(exec_config(table, root, "run.procs=2", "run.workers_per_gpu=1"), quiet=True)
     assert result.num_samples == 6
+    # where builds share kernel plans is not either: a resumed build replays its own (build/conv_plans)
+    wan, build_dir = _wan_started(tmp_path)
+    check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "wan", *wan,
+                                                   f"tokenizer.conv_plans_dir={tmp_path / 'elsewhere'}")))
 
 
 H200 = {"device_type": "cuda", "device_name": "NVIDIA H200", "cuda": "13.0", "cuda_driver": "13.0", "cudnn": "91200",

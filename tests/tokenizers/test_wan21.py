@@ -28,7 +28,7 @@ from latentforge.tokenizers import wan21_checkpoint
 from latentforge.tokenizers.base import pixels_to_input
 from latentforge.tokenizers.wan21 import LATENTS_MEAN, LATENTS_STD, Wan21Tokenizer
 from latentforge.tokenizers.wan21_checkpoint import CheckpointError
-from latentforge.tokenizers.wan_common import HEURISTICS_MODE_B_ENV, prepare_fast_path
+from latentforge.tokenizers.wan_common import HEURISTICS_MODE_B_ENV, WanOptions, prepare_fast_path
 
 FRAMES, HEIGHT, WIDTH = 9, 32, 48
 # The Wan2.1 architecture at width 16 (released: 96): the loader reads the width from the weights, and bf16
@@ -231,10 +231,11 @@ def test_config_errors_need_no_weights():
 def test_kernel_settings_are_checked_before_any_gpu_work(monkeypatch):
     cfg = TokenizerConfig(name="wan2.1", checkpoint="unused.pth", precision="bf16")
     with pytest.raises(ConfigError, match="tokenizer.conv_kernels='fastest'; allowed: plans, heuristics"):
-        Wan21Tokenizer.check_settings(dataclasses.replace(cfg, conv_kernels="fastest"))
+        Wan21Tokenizer.check_settings(dataclasses.replace(cfg, options=WanOptions(conv_kernels="fastest")))
     with pytest.raises(ConfigError, match="cudnn_benchmark=true with tokenizer.conv_kernels=plans"):
-        Wan21Tokenizer.check_settings(dataclasses.replace(cfg, cudnn_benchmark=True))
-    Wan21Tokenizer.check_settings(dataclasses.replace(cfg, cudnn_benchmark=True, conv_kernels="heuristics"))
+        Wan21Tokenizer.check_settings(dataclasses.replace(cfg, options=WanOptions(cudnn_benchmark=True)))
+    Wan21Tokenizer.check_settings(dataclasses.replace(cfg, options=WanOptions(cudnn_benchmark=True,
+                                                                              conv_kernels="heuristics")))
     # a GPU build with plans needs the cuDNN frontend: the pre-flight says so before reading any weights
     monkeypatch.setitem(sys.modules, "cudnn", None)  # not importable, whether installed here or not
     with pytest.raises(ConfigError, match=r"needs the cuDNN frontend.*latentforge\[gpu\].*conv_kernels=heuristics"):
