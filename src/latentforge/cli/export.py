@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ..export.targets import TARGETS
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("export", help="write one file per sample in a trainer's own cache layout "
                                    "(musubi-tuner Wan, LTX-2-style .pt); rerun to resume")
     parser.add_argument("root", help="the cache root")
-    parser.add_argument("--to", required=True, choices=TARGETS, help="musubi | pt (docs/export.md)")
+    # checked by export_cache, which names the allowed targets: a choices= list here would import the export
+    # package, and torch with it, for every verb's parser
+    parser.add_argument("--to", required=True, help="musubi | pt (docs/export.md)")
     parser.add_argument("folder", help="the export folder (empty, or an earlier export of the same cache to resume)")
     parser.add_argument("--modality", action="append", help="export this modality (repeatable, stacked in the "
                         "order given; default: all of the cache's)")
