@@ -1,4 +1,5 @@
-"""Feeding training from a latent cache: dataset, sampler, collate, expectations, Cosmos-Predict2 adapter."""
+"""Feeding training from a latent cache: cache_dataset for any sink, the HDF5 sink's Datasets under their public
+names, samplers, collate, expectations, the Cosmos-Predict2 adapter."""
 
 from ..cache.expect import CacheExpectation, CacheMismatch
 from ..sinks.hdf5.bucketed_dataset import BucketedLatentDataset
