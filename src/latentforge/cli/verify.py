@@ -54,8 +54,6 @@ def run(args: argparse.Namespace) -> int:
 
     from ..devices import default_device, device_note
     from ..verification.entry import verify
-    from ..verification.quality import QualityThresholds
-    from ..verification.reencode import Overrides
     from .common import console
     from .progress import progress_bars
 
@@ -67,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
         if report.warnings:
             out.print(_table(report.warnings, "warnings", Text("warn", style="yellow")))
     else:
+        from ..verification.quality import QualityThresholds
+        from ..verification.reencode import Overrides
+
         overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, args.text_path,
                               args.device or default_device())
         out.print(f"deep verify {device_note(overrides.device)}")
