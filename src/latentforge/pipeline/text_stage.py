@@ -60,6 +60,7 @@ class TextSource:
         self.cache = cache
         self.max_length = config.text.max_length
         self.dim = cache.encoder.embed_dim if cache is not None else pickle_dim(config.text)
+        self.reader = registry.resolve("reader", config.dataset.reader)  # where a sample's pickle is
 
     @property
     def records_provenance(self) -> bool:
@@ -69,7 +70,7 @@ class TextSource:
         """The sample's pickle row, or None when the encoder makes it. Raises SampleRejected(bad_text_pickle)."""
         if self.mode == "encoder":
             return None
-        path = registry.resolve("reader", self.config.dataset.reader).pickle_path(sample, self.config)
+        path = self.reader.pickle_path(sample, self.config)
         if path is None or not path.is_file():
             if self.mode == "pickles+encoder":
                 return None
