@@ -66,6 +66,11 @@ class DamagedFileWarning(UserWarning):
     encoded again); the CLI prints it as one `warning:` line."""
 
 
+class ForcedWarning(UserWarning):
+    """A check was overridden on request (`--force`): what the output cannot be used for; the CLI prints it as
+    one `warning:` line."""
+
+
 def one_line(text: object) -> str:
     """The first line of an error's text (h5py and pyarrow errors run over several)."""
     lines = str(text).strip().splitlines()

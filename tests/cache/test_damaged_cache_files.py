@@ -48,7 +48,7 @@ VERBS = {
     "inspect": lambda root, tmp: ["inspect", str(root)],
     "query": lambda root, tmp: ["query", str(root), "dataset_index >= 0", "--count"],
     "stats": lambda root, tmp: ["stats", str(root), "--out", str(tmp / "stats")],
-    "export": lambda root, tmp: ["export", str(root), "--to", "pt", str(tmp / "export")],
+    "export": lambda root, tmp: ["export", str(root), "--to", "pt-dicts", str(tmp / "export")],
 }
 
 

@@ -37,7 +37,7 @@ class SampleData:
         return sorted(self.latents)
 
 
-def make_samples(seed: int = 0) -> SampleData:
+def make_samples(seed: int = 0, text_dim: int = TEXT_DIM) -> SampleData:
     rng = np.random.default_rng(seed)
     latents, embeddings, lengths = {}, {}, {}
     for index in range(NUM_CANDIDATES):
@@ -45,7 +45,7 @@ def make_samples(seed: int = 0) -> SampleData:
             continue
         latents[index] = rng.standard_normal(LATENT_SHAPE).astype(np.float16)
         length = int(rng.integers(1, MAX_LENGTH + 1))
-        text = rng.standard_normal((MAX_LENGTH, TEXT_DIM)).astype(np.float16)
+        text = rng.standard_normal((MAX_LENGTH, text_dim)).astype(np.float16)
         text[length:] = 0
         embeddings[index], lengths[index] = text, length
     return SampleData(latents, embeddings, lengths)
@@ -84,12 +84,13 @@ def stage_units(build_dir: Path, data: SampleData, unit_size: int, text: bool = 
     return paths
 
 
-def make_cache_config(rows_per_shard: int = 8, text: bool = True, text_storage: str = "padded") -> CacheConfig:
+def make_cache_config(rows_per_shard: int = 8, text: bool = True, text_storage: str = "padded",
+                      text_dim: int = TEXT_DIM) -> CacheConfig:
     """A cache_config with the contract's typed sections and only a few recorded settings; counts left at 0."""
     text_section = None
     if text:
         details = {} if text_storage == "padded" else {"storage": text_storage}
-        text_section = TextSection("t5", "t5_text_embeddings", "t5_text_length", TEXT_DIM, MAX_LENGTH, True, details)
+        text_section = TextSection("t5", "t5_text_embeddings", "t5_text_length", text_dim, MAX_LENGTH, True, details)
     modalities = (ModalityEntry("rgb", (0, 16), "conditioning+target"), ModalityEntry("mask", (16, 32), "target"),
                   ModalityEntry("depth", (32, 48), "target"))
     return CacheConfig(
@@ -107,17 +108,18 @@ def make_schema(rows_per_shard: int = 8, text: bool = True) -> ShardSchema:
     return make_cache_config(rows_per_shard, text).shard_schema()
 
 
-def empty_prompt_arrays() -> tuple[np.ndarray, np.ndarray]:
-    embeddings = np.zeros((1, MAX_LENGTH, TEXT_DIM), np.float16)
-    embeddings[0, 0] = np.linspace(-1, 1, TEXT_DIM)
+def empty_prompt_arrays(text_dim: int = TEXT_DIM) -> tuple[np.ndarray, np.ndarray]:
+    embeddings = np.zeros((1, MAX_LENGTH, text_dim), np.float16)
+    embeddings[0, 0] = np.linspace(-1, 1, text_dim)
     return embeddings, np.array([1], np.int64)  # lengths as the text encoder returns them
 
 
 def build_cache(root: Path, data: SampleData | None = None, unit_size: int = 6, rows_per_shard: int = 8,
                 text: bool = True, text_storage: str = "padded") -> CommitResult:
     data = data or make_samples()
+    text_dim = next(iter(data.embeddings.values())).shape[1]  # the width make_samples drew
     units = stage_units(root / "build", data, unit_size, text)
-    return commit_cache(root, units, PLAN_REJECTS, make_cache_config(rows_per_shard, text, text_storage),
-                        empty_prompt_arrays() if text else None,
+    return commit_cache(root, units, PLAN_REJECTS, make_cache_config(rows_per_shard, text, text_storage, text_dim),
+                        empty_prompt_arrays(text_dim) if text else None,
                         {"text_note": "text embeddings come from an untrained tiny T5 (tests)."},
                         planned_units(unit_size))

@@ -119,7 +119,7 @@ def test_inspect_refuses_a_damaged_webdataset_cache_in_one_line(caches, tmp_path
     assert f"{copy}/{name} is damaged" in done.stderr and "rebuild the cache, or fetch it again" in done.stderr
 
 
-@pytest.mark.parametrize("verb", [["stats"], ["preview"], ["export", "--to", "pt", "OUT"], ["verify", "--deep"],
+@pytest.mark.parametrize("verb", [["stats"], ["preview"], ["export", "--to", "pt-dicts", "OUT"], ["verify", "--deep"],
                                   ["query", "dataset_index < 3"]])
 def test_verbs_that_read_hdf5_shards_refuse_a_webdataset_root_naming_it(caches, verb, tmp_path, capsys):
     _, wds = caches
@@ -132,7 +132,7 @@ def test_verbs_that_read_hdf5_shards_refuse_a_webdataset_root_naming_it(caches, 
 
 def test_verbs_refuse_an_hdf5_cache_at_a_url_pointing_at_fetch(caches, capsys):
     hdf5, _ = caches
-    for verb in (["verify"], ["inspect"], ["stats"], ["preview"], ["export", "--to", "pt", "out"],
+    for verb in (["verify"], ["inspect"], ["stats"], ["preview"], ["export", "--to", "pt-dicts", "out"],
                  ["query", "dataset_index < 3"]):
         assert main([verb[0], f"file://{hdf5}", *verb[1:]]) == 2
         err = capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`latentforge export CACHE --to musubi|pt DIR`: thin wrapper over latentforge.export.export_cache."""
+"""`latentforge export CACHE --to musubi|pt-dicts DIR`: thin wrapper over latentforge.export.export_cache."""
 
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ import argparse
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("export", help="write one file per sample in a trainer's own cache layout "
-                                   "(musubi-tuner Wan, LTX-2-style .pt); rerun to resume")
+    parser = subparsers.add_parser("export", help="write one file pair per sample: musubi-tuner's Wan cache or "
+                                   "generic .pt dicts; rerun to resume")
     parser.add_argument("root", help="the cache root")
     # checked by export_cache, which names the allowed targets: a choices= list here would import the export
     # package, and torch with it, for every verb's parser
-    parser.add_argument("--to", required=True, help="musubi | pt (docs/export.md)")
+    parser.add_argument("--to", required=True, help="musubi | pt-dicts (docs/export.md)")
     parser.add_argument("folder", help="the export folder (empty, or an earlier export of the same cache to resume)")
     parser.add_argument("--modality", action="append", help="export this modality (repeatable, stacked in the "
                         "order given; default: all of the cache's)")
+    parser.add_argument("--force", action="store_true", help="export a cache the target's model cannot take (text "
+                        "no Wan DiT takes, for musubi) anyway, with a warning")
     parser.set_defaults(run=run)
 
 
@@ -24,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from .progress import progress_bars
 
     with progress_bars("samples") as bars:
-        report = export_cache(args.root, args.to, args.folder, args.modality, bars.start)
+        report = export_cache(args.root, args.to, args.folder, args.modality, bars.start, args.force)
     say(f"exported {report.samples} samples to {report.folder}: {report.written} files written, "
         f"{report.skipped} already there")
     return 0

@@ -15,6 +15,7 @@ from typing import Iterator
 from ..errors import (
     ConfigError,
     DamagedFileWarning,
+    ForcedWarning,
     HDF5WriteError,
     LatentforgeError,
     StopRequested,
@@ -62,14 +63,15 @@ def _os_error_line(error: OSError) -> str:
 
 @contextlib.contextmanager
 def _warnings_as_lines() -> Iterator[None]:
-    """Each DamagedFileWarning (a damaged build record set aside and rebuilt) as one `warning:` line on stderr,
-    every time; other warnings as Python shows them."""
+    """Each DamagedFileWarning (a damaged build record set aside and rebuilt) and ForcedWarning (a check overridden
+    with --force) as one `warning:` line on stderr, every time; other warnings as Python shows them."""
     with warnings.catch_warnings():
         warnings.simplefilter("always", DamagedFileWarning)
+        warnings.simplefilter("always", ForcedWarning)
         shown = warnings.showwarning
 
         def show(message, category, *rest, **named) -> None:  # noqa: ANN001 - warnings.showwarning's signature
-            if issubclass(category, DamagedFileWarning):
+            if issubclass(category, (DamagedFileWarning, ForcedWarning)):
                 say(f"warning: {message}", stderr=True)
             else:
                 shown(message, category, *rest, **named)

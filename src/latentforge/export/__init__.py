@@ -1,4 +1,4 @@
-"""Exports of a cache into trainers' own per-sample cache files (musubi-tuner, LTX-2-style .pt)."""
+"""Exports of a cache into per-sample files: musubi-tuner's Wan cache, or generic .pt dicts."""
 
 from .run import EXPORT_RECORD, ExportReport, export_cache
 from .targets import TARGETS

@@ -1,4 +1,5 @@
-"""`latentforge export CACHE --to musubi|pt DIR`: one file pair per sample in a trainer's own cache layout.
+"""`latentforge export CACHE --to musubi|pt-dicts DIR`: one file pair per sample, in musubi-tuner's Wan cache layout
+or as generic .pt dicts.
 
 Each file appears only after it was loaded back and compared with the cache (write.py), so a rerun skips
 every file that exists and writes the rest. `latentforge-export.json` in DIR names the cache (the SHA-256 of
@@ -8,18 +9,19 @@ its SHA256SUMS), the target and the modalities; an export into a folder made fro
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ..cache.layout import SUMS
-from ..errors import ConfigError, DamagedFile
+from ..errors import ConfigError, DamagedFile, ForcedWarning
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
 from ..reporting import Progress, start_step
 from ..sinks.dispatch import local_hdf5_cache
 from ..sinks.hdf5.dataset import LatentCacheDataset
-from .targets import MUSUBI, TARGETS, ExportFile, musubi_files, pt_files
+from .targets import MUSUBI, RENAMED, TARGETS, ExportFile, wan_text_width_problem
 from .write import write_verified
 
 EXPORT_RECORD = "latentforge-export.json"
@@ -35,8 +37,14 @@ class ExportReport:
 
 
 def export_cache(root: str | Path, target: str, folder: str | Path, modalities: Sequence[str] | None = None,
-                 progress: Progress | None = None) -> ExportReport:
-    """Export every sample of the cache at `root` (all its modalities, or `modalities` stacked in that order)."""
+                 progress: Progress | None = None, force: bool = False) -> ExportReport:
+    """Export every sample of the cache at `root` (all its modalities, or `modalities` stacked in that order).
+
+    `force` exports a cache the target's model cannot take (a text width no Wan DiT takes), with a warning.
+    """
+    if target in RENAMED:
+        raise ConfigError(f"export target {target!r} is now {RENAMED[target]!r} (generic per-sample .pt dicts, not "
+                          "the LTX-2 trainer's format: docs/export.md); use --to " + RENAMED[target])
     if target not in TARGETS:
         raise ConfigError(f"export target {target!r} is not known; allowed: {', '.join(TARGETS)}")
     root = local_hdf5_cache(root, "export")
@@ -44,6 +52,11 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
     if dataset.config.text is None:
         raise ConfigError(f"{dataset.root} holds no text embeddings, which every export target needs; export a "
                           "cache built with text.name set")
+    problem = wan_text_width_problem(dataset.config) if target == MUSUBI else None
+    if problem is not None and not force:
+        raise ConfigError(f"{dataset.root}: {problem}; or pass --force to export it anyway")
+    if problem is not None:
+        warnings.warn(f"{dataset.root}: exporting anyway (forced): {problem}", ForcedWarning, stacklevel=2)
     folder = Path(folder)
     _claim(folder, dataset, target)
     config, index = dataset.config, dataset.index
@@ -54,10 +67,7 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
         indices = list(range(start, min(start + _BATCH, len(dataset))))
         files: list[ExportFile] = []
         for i, item in zip(indices, dataset.__getitems__(indices)):
-            if target == MUSUBI:
-                files += musubi_files(config, i, item)
-            else:
-                files += pt_files(config, i, item, target_fps or float(index.source_fps[i]))
+            files += TARGETS[target](config, i, item, target_fps or float(index.source_fps[i]))
         for file in files:
             if (folder / file.rel).is_file():
                 skipped += 1

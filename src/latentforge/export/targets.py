@@ -1,30 +1,34 @@
-"""What one cache sample becomes in each trainer's own per-sample cache: file names and tensor dicts.
+"""What one cache sample becomes in each export target: file names and tensor dicts.
 
 - `musubi`: musubi-tuner's Wan cache. Per sample, a latent file
   `{stem}_{start:05d}-{frames:03d}_{W:04d}x{H:04d}_wan.safetensors` holding `latents_{F}x{H'}x{W'}_{dtype}`
   ([C, F, H', W']) and a text file `{stem}_wan_te.safetensors` holding `varlen_t5_{dtype}` (the valid tokens only,
   [length, D], as Wan's T5 returns them); safetensors metadata as musubi-tuner writes it.
-- `pt`: the LTX-2 trainer's precomputed layout, `.precomputed/latents/{stem}.pt` =
-  {latents [C, F, H', W'], num_frames, height, width, fps} and `.precomputed/conditions/{stem}.pt` =
-  {prompt_embeds [max_length, D] zero-padded, prompt_attention_mask bool [max_length]}.
+- `pt-dicts`: generic per-sample `.pt` dicts under the keys of latentforge's own Dataset items,
+  `latents/{stem}.pt` = {latent [C, F, H', W'], fps} and `text/{stem}.pt` = {text_embeddings [max_length, D]
+  zero-padded, text_length, text_mask bool [max_length], prompt}. No trainer's own layout: LTX-2's trainer reads
+  `.precomputed/` folders of LTX-2 VAE latents and Gemma features, which no latentforge cache holds.
 `stem` is the sample's dataset_index, nine digits, so file names never depend on ids.
+
+Every tensor is cloned into storage of its own: the Dataset hands out views of one batch tensor, and torch.save
+writes a view's whole storage, so a view would put the batch into every file.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from ..cache.config_file import CacheConfig
 
-MUSUBI, PT = "musubi", "pt"
-TARGETS = (MUSUBI, PT)
+MUSUBI, PT_DICTS = "musubi", "pt-dicts"
+RENAMED = {"pt": PT_DICTS}  # old name -> new name: refused with a message naming the new one
 _MUSUBI_ARCHITECTURE = "wan"  # musubi-tuner's ARCHITECTURE_WAN (short name) and ARCHITECTURE_WAN_FULL
 _MUSUBI_FORMAT_VERSION = "1.0.1"
-PRECOMPUTED = ".precomputed"
+WAN_TEXT_WIDTH = 4096  # every Wan DiT's text_embedding takes umT5-XXL's 4096-wide states (text_dim=4096)
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,26 @@ class ExportFile:
         return self.rel.endswith(".safetensors")
 
 
+def _own(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy holding only this tensor's elements (see the module docstring)."""
+    return tensor.clone(memory_format=torch.contiguous_format)
+
+
 def _dtype_name(tensor: torch.Tensor) -> str:
     return str(tensor.dtype).split(".")[-1]  # "float16", as musubi-tuner's dtype_to_str
 
 
-def musubi_files(config: CacheConfig, index: int, item: dict[str, Any]) -> list[ExportFile]:
-    latent = item["latent"].contiguous()
+def wan_text_width_problem(config: CacheConfig) -> str | None:
+    """Why a Wan DiT cannot take this cache's text, or None: its text_embedding is a Linear(4096, dim), so any
+    other width exports fine and then fails inside the model's first matmul."""
+    if config.text is None or config.text.dim == WAN_TEXT_WIDTH:
+        return None
+    return (f"the cache's text embeddings ({config.text.name}) are {config.text.dim} wide, and every Wan DiT takes "
+            f"{WAN_TEXT_WIDTH}-wide umT5 text; build the cache with text.name=umt5 (--text umt5)")
+
+
+def musubi_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float) -> list[ExportFile]:
+    latent = _own(item["latent"])
     _, frames, height, width = latent.shape
     stem = f"{index:09d}"
     pixels = f"{config.num_frames:03d}_{config.width:04d}x{config.height:04d}"
@@ -56,7 +74,7 @@ def musubi_files(config: CacheConfig, index: int, item: dict[str, Any]) -> list[
          "format_version": _MUSUBI_FORMAT_VERSION, "frame_count": str(config.num_frames)},
     )
     length = int(item["text_length"])
-    text = item["text_embeddings"][:length].contiguous()
+    text = _own(item["text_embeddings"][:length])
     text_file = ExportFile(
         f"{stem}_{_MUSUBI_ARCHITECTURE}_te.safetensors",
         {f"varlen_t5_{_dtype_name(text)}": text},
@@ -65,14 +83,15 @@ def musubi_files(config: CacheConfig, index: int, item: dict[str, Any]) -> list[
     return [latent_file, text_file]
 
 
-def pt_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float) -> list[ExportFile]:
-    latent = item["latent"].contiguous()
-    _, frames, height, width = latent.shape
+def pt_dict_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float) -> list[ExportFile]:
     stem = f"{index:09d}"
-    latents = {"latents": latent, "num_frames": frames, "height": height, "width": width}
+    latents: dict[str, Any] = {"latent": _own(item["latent"])}
     if math.isfinite(fps):
         latents["fps"] = fps
-    conditions = {"prompt_embeds": item["text_embeddings"].contiguous(),
-                  "prompt_attention_mask": item["text_mask"].contiguous()}
-    return [ExportFile(f"{PRECOMPUTED}/latents/{stem}.pt", latents),
-            ExportFile(f"{PRECOMPUTED}/conditions/{stem}.pt", conditions)]
+    text = {"text_embeddings": _own(item["text_embeddings"]), "text_length": _own(item["text_length"]),
+            "text_mask": _own(item["text_mask"]), "prompt": item["prompt"]}
+    return [ExportFile(f"latents/{stem}.pt", latents), ExportFile(f"text/{stem}.pt", text)]
+
+
+TARGETS: dict[str, Callable[[CacheConfig, int, dict[str, Any], float], list[ExportFile]]] = {
+    MUSUBI: musubi_files, PT_DICTS: pt_dict_files}

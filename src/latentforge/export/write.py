@@ -1,5 +1,8 @@
 """Writing one export file so that it exists only once it reads back equal: tmp sibling, load it back with
-safetensors or `torch.load(weights_only=True)`, compare every tensor and value, fsync, rename."""
+safetensors or `torch.load(weights_only=True)`, compare every tensor and value, fsync, rename.
+
+Safetensors files are serialised in memory and written with an ordinary open(), so they get the mode every
+other cache file gets (0666 less the umask); safetensors' save_file would leave them 0600."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 
 from ..errors import CacheIntegrityError
 from ..io import atomic_path
@@ -18,7 +22,7 @@ from .targets import ExportFile
 def write_verified(folder: Path, file: ExportFile) -> None:
     with atomic_path(folder / file.rel) as tmp:
         if file.is_safetensors:
-            save_file(file.tensors, str(tmp), metadata=file.metadata)
+            tmp.write_bytes(safetensors_bytes(file.tensors, metadata=file.metadata))
             loaded: dict[str, Any] = load_file(str(tmp))
             with safe_open(str(tmp), framework="pt") as handle:
                 metadata = handle.metadata()
