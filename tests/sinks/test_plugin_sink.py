@@ -122,7 +122,8 @@ def test_verbs_that_read_hdf5_shards_refuse_the_plugin_cache_naming_it(plugin, t
     table = make_table(tmp_path / "world", count=2)
     ours = tmp_path / "npy"
     assert cli(build_args(table, ours, "--set", "output.sink=npy-folder")).returncode == 0
-    verbs = (["stats"], ["preview"], ["query", "dataset_index < 1"], ["export", "--to", "pt-dicts", str(tmp_path / "out")])
+    verbs = (["stats"], ["preview"], ["query", "dataset_index < 1"],
+             ["export", "--to", "pt-dicts", str(tmp_path / "out")])
     for verb in verbs:
         done = cli([verb[0], str(ours), *verb[1:]])
         assert done.returncode == 2, (verb, done.stdout, done.stderr)
