@@ -14,6 +14,7 @@ from latentforge.config.schema import NoOptions
 from latentforge.configure import load_config
 from latentforge.errors import ConfigError
 from latentforge.executor.ray.executor import RayOptions
+from latentforge.readers.table import TableOptions
 from latentforge.sinks.webdataset.sink import WebDatasetSinkOptions
 from latentforge.tokenizers.wan_common import WanOptions
 
@@ -66,3 +67,38 @@ def test_another_backends_keys_at_their_defaults_are_what_old_run_records_hold(e
     with pytest.raises(ConfigError, match="run.ray_address is a setting of executor ray, not of "
                                           "run.executor='local'"):
         load_config(extra=recorded, overrides=["run.ray_address=10.0.0.1:6379"])
+
+
+def test_the_table_readers_columns_are_its_own_keys_whether_named_or_chosen_by_auto(extra, tmp_path):
+    columns = {k: v for k, v in extra["dataset"].items() if k not in ("reader", "path")}
+    config = load_config(extra=extra)
+    assert config.dataset.options == TableOptions(**columns)
+    assert config.to_dict()["dataset"] == {"reader": "table", "path": extra["dataset"]["path"],
+                                           "on_missing_caption": "reject", "limit": None,
+                                           **dataclasses.asdict(TableOptions(**columns))}
+    auto = {**extra, "dataset": {k: v for k, v in extra["dataset"].items() if k != "reader"}}
+    assert load_config(extra=auto).dataset == config.dataset  # auto picked table from the .csv, keys and all
+    # a column set by a layer below the one that names the reader stays: auto named no reader to replace
+    later = load_config(extra=auto, overrides=["dataset.reader=table", "dataset.caption_column=text"])
+    assert later.dataset.options == TableOptions(**{**columns, "caption_column": "text"})
+
+
+def test_set_flags_are_one_layer_so_their_order_does_not_matter(extra):
+    wan = {**extra, "tokenizer": {"checkpoint": "vae.pth"}}
+    for flags in (["tokenizer.temporal_window=8", "tokenizer.name=wan2.1"],
+                  ["tokenizer.name=wan2.1", "tokenizer.temporal_window=8"]):
+        assert load_config(extra=wan, overrides=flags).tokenizer.options == WanOptions(temporal_window=8)
+
+
+def test_a_cosmos_folder_refuses_a_table_column_naming_the_reader_it_belongs_to(extra, tmp_path):
+    folder = tmp_path / "cosmos"
+    (folder / "videos").mkdir(parents=True)
+    cosmos = {**extra, "dataset": {"path": [str(folder)]}, "modalities": {"names": ["rgb"]}}
+    assert load_config(extra=cosmos).dataset.options == NoOptions()
+    with pytest.raises(ConfigError, match=r"dataset.t5_pickle_column is a setting of reader table, not of "
+                                          r"dataset.reader='cosmos_dir'; drop it, or set dataset.reader to table"):
+        load_config(extra=cosmos, overrides=["dataset.t5_pickle_column=t5"])
+    with pytest.raises(ConfigError, match=r"unknown key dataset.video_colum; allowed keys in dataset \(with "
+                                          r"dataset.reader='table'\): reader, path, on_missing_caption, limit, "
+                                          r"id_column, video_column"):
+        load_config(extra=extra, overrides=["dataset.video_colum=v"])

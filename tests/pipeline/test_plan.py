@@ -17,7 +17,7 @@ from latentforge.builder.estimate import check_free_disk, estimate_output_bytes
 from latentforge.config import DatasetConfig
 from latentforge.errors import LatentforgeError
 from latentforge.pipeline.plan import diff_fingerprints, make_plan, plan_fingerprint, write_plan
-from latentforge.readers.table import TableReader
+from latentforge.readers.table import TableOptions, TableReader
 from latentforge.records import SourceEntry
 
 
@@ -95,7 +95,8 @@ def test_hostile_ids_never_leave_the_build_folder(tmp_path):
                "nul\x00byte", "new\nline"]
     pa_csv.write_csv(pa.table({"id": hostile, "video": [f"v{i}.mp4" for i in range(len(hostile))],
                                "caption": ["c"] * len(hostile)}), tmp_path / "t.csv")
-    entries = TableReader(DatasetConfig(reader="table", path=[str(tmp_path / "t.csv")], id_column="id")).entries()
+    entries = TableReader(DatasetConfig(reader="table", path=[str(tmp_path / "t.csv")],
+                                        options=TableOptions(id_column="id"))).entries()
     samples, rejects = make_plan(entries, None)
     nfc_ids = {unicodedata.normalize("NFC", h) for h in hostile}
     assert {s.sample_id for s in samples} == nfc_ids and len(samples) == len(hostile) - 1  # NFD = NFC: one id

@@ -16,7 +16,7 @@ from latentforge import registry
 from latentforge.config import DatasetConfig
 from latentforge.errors import ConfigError
 from latentforge.readers.cosmos_dir import CosmosDirReader
-from latentforge.readers.table import TableReader
+from latentforge.readers.table import TableOptions, TableReader
 
 NFC_NAME = unicodedata.normalize("NFC", "café")
 NFD_NAME = unicodedata.normalize("NFD", "café")
@@ -95,9 +95,9 @@ def _write_tables(folder):
 
 
 def _table_config(path, **kw):
-    base = dict(reader="table", path=[str(path)], id_column="id", passthrough_columns=["views", "score", "ok", "day"])
-    base.update(kw)
-    return DatasetConfig(**base)
+    columns = dict(id_column="id", passthrough_columns=["views", "score", "ok", "day"])
+    columns.update(kw)
+    return DatasetConfig(reader="table", path=[str(path)], options=TableOptions(**columns))
 
 
 def test_table_formats_give_identical_entries(tmp_path):
@@ -121,7 +121,7 @@ def test_table_without_id_uses_video_path(tmp_path):
     absolute = str(tmp_path / "elsewhere" / "x.mkv")
     pa_csv.write_csv(pa.table({"video": [f"v/{NFD_NAME}.mp4", absolute], "caption": ["a", "b"],
                                "depth": ["d/1.npz", None]}), folder / "t.csv")
-    cfg = DatasetConfig(reader="table", path=[str(folder / "t.csv")], depth_column="depth")
+    cfg = DatasetConfig(reader="table", path=[str(folder / "t.csv")], options=TableOptions(depth_column="depth"))
     entries = TableReader(cfg).entries()
     assert [e.key for e in entries] == [f"v/{NFC_NAME}", absolute[: -len(".mkv")]]
     assert entries[1].video == absolute
@@ -164,7 +164,8 @@ def test_parquet_nan_and_dates_become_json_values(tmp_path):
     table = pa.table({"video": ["a.mp4"], "caption": ["x"], "w": [float("nan")],
                       "when": pa.array([datetime.date(2024, 1, 2)])})
     pa_parquet.write_table(table, tmp_path / "t.parquet")
-    cfg = DatasetConfig(reader="table", path=[str(tmp_path / "t.parquet")], passthrough_columns=["w", "when"])
+    cfg = DatasetConfig(reader="table", path=[str(tmp_path / "t.parquet")],
+                        options=TableOptions(passthrough_columns=["w", "when"]))
     (entry,) = TableReader(cfg).entries()
     assert entry.extra == {"w": None, "when": "2024-01-02"}
     json.dumps(entry.extra, allow_nan=False)  # the manifest is strict JSON

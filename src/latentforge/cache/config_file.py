@@ -157,7 +157,7 @@ class CacheConfig:
             modalities={"names": names,
                         "mask": dict(vars(config.modalities.mask)) if "mask" in names else None,
                         "depth": dict(vars(config.modalities.depth)) if "depth" in names else None},
-            dataset={k: v for k, v in vars(config.dataset).items() if k not in ("path", "limit")},
+            dataset=_dataset_record(config),
             build={"unit_size": config.output.unit_size, "batch_size": config.output.batch_size,
                    "seed": config.run.seed},
         )
@@ -303,6 +303,13 @@ def _count(data: dict[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{key}={value!r} is not a count")
     return value
+
+
+def _dataset_record(config: BuildConfig) -> dict[str, Any]:
+    """The dataset section less its locations: the reader, its own keys, then the common ones."""
+    dataset = config.dataset
+    return {"reader": dataset.reader, **dataclasses.asdict(dataset.options),
+            "on_missing_caption": dataset.on_missing_caption}
 
 
 def _json_text(value: Any, indent: int = 0) -> str:

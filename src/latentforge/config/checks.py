@@ -43,7 +43,7 @@ def _get(config: BuildConfig, dotted: str) -> Any:
 
 def _validate_text(config: BuildConfig) -> None:
     """Text checks, the pickle ones included: a pickles build must be able to write its empty prompt."""
-    text, dataset = config.text, config.dataset
+    text = config.text
     if text.max_length < 1:
         raise ConfigError(f"text.max_length={text.max_length} must be >= 1")
     if text.name != "none" and text.name not in registry.names("text"):
@@ -59,10 +59,6 @@ def _validate_text(config: BuildConfig) -> None:
         raise ConfigError("text.source=pickles takes every row from t5_xxl pickles, but empty_prompt.h5 still "
                           "needs the T5 encoder: give its folder with text.path (used only for the empty "
                           "prompt), or pass --no-empty-prompt (text.empty_prompt=false)")
-    column = dataset.t5_pickle_column
-    if column and not pickles:
-        raise ConfigError(f"dataset.t5_pickle_column={column!r} is set but text.source=encoder reads no "
-                          "pickles; set text.source=pickles or pickles+encoder, or unset the column")
 
 
 def _validate_buckets(config: BuildConfig) -> None:
@@ -134,12 +130,6 @@ def validate(config: BuildConfig) -> None:
         raise ConfigError(
             f"modalities.names={names!r}; allowed: distinct names from {', '.join(MODALITIES)}, rgb first"
         )
-    for modality, column in (("mask", config.dataset.mask_column), ("depth", config.dataset.depth_column)):
-        if column and modality not in names:
-            raise ConfigError(
-                f"dataset.{modality}_column={column!r} is set but {modality!r} is not in modalities.names "
-                f"{names!r}; add it or unset the column"
-            )
     _validate_text(config)
     for key in ("rows_per_shard", "unit_size", "batch_size"):
         if getattr(config.output, key) < 1:

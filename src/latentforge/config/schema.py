@@ -25,15 +25,10 @@ TEXT_STORAGES = ("padded", "trimmed")  # how shards hold text rows (cache/text_r
 class DatasetConfig:
     reader: str = "auto"  # auto | cosmos_dir | table; auto: a folder -> cosmos_dir, .csv/.jsonl/.parquet -> table
     path: list[str] = field(default_factory=list)  # folder (cosmos_dir) or table files / globs (table)
-    id_column: str | None = None
-    video_column: str = "video"
-    caption_column: str = "caption"
-    mask_column: str | None = None
-    depth_column: str | None = None
-    passthrough_columns: list[str] = field(default_factory=list)
-    t5_pickle_column: str | None = None  # table column: each row's Cosmos T5 pickle (text.source pickles*)
     on_missing_caption: str = "reject"  # reject | empty (an absent caption becomes the empty prompt)
     limit: int | None = None  # keep the first N candidate samples of the plan
+    # the reader's own keys (dataset.id_column, dataset.video_column, ... for table: readers/table.TableOptions)
+    options: Any = field(default_factory=NoOptions)
 
 
 @dataclass

@@ -1,8 +1,10 @@
-"""Each backend's own config keys. A section that names a backend (tokenizer.name, output.sink, run.executor) has
+"""Each backend's own config keys. A section that names a backend (dataset.reader, tokenizer.name, output.sink,
+run.executor) has
 its common keys, declared in config/schema.py, and the keys of the backend it names, declared by that backend's
 class as a dataclass (`options_class`) and parsed into it here, as strictly as every other key: `--set
-tokenizer.conv_kernels=heuristics` still reaches the Wan tokenizers, and a key no backend of the kind has is
-refused with the allowed list.
+tokenizer.conv_kernels=heuristics` still reaches the Wan tokenizers, `--set dataset.id_column=id` the table reader,
+and a key no backend of the kind has is refused with the allowed list. dataset.reader=auto is settled first
+(reader_choice.py), so the reader whose keys these are is known.
 
 A key another backend of the kind owns is dropped when it holds that backend's default (run records of earlier
 versions list every backend's keys at their defaults), and refused naming its backend otherwise. When a later
@@ -16,12 +18,13 @@ from typing import Any
 
 from .. import registry
 from ..config.parse import from_dict
-from ..config.schema import BACKEND_OPTIONS, BuildConfig, OutputConfig, RunConfig, TokenizerConfig
+from ..config.schema import BACKEND_OPTIONS, BuildConfig, DatasetConfig, OutputConfig, RunConfig, TokenizerConfig
 from ..errors import ConfigError
+from .reader_choice import AUTO
 
 # section -> (the key naming its backend, the registry kind, the section's dataclass)
-_SECTIONS = {"tokenizer": ("name", "tokenizer", TokenizerConfig), "output": ("sink", "sink", OutputConfig),
-             "run": ("executor", "executor", RunConfig)}
+_SECTIONS = {"dataset": ("reader", "reader", DatasetConfig), "tokenizer": ("name", "tokenizer", TokenizerConfig),
+             "output": ("sink", "sink", OutputConfig), "run": ("executor", "executor", RunConfig)}
 
 
 def _common_keys(section_class: type) -> list[str]:
@@ -39,7 +42,9 @@ def forget_replaced_backends(merged: dict[str, Any], layer: dict[str, Any]) -> d
     out = dict(merged)
     for section, (selector, _, section_class) in _SECTIONS.items():
         named = (layer.get(section) or {}) if isinstance(layer.get(section), dict) else {}
-        if selector in named and isinstance(out.get(section), dict) and str(named[selector]) != _named(section, out):
+        if selector not in named or AUTO in (str(named[selector]), _named(section, out)):
+            continue  # dataset.reader=auto names no reader yet: the keys set so far may well be the one chosen
+        if isinstance(out.get(section), dict) and str(named[selector]) != _named(section, out):
             common = _common_keys(section_class)
             out[section] = {k: v for k, v in out[section].items() if k in common}
     return out

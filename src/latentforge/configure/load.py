@@ -16,7 +16,7 @@ from ..config.schema import BuildConfig
 from ..errors import ConfigError
 from .backend_checks import check_backends
 from .backend_options import forget_replaced_backends, split_backend_keys, with_backend_options
-from .reader_choice import with_reader
+from .reader_choice import name_reader
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:
@@ -42,15 +42,18 @@ def load_config(
 ) -> BuildConfig:
     """Preset (if any) < YAML file < `extra` mapping < `section.key=value` overrides; then validate."""
     file_data = _read_yaml(path) if path is not None else {}
-    layers = [file_data, extra or {}] + [parse_override(o) for o in overrides]
+    flags: dict[str, Any] = {}
+    for override in overrides:  # one layer: the order of --set flags among themselves does not matter
+        flags = deep_merge(flags, parse_override(override))
+    layers = [file_data, extra or {}, flags]
     chosen = preset
     for layer in layers:
         chosen = layer.get("preset", chosen)
     data: dict[str, Any] = preset_dict(chosen) if chosen else {}
     for layer in layers:
         data = deep_merge(forget_replaced_backends(data, layer), layer)
-    data, options = split_backend_keys(data)
-    config = with_reader(with_backend_options(from_dict(BuildConfig, data, ""), options))
+    data, options = split_backend_keys(name_reader(data))
+    config = with_backend_options(from_dict(BuildConfig, data, ""), options)
     validate(config)
     check_backends(config)
     return config

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
+from typing import Any
 
 from .. import registry
-from ..config.schema import BuildConfig
+from ..config.parse import from_dict
+from ..config.schema import DatasetConfig
 from ..errors import ConfigError
 
 AUTO = "auto"
@@ -25,9 +26,13 @@ def choose_reader(paths: list[str]) -> str:
                       ".csv/.jsonl/.ndjson/.parquet tables (or globs of them) by table; choose one with --reader")
 
 
-def with_reader(config: BuildConfig) -> BuildConfig:
-    """`config` with dataset.reader=auto replaced by the chosen reader's name (what the cache records)."""
-    if config.dataset.reader != AUTO:
-        return config
-    dataset = dataclasses.replace(config.dataset, reader=choose_reader(config.dataset.path))
-    return dataclasses.replace(config, dataset=dataset)
+def name_reader(data: dict[str, Any]) -> dict[str, Any]:
+    """The config mapping with dataset.reader=auto (or unset) replaced by the chosen reader's name, which the cache
+    records and whose own keys the dataset section may then hold."""
+    section = data.get("dataset")
+    if section is None:
+        section = {}
+    if not isinstance(section, dict) or str(section.get("reader", AUTO)) != AUTO:
+        return data  # from_dict says what is wrong with a section that is not a mapping
+    paths = from_dict(DatasetConfig, {"path": section["path"]} if "path" in section else {}, "dataset").path
+    return {**data, "dataset": {**section, "reader": choose_reader(paths)}}

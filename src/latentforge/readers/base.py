@@ -1,5 +1,5 @@
-"""The reader interface: what a dataset reader claims, the entries it lists, its own config checks, and where its
-samples' text side files (Cosmos T5 pickles) are. A reader is a subclass registered by name (registry kind
+"""The reader interface: what a dataset reader claims, the entries it lists, its own keys and config checks, and
+where its samples' text side files (Cosmos T5 pickles) are. A reader is a subclass registered by name (registry kind
 "reader"); nothing outside readers/ branches on a reader's name."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ..config import DatasetConfig
+from ..config.schema import NoOptions
 from ..errors import ConfigError
 from ..records import Sample, SourceEntry
 
@@ -19,6 +20,8 @@ class Reader:
     name: ClassVar[str]  # its registry name: what dataset.reader names and the cache records
     # The modalities it lists sources for; the others of modalities.names are refused before any work.
     modalities: ClassVar[tuple[str, ...]] = ("rgb",)
+    # Its own keys in the dataset section (dataset.KEY), a dataclass parsed by configure/backend_options.py.
+    options_class: ClassVar[type] = NoOptions
 
     def __init__(self, config: DatasetConfig):
         self.config = config

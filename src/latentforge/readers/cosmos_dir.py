@@ -43,14 +43,6 @@ class CosmosDirReader(Reader):
         return len(paths) == 1 and Path(paths[0]).is_dir()
 
     @classmethod
-    def check_config(cls, config: BuildConfig) -> None:
-        super().check_config(config)
-        column = config.dataset.t5_pickle_column
-        if column:  # the config checks before this one made sure text.source reads pickles
-            raise ConfigError(f"dataset.t5_pickle_column={column!r} is for dataset.reader=table; the cosmos_dir "
-                              f"reader finds pickles at <dataset>/{PICKLE_FOLDER}/<stem>.pickle, unset the column")
-
-    @classmethod
     def pickle_lookup_rule(cls, config: BuildConfig) -> str:
         return f"<dataset>/{PICKLE_FOLDER}/<stem>.pickle"
 

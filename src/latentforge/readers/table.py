@@ -10,6 +10,7 @@ import glob
 import math
 import os
 import unicodedata
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,24 @@ if TYPE_CHECKING:
     from ..config.schema import BuildConfig
 
 TABLE_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """The table reader's own keys (dataset.KEY): which columns hold what."""
+
+    id_column: str | None = None  # the sample id; unset: the video path without its extension
+    video_column: str = "video"
+    caption_column: str = "caption"
+    mask_column: str | None = None
+    depth_column: str | None = None
+    passthrough_columns: list[str] = field(default_factory=list)  # copied into each manifest row
+    t5_pickle_column: str | None = None  # each row's Cosmos T5 pickle (text.source pickles*)
+
+
+def table_options(config: DatasetConfig) -> TableOptions:
+    """config's table keys; their defaults for a DatasetConfig made without them (options=NoOptions())."""
+    return config.options if isinstance(config.options, TableOptions) else TableOptions()
 
 
 def table_parts(patterns: list[str]) -> list[Path]:
@@ -119,11 +138,13 @@ class TableReader(Reader):
 
     name = "table"
     modalities = ("rgb", "mask", "depth")
+    options_class = TableOptions
 
     def __init__(self, config: DatasetConfig):
         super().__init__(config)
         if not config.path:
             raise ConfigError("dataset.path is empty; give the table file(s) or a glob")
+        self.columns = table_options(config)
 
     @classmethod
     def claims(cls, paths: list[str]) -> bool:
@@ -131,27 +152,35 @@ class TableReader(Reader):
         return bool(paths) and all(Path(p).suffix.lower() in TABLE_FORMATS for p in paths)
 
     def _columns(self) -> dict[str, str | None]:
-        c = self.config
+        c = self.columns
         return {"id": c.id_column, "video": c.video_column, "caption": c.caption_column,
                 "mask": c.mask_column, "depth": c.depth_column, "t5_pickle": c.t5_pickle_column}
 
     @classmethod
     def check_config(cls, config: BuildConfig) -> None:
         super().check_config(config)
-        dataset = config.dataset
-        for modality, column in (("mask", dataset.mask_column), ("depth", dataset.depth_column)):
-            if modality in config.modalities.names and not column:
+        columns, names = table_options(config.dataset), config.modalities.names
+        for modality, column in (("mask", columns.mask_column), ("depth", columns.depth_column)):
+            if column and modality not in names:
+                raise ConfigError(f"dataset.{modality}_column={column!r} is set but {modality!r} is not in "
+                                  f"modalities.names {names!r}; add it or unset the column")
+            if modality in names and not column:
                 raise ConfigError(
                     f"modality {modality!r} is configured but dataset.{modality}_column is not set; set it to the "
                     f"table column holding the {modality} source, or drop {modality!r} from modalities.names"
                 )
-        if config.text.source != "encoder" and not dataset.t5_pickle_column:
+        pickles = config.text.source != "encoder"
+        if pickles and not columns.t5_pickle_column:
             raise ConfigError(f"text.source={config.text.source!r} with dataset.reader=table needs "
                               "dataset.t5_pickle_column: the table column holding each row's pickle path")
+        if columns.t5_pickle_column and not pickles:
+            raise ConfigError(f"dataset.t5_pickle_column={columns.t5_pickle_column!r} is set but text.source="
+                              "encoder reads no pickles; set text.source=pickles or pickles+encoder, or unset the "
+                              "column")
 
     @classmethod
     def pickle_lookup_rule(cls, config: BuildConfig) -> str:
-        return f"table column {config.dataset.t5_pickle_column!r}"
+        return f"table column {table_options(config.dataset).t5_pickle_column!r}"
 
     @classmethod
     def pickle_path(cls, sample: Sample, config: BuildConfig) -> Path | None:
@@ -164,7 +193,7 @@ class TableReader(Reader):
         for part in table_parts(self.config.path):
             table = read_table(part, list(roles.values()))
             self._check_columns(part, table.column_names, roles)
-            passthrough = {n: _json_column(table, n, part) for n in self.config.passthrough_columns}
+            passthrough = {n: _json_column(table, n, part) for n in self.columns.passthrough_columns}
             columns = {role: table.column(name).to_pylist() for role, name in roles.items()}
             extras = {name: column.to_pylist() for name, column in passthrough.items()}
             for row in range(table.num_rows):
@@ -177,7 +206,7 @@ class TableReader(Reader):
 
     def _check_columns(self, part: Path, names: list[str], roles: dict[str, str]) -> None:
         wanted = [(f"dataset.{role}_column", name) for role, name in roles.items()]
-        wanted += [("dataset.passthrough_columns", name) for name in self.config.passthrough_columns]
+        wanted += [("dataset.passthrough_columns", name) for name in self.columns.passthrough_columns]
         for setting, name in wanted:
             if name not in names:
                 raise ConfigError(f"table {part}: {setting}={name!r} is not a column; the table's columns are: "
@@ -189,7 +218,7 @@ class TableReader(Reader):
         where = f"table {part} row {row} (1-based, header not counted)"
         video_rel = self._path_text(values["video"], "video", where)
         if video_rel is None:
-            raise ConfigError(f"{where}: the video cell ({self.config.video_column!r}) is empty; fill it or "
+            raise ConfigError(f"{where}: the video cell ({self.columns.video_column!r}) is empty; fill it or "
                               "drop the row")
         written = unicodedata.normalize("NFC", video_rel)
         key = self._id_text(values["id"], where) if "id" in values else os.path.splitext(written)[0]
@@ -207,7 +236,7 @@ class TableReader(Reader):
     def _id_text(self, value: Any, where: str) -> str:
         # bool is an int subclass, and True as an id is surely a wrong column
         if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
-            raise ConfigError(f"{where}: id {value!r} in column {self.config.id_column!r} must be a non-empty "
+            raise ConfigError(f"{where}: id {value!r} in column {self.columns.id_column!r} must be a non-empty "
                               "string or an integer")
         return unicodedata.normalize("NFC", str(value))
 
@@ -229,5 +258,5 @@ class TableReader(Reader):
         if value is None:
             return None
         if not isinstance(value, str):
-            raise ConfigError(f"{where}: caption {value!r} in column {self.config.caption_column!r} is not text")
+            raise ConfigError(f"{where}: caption {value!r} in column {self.columns.caption_column!r} is not text")
         return value.strip()
