@@ -23,7 +23,7 @@ def t5_folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def encoder(t5_folder):
-    return T5TextEncoder(str(t5_folder))
+    return T5TextEncoder(str(t5_folder), padding="max_length")  # as `cosmos t5` runs it by default
 
 
 def load_like_cosmos(path):
@@ -106,3 +106,21 @@ def test_batch_json_round_trips(tmp_path):
     assert [e["output_video"] for e in entries] == [str(save_dir / f"{s}.mp4") for s in ("a_place", "b_pick", "c_pour")]
     for entry in entries:
         assert (tmp_path / entry["input_video"]).is_file()
+
+
+def test_batch_json_takes_the_double_dot_prompt_file_as_cosmos_does(tmp_path):
+    # prepare_batch_input_json.py: `<stem>.txt`, else `<stem>..txt` (a DreamGen benchmark prompt keeps its full stop)
+    inputs = tmp_path / "eval"
+    inputs.mkdir()
+    files = {"12_pick up bok choy.png": None, "12_pick up bok choy..txt": "Pick up bok choy.",
+             "a_both.jpg": None, "a_both.txt": "the plain one", "a_both..txt": "not this one",
+             "b_none.png": None}
+    for name, text in files.items():
+        (inputs / name).write_text(text or "media", encoding="utf-8")
+    out = tmp_path / "batch.json"
+    assert main(["cosmos", "batch-json", str(inputs), "--out", str(out), "--save-dir", "gen"]) == 0
+    entries = json.loads(out.read_text(encoding="utf-8"))
+    assert [(e["input_video"], e["prompt"], e["output_video"]) for e in entries] == [
+        (str(inputs / "12_pick up bok choy.png"), "Pick up bok choy.", "gen/12_pick up bok choy.mp4"),
+        (str(inputs / "a_both.jpg"), "the plain one", "gen/a_both.mp4"),
+    ]
