@@ -39,13 +39,13 @@ def no_gpu_reason() -> str | None:
 AUTO = "auto"  # the --device of a verb that encodes or decodes, when not told: see choose_device
 
 
-def choose_device(requested: str | None = AUTO, gpu_missing: Callable[[], str | None] = no_gpu_reason) -> str:
+def choose_device(requested: str | None = AUTO, gpu_missing: Callable[[], str | None] | None = None) -> str:
     """Where a verb that encodes or decodes runs: `requested` when it names a device (`cpu` wins on a GPU host);
-    for `auto` or None, the first GPU when `gpu_missing()` gives no reason, else the CPU. torch is asked (through
-    gpu_missing) only for `auto`."""
+    for `auto` or None, the first GPU when `gpu_missing()` (default no_gpu_reason) gives no reason, else the CPU.
+    torch is asked only for `auto`."""
     if requested not in (None, AUTO):
         return requested
-    return "cpu" if gpu_missing() is not None else "cuda"
+    return "cpu" if (gpu_missing or no_gpu_reason)() is not None else "cuda"
 
 
 def default_device() -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from latentforge.cli.main import main
 from latentforge.demo.tiny_text_model import make_tiny_t5
+from latentforge.devices import default_device, device_note
 from latentforge.integrations.cosmos.t5_pickles import GROOT_PROMPT_PREFIX
 from latentforge.text.t5 import T5TextEncoder
 
@@ -61,13 +62,14 @@ def test_cosmos_t5_writes_pickles_for_metas(tmp_path, t5_folder, encoder):
     assert sentinel.read_bytes() == b"kept"
 
 
-def test_cosmos_t5_groot_metadata_csv(tmp_path, t5_folder, encoder):
+def test_cosmos_t5_groot_metadata_csv(tmp_path, t5_folder, encoder, capsys):
     rows = [["video_filename", "prompt"], ["gr1/clip_1.mp4", "pick up the cube"], ["clip_2.mp4", "place it, gently"]]
     metadata = tmp_path / "metadata.csv"
     with open(metadata, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle, lineterminator="\r\n").writerows(rows)  # quotes the comma row, CRLF lines
     assert '"place it, gently"' in metadata.read_text(encoding="utf-8")
     assert main(["cosmos", "t5", str(tmp_path), "--t5", str(t5_folder), "--metadata-csv", str(metadata)]) == 0
+    assert f"encoding prompts {device_note(default_device())}\n" in capsys.readouterr().out  # no --device: auto
     with open(metadata, newline="", encoding="utf-8") as handle:
         parsed = list(csv.reader(handle))[1:]
     expected = {name.rsplit("/", 1)[-1][:-4]: GROOT_PROMPT_PREFIX + prompt for name, prompt in parsed}
