@@ -13,9 +13,10 @@ import torch
 import transformers
 
 from helpers.builds import build_quietly, read_manifest, tiny_config
+from latentforge.builder.resume import check_config, resume_key
 from latentforge.config import TextConfig
 from latentforge.demo.tiny_text_model import make_tiny_t5
-from latentforge.errors import ConfigError
+from latentforge.errors import ConfigError, LatentforgeError
 from latentforge.text.t5 import T5TextEncoder
 from latentforge.verification.reencode import Overrides, recorded_config
 
@@ -73,6 +74,9 @@ def test_padded_build_stores_cosmos_rows_and_records_the_mode(tiny_inputs, tmp_p
             assert shard["t5_text_length"][row["cache_row"]] == len(expected)
             stored = shard["t5_text_embeddings"][row["cache_row"]]
         np.testing.assert_array_equal(stored[: len(expected)], expected.astype(stored.dtype))
+    # the mode changes the bytes: a resume with the other one is refused, naming the key
+    with pytest.raises(LatentforgeError, match="config.text.padding: 'max_length' -> 'none'"):
+        check_config(root / "build", resume_key(tiny_config(table, root, text_path=t5)))
     # a deep verify without the build's records takes the mode from cache_config.json
     (root / "build" / "run.json").unlink()
     assert recorded_config(root, Overrides(dataset=(str(table),), device="cpu")).text.padding == "max_length"
