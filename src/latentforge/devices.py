@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError
@@ -35,9 +36,21 @@ def no_gpu_reason() -> str | None:
     return None
 
 
+AUTO = "auto"  # the --device of a verb that encodes or decodes, when not told: see choose_device
+
+
+def choose_device(requested: str | None = AUTO, gpu_missing: Callable[[], str | None] | None = None) -> str:
+    """Where a verb that encodes or decodes runs: `requested` when it names a device (`cpu` wins on a GPU host);
+    for `auto` or None, the first GPU when `gpu_missing()` (default no_gpu_reason) gives no reason, else the CPU.
+    torch is asked only for `auto`."""
+    if requested not in (None, AUTO):
+        return requested
+    return "cpu" if (gpu_missing or no_gpu_reason)() is not None else "cuda"
+
+
 def default_device() -> str:
-    """Where a verb that encodes or decodes runs when not told: the first GPU when torch sees one, else the CPU."""
-    return "cpu" if no_gpu_reason() is not None else "cuda"
+    """choose_device's pick when not told: the first GPU when torch sees one, else the CPU."""
+    return choose_device(AUTO)
 
 
 def device_note(device: str) -> str:

@@ -31,6 +31,7 @@ CASES = {
     "reader without modality": ("dataset.reader=cosmos_dir", ["the cosmos_dir reader provides rgb only"]),
     "bad choice": ("frames.resize=crop", ["frames.resize='crop' is not allowed; allowed: cover_crop, stretch"]),
     "text storage": ("text.storage=packed", ["text.storage='packed' is not allowed; allowed: padded, trimmed"]),
+    "text padding": ("text.padding=longest", ["text.padding='longest' is not allowed; allowed: none, max_length"]),
     "url root": ("output.root=gs://bucket/cache", ["output.root='gs://bucket/cache' is a URL",
                                                    "latentforge publish LOCAL_FOLDER gs://bucket/cache",
                                                    "output.sink=webdataset"]),

@@ -11,6 +11,7 @@ import pytest
 
 from latentforge.cli.main import main
 from latentforge.demo.tiny_text_model import make_tiny_t5
+from latentforge.devices import default_device, device_note
 from latentforge.integrations.cosmos.t5_pickles import GROOT_PROMPT_PREFIX
 from latentforge.text.t5 import T5TextEncoder
 
@@ -23,7 +24,7 @@ def t5_folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def encoder(t5_folder):
-    return T5TextEncoder(str(t5_folder))
+    return T5TextEncoder(str(t5_folder), padding="max_length")  # as `cosmos t5` runs it by default
 
 
 def load_like_cosmos(path):
@@ -61,13 +62,14 @@ def test_cosmos_t5_writes_pickles_for_metas(tmp_path, t5_folder, encoder):
     assert sentinel.read_bytes() == b"kept"
 
 
-def test_cosmos_t5_groot_metadata_csv(tmp_path, t5_folder, encoder):
+def test_cosmos_t5_groot_metadata_csv(tmp_path, t5_folder, encoder, capsys):
     rows = [["video_filename", "prompt"], ["gr1/clip_1.mp4", "pick up the cube"], ["clip_2.mp4", "place it, gently"]]
     metadata = tmp_path / "metadata.csv"
     with open(metadata, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle, lineterminator="\r\n").writerows(rows)  # quotes the comma row, CRLF lines
     assert '"place it, gently"' in metadata.read_text(encoding="utf-8")
     assert main(["cosmos", "t5", str(tmp_path), "--t5", str(t5_folder), "--metadata-csv", str(metadata)]) == 0
+    assert f"encoding prompts {device_note(default_device())}\n" in capsys.readouterr().out  # no --device: auto
     with open(metadata, newline="", encoding="utf-8") as handle:
         parsed = list(csv.reader(handle))[1:]
     expected = {name.rsplit("/", 1)[-1][:-4]: GROOT_PROMPT_PREFIX + prompt for name, prompt in parsed}
@@ -106,3 +108,21 @@ def test_batch_json_round_trips(tmp_path):
     assert [e["output_video"] for e in entries] == [str(save_dir / f"{s}.mp4") for s in ("a_place", "b_pick", "c_pour")]
     for entry in entries:
         assert (tmp_path / entry["input_video"]).is_file()
+
+
+def test_batch_json_takes_the_double_dot_prompt_file_as_cosmos_does(tmp_path):
+    # prepare_batch_input_json.py: `<stem>.txt`, else `<stem>..txt` (a DreamGen benchmark prompt keeps its full stop)
+    inputs = tmp_path / "eval"
+    inputs.mkdir()
+    files = {"12_pick up bok choy.png": None, "12_pick up bok choy..txt": "Pick up bok choy.",
+             "a_both.jpg": None, "a_both.txt": "the plain one", "a_both..txt": "not this one",
+             "b_none.png": None}
+    for name, text in files.items():
+        (inputs / name).write_text(text or "media", encoding="utf-8")
+    out = tmp_path / "batch.json"
+    assert main(["cosmos", "batch-json", str(inputs), "--out", str(out), "--save-dir", "gen"]) == 0
+    entries = json.loads(out.read_text(encoding="utf-8"))
+    assert [(e["input_video"], e["prompt"], e["output_video"]) for e in entries] == [
+        (str(inputs / "12_pick up bok choy.png"), "Pick up bok choy.", "gen/12_pick up bok choy.mp4"),
+        (str(inputs / "a_both.jpg"), "the plain one", "gen/a_both.mp4"),
+    ]

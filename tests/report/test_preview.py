@@ -13,6 +13,7 @@ from PIL import Image
 
 from latentforge.cache.rows import ManifestRow
 from latentforge.cli.main import main
+from latentforge.devices import default_device, device_note
 from latentforge.report.preview import GAP, PREVIEW_TIMES, preview
 from latentforge.tokenizers.haar import HaarTokenizer
 from latentforge.verification.reencode import Overrides, SampleFinder, recorded_config, recorded_pixels
@@ -59,4 +60,6 @@ def test_preview_files_show_source_and_reconstruction(built_cache, tmp_path):
 def test_cli_preview(built_cache, tmp_path, capsys):
     assert main(["preview", str(built_cache), "--index", "1", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "preview.mp4").stat().st_size > 0 and (tmp_path / "preview.png").is_file()
-    assert "source | reconstruction" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "source | reconstruction" in out
+    assert f"decoding {device_note(default_device())}\n" in out  # no --device: auto, and the line says which

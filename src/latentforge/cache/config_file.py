@@ -278,12 +278,17 @@ class CacheConfig:
             "tokenizer": {"name": self.tokenizer_name, "precision": self.precision},
             "text": {"name": "none"} if text is None else {
                 "name": text.name, "max_length": text.max_length, "empty_prompt": text.empty_prompt,
-                "precision": text.precision},
+                "precision": text.precision, "padding": _text_padding(text)},
             "output": {"latent_dataset": self.latent.dataset, "rows_per_shard": self.rows_per_shard,
                        "storage_dtype": self.storage_dtype, "unit_size": (self.build or {})["unit_size"],
                        "batch_size": (self.build or {})["batch_size"]},
             "run": {"seed": (self.build or {})["seed"]},
         }
+
+
+def _text_padding(text: TextSection) -> str:
+    """text.padding from the encoder's recorded positions (caches from before the key ran each prompt alone)."""
+    return "max_length" if text.details.get("positions") == "max_length" else "none"
 
 
 def _text_section(config: BuildConfig, text: TextRecord) -> TextSection:

@@ -19,7 +19,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     t5.add_argument("--precision", default="fp32", help="fp32 (Cosmos' default) or bf16")
     t5.add_argument("--max-length", type=int, default=512)
-    t5.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when torch sees a GPU, else cpu)")
+    t5.add_argument("--padding", choices=("max_length", "none"), default="max_length",
+                    help="max_length: Cosmos' own call, bit-identical to its script (default); none: each prompt at "
+                    "its own length, faster, equal within float rounding")
+    t5.add_argument("--device", default="auto", help="auto (default: cuda when torch sees a GPU, else cpu), cpu, "
+                    "cuda or cuda:N")
     t5.set_defaults(run=run)
 
     batch = verbs.add_parser("batch-json", help="write the --batch_input_json list from image/video + .txt pairs")
@@ -38,17 +42,18 @@ def run(args: argparse.Namespace) -> int:
         report = write_batch_json(args.input_dir, args.out, args.save_dir)
         say(f"wrote {len(report.entries)} entries to {args.out}")
         if report.missing_prompt:
-            say(f"skipped {len(report.missing_prompt)} without a .txt prompt: " + ", ".join(report.missing_prompt))
+            say(f"skipped {len(report.missing_prompt)} without a .txt (or ..txt) prompt: "
+                + ", ".join(report.missing_prompt))
         return 0
-    from ..devices import default_device, device_note
+    from ..devices import choose_device, device_note
     from ..integrations.cosmos.t5_pickles import cosmos_t5
     from .progress import progress_bars
 
-    device = args.device or default_device()
+    device = choose_device(args.device)
     say(f"encoding prompts {device_note(device)}")
     with progress_bars("prompts") as bars:
         report = cosmos_t5(args.dataset_dir, args.t5, args.metadata_csv, args.prompt_prefix, args.precision,
-                           args.max_length, device, bars.start)
+                           args.max_length, device, bars.start, args.padding)
     if args.metadata_csv is not None:
         say(f"wrote {len(report.metas_written)} prompt files to {report.folder.parent / 'metas'}")
     say(f"wrote {len(report.written)} pickles to {report.folder} ({len(report.skipped)} already there, kept)")

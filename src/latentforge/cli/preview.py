@@ -11,7 +11,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--samples", type=int, default=4, help="samples spread evenly over the cache (default 4)")
     parser.add_argument("--index", type=int, action="append", help="preview this dataset_index (repeatable)")
     parser.add_argument("--out", help="folder for preview.mp4 and preview.png (default ROOT/build/preview)")
-    parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda when torch sees a GPU, else cpu)")
+    parser.add_argument("--device", default="auto", help="auto (default: cuda when torch sees a GPU, else cpu) | "
+                      "cpu | cuda | cuda:N")
     parser.add_argument("--dataset", action="append", help="the dataset's location now, if it moved")
     parser.add_argument("--tokenizer-checkpoint", help="the tokenizer checkpoint on this machine")
     parser.set_defaults(run=run)
@@ -20,13 +21,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..devices import default_device, device_note
+    from ..devices import choose_device, device_note
     from ..report.preview import preview
     from ..verification.reencode import Overrides
     from .common import say
     from .progress import progress_bars
 
-    overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, None, args.device or default_device())
+    overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, None, choose_device(args.device))
     say(f"decoding {device_note(overrides.device)}")
     with progress_bars("samples") as bars:
         made = preview(args.root, args.samples, Path(args.out) if args.out else None, overrides, args.index,

@@ -18,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     deep.add_argument("--spot", type=int, default=4, help="spot samples, spread evenly over the cache (default 4)")
     deep.add_argument("--index", type=int, action="append", help="check this dataset_index (repeatable; replaces "
                       "--spot)")
-    deep.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda when torch sees a GPU, else cpu)")
+    deep.add_argument("--device", default="auto", help="auto (default: cuda when torch sees a GPU, else cpu) | "
+                      "cpu | cuda | cuda:N")
     deep.add_argument("--dataset", action="append", help="the dataset's location now, if it moved (repeatable, as "
                       "dataset.path)")
     deep.add_argument("--tokenizer-checkpoint", help="the tokenizer checkpoint on this machine (its SHA-256 must "
@@ -52,7 +53,7 @@ def _quality_table(report) -> Table:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..devices import default_device, device_note
+    from ..devices import choose_device, device_note
     from ..verification.entry import verify
     from .common import console
     from .progress import progress_bars
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         from ..verification.reencode import Overrides
 
         overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, args.text_path,
-                              args.device or default_device())
+                              choose_device(args.device))
         out.print(f"deep verify {device_note(overrides.device)}")
         given = {k: getattr(args, k) for k in ("fail_psnr", "warn_psnr", "fail_ssim", "warn_ssim")}
         thresholds = QualityThresholds(**{k: v for k, v in given.items() if v is not None})

@@ -13,7 +13,7 @@ from ..devices import check_device_name
 from ..errors import ConfigError
 from ..locations import is_url
 from .buckets import parse_buckets
-from .schema import MODALITIES, TEXT_STORAGES, BuildConfig, window_step
+from .schema import MODALITIES, TEXT_PADDINGS, TEXT_STORAGES, BuildConfig, window_step
 
 AUTO_WORKERS = "auto"
 
@@ -26,6 +26,7 @@ _CHOICES = {
     "frames.nvdec_fallback": ("reject", "cpu"),
     "text.source": ("encoder", "pickles", "pickles+encoder"),
     "text.storage": TEXT_STORAGES,
+    "text.padding": TEXT_PADDINGS,
     "output.storage_dtype": ("float16", "float32"),
     "modalities.depth.normalize": ("minmax",),
 }

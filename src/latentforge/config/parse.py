@@ -68,8 +68,9 @@ def _integer(value: Any, where: str) -> int:
 
 # Keys earlier versions knew, and why they are gone: a config that still sets one is told what to do.
 RETIRED_KEYS = {
-    "text.batch_size": "each distinct prompt now runs through the text encoder alone, at its own length, so its row "
-                       "never depends on the other prompts (docs/text.md); delete the key",
+    "text.batch_size": "each distinct prompt now runs through the text encoder alone (at its own length, or padded "
+                       "as Cosmos with text.padding=max_length), so its row never depends on the other prompts "
+                       "(docs/text.md); delete the key",
 }
 
 

@@ -19,6 +19,9 @@ BACKEND_OPTIONS = "options"
 class NoOptions:
     """The options of a backend that has no keys of its own."""
 TEXT_STORAGES = ("padded", "trimmed")  # how shards hold text rows (cache/text_rows.py)
+# what the text encoder runs over: each prompt's own tokens (none), or Cosmos' call padded to text.max_length with
+# the attention mask (max_length; text/hf_encoder.py)
+TEXT_PADDINGS = ("none", "max_length")
 
 
 @dataclass
@@ -97,6 +100,7 @@ class TextConfig:
     # padded: every row [max_length, D], zero past its length; trimmed: only the valid tokens are stored, and
     # readers restore the same zero-padded rows bit for bit (docs/cache-format.md)
     storage: str = "padded"
+    padding: str = "none"  # none | max_length: bit-identical to Cosmos' own encoder call (docs/text.md)
 
 
 @dataclass

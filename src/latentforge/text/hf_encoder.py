@@ -3,9 +3,12 @@
 The rows are Cosmos-Predict2's `CosmosT5TextEncoder.encode_prompts`: tokens truncated to `max_length`, the
 last hidden state, and every position at or past the prompt's length exactly 0. Cosmos pads every prompt to
 `max_length` and masks the padding out of attention, so the states of the prompt's own tokens do not depend on
-it; here each distinct prompt runs alone at its own token count instead. Its row then depends on nothing else
-in the build (not the other prompts of a batch, the rank, dedup or a resume), and the padding the reference
-computes and discards costs nothing: a 40-token caption does 1/12 of the work of 512 positions.
+it. Two ways to run it (`text.padding`):
+- `none`: each distinct prompt runs alone at its own token count. Its row depends on nothing else in the build,
+  and the padding the reference computes and discards costs nothing: a 40-token caption does 1/12 of the work of
+  512 positions. Padding changes the matmul shapes, so a few values differ from Cosmos' by float rounding.
+- `max_length`: each prompt runs alone as Cosmos' script runs it, padded to `max_length` with the attention mask:
+  the same call, so the same bits on the same device.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from .base import TextBatch, TextEncoder
 # A model folder may say where its weights come from (the demo's tiny models are untrained); the cache
 # README quotes it so nobody mistakes such embeddings for a real encoder's.
 PROVENANCE_NOTE_FILE = "latentforge_provenance.txt"
+
+# text.padding -> the fingerprint's "positions": which positions the encoder ran over
+POSITIONS = {"none": "prompt", "max_length": "max_length"}
 
 # Files whose bytes define the tokenizer: hashing them makes a changed vocabulary change the fingerprint.
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "tokenizer_config.json", "special_tokens_map.json")
@@ -147,6 +153,7 @@ class HFTextEncoder(TextEncoder):
         precision: str = "fp32",
         max_length: int = 512,
         device: torch.device | str = "cpu",
+        padding: str = "none",
     ):
         if precision not in self.precisions:
             raise ConfigError(
@@ -155,11 +162,14 @@ class HFTextEncoder(TextEncoder):
             )
         if max_length < 2:
             raise ConfigError(f"{self.name}: max_length={max_length} must be >= 2 (a token and </s>)")
+        if padding not in POSITIONS:
+            raise ConfigError(f"{self.name}: text padding {padding!r} is not allowed; allowed: {', '.join(POSITIONS)}")
         self.folder = model_folder(path, self.name)
         note = self.folder / PROVENANCE_NOTE_FILE
         self.provenance_note = note.read_text(encoding="utf-8").strip() if note.is_file() else None
         self.precision = precision
         self.max_length = max_length
+        self.padding = padding
         self.device = torch.device(device)
         self._fingerprint: dict[str, Any] | None = None
 
@@ -188,7 +198,7 @@ class HFTextEncoder(TextEncoder):
     def load(cls, cfg: TextConfig, device: torch.device | str = "cpu") -> HFTextEncoder:
         if not cfg.path:
             raise ConfigError(f"text.path is empty; give the local {cls.name} model folder")
-        return cls(cfg.path, precision=cfg.precision, max_length=cfg.max_length, device=device)
+        return cls(cfg.path, precision=cfg.precision, max_length=cfg.max_length, device=device, padding=cfg.padding)
 
     @property
     def embed_dim(self) -> int:
@@ -210,14 +220,25 @@ class HFTextEncoder(TextEncoder):
     def encode_prompts(self, prompts: list[str]) -> list[np.ndarray]:
         """Each prompt's last hidden state over its own tokens, float32 [length, D]: every prompt runs alone, all
         are launched behind whatever the device already has queued, and the host sleeps until the one copy back."""
-        states = []
-        for prompt in prompts:
-            ids = self.tokenizer(prompt, max_length=self.max_length, truncation=True, return_tensors="pt")["input_ids"]
-            states.append(self.model(input_ids=ids.to(self.device)).last_hidden_state[0].float())
+        states = [self._prompt_states(prompt) for prompt in prompts]
         together = torch.cat(states)
         wait_for_device(self.device)
         together = together.cpu().numpy()
         return np.split(together, np.cumsum([len(state) for state in states])[:-1])
+
+    def _prompt_states(self, prompt: str) -> torch.Tensor:
+        """One prompt's states [length, D] on the device, queued (no wait)."""
+        if self.padding == "none":
+            ids = self.tokenizer(prompt, max_length=self.max_length, truncation=True, return_tensors="pt")["input_ids"]
+            return self.model(input_ids=ids.to(self.device)).last_hidden_state[0].float()
+        # Cosmos' get_t5_embeddings.py: a list of one prompt, padded to max_length, the mask passed to the model;
+        # its length is the mask's sum, and the states past it are what Cosmos zeroes and its pickle trims
+        tokens = self.tokenizer([prompt], padding="max_length", max_length=self.max_length, truncation=True,
+                                return_tensors="pt")
+        length = int(tokens["attention_mask"].sum())
+        hidden = self.model(input_ids=tokens["input_ids"].to(self.device),
+                            attention_mask=tokens["attention_mask"].to(self.device)).last_hidden_state
+        return hidden[0, :length].float()
 
     def _untruncated_counts(self, prompts: list[str]) -> np.ndarray:
         if not prompts:
@@ -235,7 +256,7 @@ class HFTextEncoder(TextEncoder):
                 "tokenizer_sha256": digest_of_files(tokenizer_files),
                 "precision": self.precision,
                 "max_length": self.max_length,
-                "positions": "prompt",  # each prompt alone at its own token count (not padded to max_length)
+                "positions": POSITIONS[self.padding],  # its own token count, or padded to max_length as Cosmos
                 "dim": self.embed_dim,
             }
         return dict(self._fingerprint)

@@ -16,11 +16,21 @@ BATCH_INPUT_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".mp4")
 @dataclass
 class BatchJsonReport:
     entries: list[dict[str, str]]
-    missing_prompt: list[str]  # inputs skipped because no same-stem .txt exists
+    missing_prompt: list[str]  # inputs skipped because neither <stem>.txt nor <stem>..txt exists
+
+
+def prompt_file(media: Path) -> Path | None:
+    """`<stem>.txt`, else `<stem>..txt`, as Cosmos' script looks: in its DreamGen benchmark a prompt file keeps
+    the full stop that ends the prompt where the image's name lost it (`...bag.png`, `...bag..txt`); None when
+    neither exists."""
+    for caption in (media.with_suffix(".txt"), media.with_name(f"{media.stem}..txt")):
+        if caption.is_file():
+            return caption
+    return None
 
 
 def batch_input_entries(input_dir: str | Path, save_dir: str | Path) -> BatchJsonReport:
-    """One `{"input_video", "prompt", "output_video"}` entry per image/video with a same-stem `.txt`.
+    """One `{"input_video", "prompt", "output_video"}` entry per image/video with a prompt file (prompt_file).
 
     Inputs are taken in file-name order; `output_video` is `<save_dir>/<stem>.mp4`; paths keep the form
     given (relative stays relative), as Cosmos' script joins them.
@@ -33,8 +43,8 @@ def batch_input_entries(input_dir: str | Path, save_dir: str | Path) -> BatchJso
     missing: list[str] = []
     owner: dict[str, str] = {}
     for media in inputs:
-        caption = media.with_suffix(".txt")
-        if not caption.is_file():
+        caption = prompt_file(media)
+        if caption is None:
             missing.append(media.name)
             continue
         if media.stem in owner:
@@ -50,7 +60,7 @@ def batch_input_entries(input_dir: str | Path, save_dir: str | Path) -> BatchJso
         })
     if not entries:
         raise ConfigError(
-            f"no {'/'.join(BATCH_INPUT_SUFFIXES)} file with a same-stem .txt prompt in {input_dir}"
+            f"no {'/'.join(BATCH_INPUT_SUFFIXES)} file with a same-stem .txt (or ..txt) prompt in {input_dir}"
         )
     return BatchJsonReport(entries=entries, missing_prompt=missing)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...devices import default_device
+from ...devices import choose_device
 from ...errors import ConfigError
 from ...io import write_text_atomic
 from ...reporting import Progress
@@ -111,13 +111,15 @@ def write_t5_pickles(
 
 def cosmos_t5(dataset_dir: str | Path, t5_path: str | Path, metadata_csv: str | Path | None = None,
               prompt_prefix: str | None = None, precision: str = "fp32", max_length: int = 512,
-              device: str | None = None, progress: Progress | None = None) -> T5PickleReport:
+              device: str | None = None, progress: Progress | None = None,
+              padding: str = "max_length") -> T5PickleReport:
     """`latentforge cosmos t5`: load the T5 folder (on CUDA when available, unless `device` says otherwise) and
     write the dataset's pickles. `prompt_prefix` applies to metadata.csv prompts only (default: Cosmos');
-    `progress` as in write_t5_pickles."""
+    `progress` as in write_t5_pickles. `padding="max_length"` makes the pickles Cosmos' script would write on the
+    same device, bit for bit; "none" runs each prompt at its own length (faster, float-rounding apart)."""
     if prompt_prefix is not None and metadata_csv is None:
         raise ConfigError("--prompt-prefix applies to --metadata-csv prompts only; metas/*.txt are used as written")
-    device = device or default_device()
-    encoder = T5TextEncoder(str(t5_path), precision=precision, max_length=max_length, device=device)
+    device = choose_device(device)
+    encoder = T5TextEncoder(str(t5_path), precision=precision, max_length=max_length, device=device, padding=padding)
     prefix = GROOT_PROMPT_PREFIX if prompt_prefix is None else prompt_prefix
     return write_t5_pickles(dataset_dir, encoder, metadata_csv, prefix, progress)
