@@ -50,7 +50,7 @@ def test_a_folder_without_cache_config_is_not_a_cache(cli, tmp_path):
 def test_a_build_that_never_committed_says_to_rerun_it(cli, tmp_path):
     (tmp_path / "cache" / "build" / "staging").mkdir(parents=True)
     line = _one_line(cli(["verify", str(tmp_path / "cache")]))
-    assert "is not a latentforge cache yet: it holds an unfinished build (build/)" in line
+    assert "is not a latentforge cache yet: it holds an unfinished build (build/) but no" in line
     assert line.endswith("rerun the build command to finish it")
 
 

@@ -13,7 +13,7 @@ from typing import Any, Union
 
 from ..errors import ConfigError, NotACache
 from ..locations import is_url
-from .layout import BUCKET_INDEX, CACHE_CONFIG, RUN_RECORDS_DIR
+from .layout import BUCKET_INDEX, BUCKETS_DIR, CACHE_CONFIG, RUN_RECORDS_DIR
 
 DEFAULT_SINK = "hdf5"  # what a cache_config.json without a "sink" section was written by
 
@@ -61,9 +61,10 @@ class CacheRoot:
                             f"{CACHE_CONFIG}, the --out of its build)")
         if not folder.is_dir():
             raise NotACache(f"{self} is a file, not a latentforge cache; give the folder holding {CACHE_CONFIG}")
-        if (folder / RUN_RECORDS_DIR).is_dir():
-            raise NotACache(f"{self} is not a latentforge cache yet: it holds an unfinished build ({RUN_RECORDS_DIR}/) "
-                            f"but no {CACHE_CONFIG}; rerun the build command to finish it")
+        started = [f"{name}/" for name in (RUN_RECORDS_DIR, BUCKETS_DIR) if (folder / name).is_dir()]
+        if started:  # a build stopped before its commit wrote cache_config.json (a bucketed one: buckets.json)
+            raise NotACache(f"{self} is not a latentforge cache yet: it holds an unfinished build "
+                            f"({' and '.join(started)}) but no {CACHE_CONFIG}; rerun the build command to finish it")
         raise NotACache(f"{self} is not a latentforge cache: it has no {CACHE_CONFIG}; give the folder holding it "
                         "(the --out of its build)")
 
