@@ -46,6 +46,10 @@ class CacheIntegrityError(LatentforgeError):
     """A cache on disk does not match what its own records promise."""
 
 
+class NotACache(CacheIntegrityError):
+    """The root a verb was given is no cache at all: missing, a file, or a folder without cache_config.json."""
+
+
 # The fix for a cache file (manifest, config, rejects, shards) that no longer parses: the cache's own records are
 # the only copy of what it promises, so it is made again or fetched again.
 REBUILD_OR_FETCH = "rebuild the cache, or fetch it again"

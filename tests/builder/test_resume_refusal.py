@@ -127,6 +127,9 @@ def test_execution_settings_are_not_part_of_the_resume_key(built, tmp_path):
     wan, build_dir = _wan_started(tmp_path)
     check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "wan", *wan,
                                                    f"tokenizer.conv_plans_dir={tmp_path / 'elsewhere'}")))
+    # nor letting a CPU without bf16 instructions run the same function slowly
+    check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "wan", *wan,
+                                                   "tokenizer.allow_slow_cpu_bf16=true")))
 
 
 H200 = {"device_type": "cuda", "device_name": "NVIDIA H200", "cuda": "13.0", "cuda_driver": "13.0", "cudnn": "91200",

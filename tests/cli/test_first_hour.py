@@ -157,11 +157,6 @@ def test_scan_without_an_output_root_names_the_flag(cli, table):
     message_of(cli(["scan", *args[1:]]), 2, "output.root is empty; give the cache root folder with --out")
 
 
-def test_stats_and_preview_of_a_folder_that_is_not_a_cache(cli, tmp_path):
-    for verb in ("stats", "preview"):
-        message_of(cli([verb, str(tmp_path)]), 1, "has no cache_config.json; is it a latentforge cache root?")
-
-
 def test_version(cli):
     done = cli(["--version"])
     assert done.returncode == 0 and done.stdout.strip() == f"latentforge {__version__}"

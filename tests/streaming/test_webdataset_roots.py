@@ -100,6 +100,33 @@ def test_verify_finds_a_changed_tar_a_tar_that_disagrees_with_the_manifest_and_a
         verify(str(copy), require_complete=False))
 
 
+def test_megatron_energons_index_is_noted_not_failed_and_nothing_else_unlisted_passes(caches, tmp_path):
+    """`energon prepare ROOT` writes ROOT/.nv-meta/ and a `<tar>.idx` beside every tar it indexes (Megatron-Energon's
+    flavors/webdataset/config.py and itar.py; bench/energon_prepare.py runs the real one)."""
+    _, wds = caches
+    copy = _copy(wds, tmp_path)
+    (copy / ".nv-meta").mkdir()
+    for name in (".info.yaml", "split.yaml", "dataset.yaml"):
+        (copy / ".nv-meta" / name).write_text("written by energon prepare\n")
+    tars = sorted((copy / "shards").glob("*.tar"))
+    for tar in tars:
+        tar.with_suffix(".tar.idx").write_bytes(b"\0" * 16)
+    for root in (str(copy), f"file://{copy}"):
+        report = verify(root)
+        assert report.ok, report.failures
+        assert [(w.name, w.detail.split(":")[0]) for w in report.warnings] == [
+            ("reader_index", f".nv-meta/ (3 files) and {len(tars)} <tar>.idx file(s) beside the tars")]
+
+    strays = [".nv-meta-old/split.yaml", "shards/part-99999-of-99999-000000000-000000001.tar.idx", "notes.txt",
+              "empty_prompt.idx"]
+    for stray in strays:
+        (copy / stray).parent.mkdir(exist_ok=True)
+        (copy / stray).write_text("x")
+    failed = _failed(verify(str(copy)))
+    assert sorted(failed) == ["sha256sums"]
+    assert failed["sha256sums"] == [f"{stray}: present but not listed in SHA256SUMS" for stray in sorted(strays)]
+
+
 def test_inspect_summarises_a_webdataset_cache(caches, capsys):
     _, wds = caches
     assert main(["inspect", f"file://{wds}"]) == 0

@@ -240,8 +240,9 @@ def test_kernel_settings_are_checked_before_any_gpu_work(monkeypatch):
     monkeypatch.setitem(sys.modules, "cudnn", None)  # not importable, whether installed here or not
     with pytest.raises(ConfigError, match=r"needs the cuDNN frontend.*latentforge\[gpu\].*conv_kernels=heuristics"):
         Wan21Tokenizer.preflight(cfg, "cuda")
+    on_cpu = dataclasses.replace(cfg, options=WanOptions(allow_slow_cpu_bf16=True))  # tests/tokenizers/test_cpu_bf16.py
     with pytest.raises(CheckpointError, match="does not exist"):  # on the CPU no plans run: the weights are next
-        Wan21Tokenizer.preflight(cfg, "cpu")
+        Wan21Tokenizer.preflight(on_cpu, "cpu")
 
 
 @pytest.mark.parametrize("precision,device", [("bf16", "cuda"), ("bf16", "cpu"), ("fp32", "cuda"),

@@ -39,6 +39,7 @@ def preflight(config: BuildConfig, executor: Executor) -> None:
     if config.run.metrics_port:
         check_port_free(config.run.metrics_host, config.run.metrics_port, "the build's main process")
     executor.preflight()  # its ranks' ports where they run on this machine
-    registry.resolve("tokenizer", config.tokenizer.name).preflight(config.tokenizer, config.run.device)
+    # the device the ranks encode on: run.gpus wins over run.device
+    registry.resolve("tokenizer", config.tokenizer.name).preflight(config.tokenizer, executor.main_device())
     if config.text.name != "none":
         registry.resolve("text", config.text.name).preflight(config.text)

@@ -41,17 +41,21 @@ class ProgressBars:
         self.unit = unit
         self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), _Amount(),
                                   TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=console)
+        self._started = False
 
     def __enter__(self) -> ProgressBars:
-        self._progress.start()
-        return self
+        return self  # the display starts with the first row: a verb that fails before any step prints no blank line
 
     def __exit__(self, *exc_info: object) -> None:
-        self._progress.stop()
+        if self._started:
+            self._progress.stop()
 
     def start(self, label: str, total: int, completed: int = 0, unit: str | None = None) -> Callable[[int], None]:
         """A row for one step; `unit` (default: the bars' unit) says what `total` counts."""
         progress = self._progress
+        if not self._started:
+            progress.start()
+            self._started = True
         unit = unit or self.unit
         # A step with nothing to do gets no row.
         task = progress.add_task(f"{label:<7}", total=total, completed=completed, rate="", unit=unit,

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ..errors import ConfigError
+from ..errors import ConfigError, NotACache
 from ..locations import is_url
-from .layout import CACHE_CONFIG
+from .layout import BUCKET_INDEX, BUCKETS_DIR, CACHE_CONFIG, RUN_RECORDS_DIR
 
 DEFAULT_SINK = "hdf5"  # what a cache_config.json without a "sink" section was written by
 
@@ -43,18 +43,47 @@ class CacheRoot:
                               f"`latentforge fetch {self} LOCAL_FOLDER` and give LOCAL_FOLDER")
         return Path(self.location)
 
+    def require_cache(self) -> None:
+        """NotACache, one line naming the root and what it is not, unless the root holds a cache_config.json (or a
+        bucketed root's buckets.json). Whether that file parses, and the rest of the cache, is for the checks that
+        follow; a cache that never finished its commit still has its cache_config.json and gets them all."""
+        if self.is_url:
+            fs, path = self._filesystem()
+            if not any(fs.exists(f"{path.rstrip('/')}/{name}") for name in (CACHE_CONFIG, BUCKET_INDEX)):
+                raise NotACache(f"{self} is not a latentforge cache: it has no {CACHE_CONFIG}; give the URL of a "
+                                "cache's root (the prefix holding cache_config.json)")
+            return
+        folder = Path(self.location)
+        if any((folder / name).is_file() for name in (CACHE_CONFIG, BUCKET_INDEX)):
+            return
+        if not folder.exists():
+            raise NotACache(f"{self} does not exist; give the root of a latentforge cache (the folder holding "
+                            f"{CACHE_CONFIG}, the --out of its build)")
+        if not folder.is_dir():
+            raise NotACache(f"{self} is a file, not a latentforge cache; give the folder holding {CACHE_CONFIG}")
+        started = [f"{name}/" for name in (RUN_RECORDS_DIR, BUCKETS_DIR) if (folder / name).is_dir()]
+        if started:  # a build stopped before its commit wrote cache_config.json (a bucketed one: buckets.json)
+            raise NotACache(f"{self} is not a latentforge cache yet: it holds an unfinished build "
+                            f"({' and '.join(started)}) but no {CACHE_CONFIG}; rerun the build command to finish it")
+        raise NotACache(f"{self} is not a latentforge cache: it has no {CACHE_CONFIG}; give the folder holding it "
+                        "(the --out of its build)")
+
+    def _filesystem(self) -> tuple[Any, str]:
+        """fsspec's filesystem and path for a URL root."""
+        import fsspec
+
+        try:
+            return fsspec.core.url_to_fs(self.location, **self.storage_options)
+        except ImportError as error:
+            raise ConfigError(f"{self}: no usable fsspec backend ({error}); install the package fsspec "
+                              "names") from None
+
     def read_config(self) -> dict[str, Any] | None:
         """cache_config.json as JSON; None when there is none or it is not a JSON object (the format checks that
         follow say what is wrong)."""
         try:
             if self.is_url:
-                import fsspec
-
-                try:
-                    fs, path = fsspec.core.url_to_fs(self.location, **self.storage_options)
-                except ImportError as error:
-                    raise ConfigError(f"{self}: no usable fsspec backend ({error}); install the package fsspec "
-                                      "names") from None
+                fs, path = self._filesystem()
                 data = json.loads(fs.cat_file(f"{path.rstrip('/')}/{CACHE_CONFIG}"))
             else:
                 data = json.loads((Path(self.location) / CACHE_CONFIG).read_text(encoding="utf-8"))

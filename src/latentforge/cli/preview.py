@@ -21,12 +21,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ..cache.root import CacheRoot
     from ..devices import choose_device, device_note
     from ..report.preview import preview
     from ..verification.reencode import Overrides
     from .common import say
     from .progress import progress_bars
 
+    CacheRoot.of(args.root).require_cache()  # a root that is no cache: its one line before the device note
     overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, None, choose_device(args.device))
     say(f"decoding {device_note(overrides.device)}")
     with progress_bars("samples") as bars:

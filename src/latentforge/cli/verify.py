@@ -53,11 +53,13 @@ def _quality_table(report) -> Table:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from ..cache.root import CacheRoot
     from ..devices import choose_device, device_note
     from ..verification.entry import verify
     from .common import console
     from .progress import progress_bars
 
+    CacheRoot.of(args.root).require_cache()  # a root that is no cache: its one line before any note or table
     out = console()
     if not args.deep:
         with progress_bars("samples") as bars:

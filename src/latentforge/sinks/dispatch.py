@@ -10,8 +10,10 @@ from .base import Sink
 
 
 def sink_for_root(root: RootLike) -> tuple[type[Sink], CacheRoot]:
-    """The sink class of the cache at `root`, and the root settled as a CacheRoot."""
+    """The sink class of the cache at `root`, and the root settled as a CacheRoot; NotACache when nothing there is a
+    cache (a missing path, a file, a folder without cache_config.json)."""
     settled = CacheRoot.of(root)
+    settled.require_cache()
     return registry.resolve("sink", settled.recorded_sink()), settled
 
 

@@ -17,6 +17,7 @@ from diffusers import AutoencoderKLWan
 from ..config import TokenizerConfig
 from ..errors import ConfigError
 from .base import Tokenizer
+from .cpu_bf16 import check_cpu_bf16
 from .cudnn_convs import PlannedConvs
 from .plan_book import PlanBook
 from .shared_plans import shared_plan_book
@@ -47,6 +48,9 @@ class WanOptions:
     conv_kernels: str = "plans"
     # where builds share recorded plans, one book per GPU model and cuDNN (None: ~/.cache/latentforge/conv-plans)
     conv_plans_dir: str | None = None
+    # bf16 or cosmos-bf16 on a CPU without bf16 instructions runs ~55x slower than fp32; the pre-flight refuses it
+    # unless this is set (tokenizers/cpu_bf16.py)
+    allow_slow_cpu_bf16: bool = False
 
 
 def wan_options(cfg: TokenizerConfig) -> WanOptions:
@@ -187,6 +191,7 @@ class WanTokenizer(Tokenizer):
 
     @classmethod
     def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
+        check_cpu_bf16(cfg.precision, device, wan_options(cfg).allow_slow_cpu_bf16)  # before the model loads
         check_fast_path_packages(cfg, device)
         source = resolve_checkpoint(cfg.checkpoint, cls.checkpoint_advice)
         check_sha256(source, checkpoint_sha256(source), cfg.sha256)

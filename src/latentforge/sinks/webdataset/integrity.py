@@ -25,7 +25,20 @@ from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, NOT_CHECKSU
 from ...errors import CacheIntegrityError, ConfigError
 from ...hashing import compare_sums, parse_sums
 from ...reporting import Advance, Progress, start_step
-from .layout import EMPTY_PROMPT_KEY, EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array, sample_key
+from .layout import (
+    EMPTY_PROMPT_KEY,
+    EMPTY_PROMPT_TAR,
+    LATENT,
+    LENGTH,
+    READER_INDEX_DIR,
+    ROW,
+    SINK,
+    TAR_INDEX_SUFFIX,
+    TEXT,
+    npy_array,
+    reader_index_files,
+    sample_key,
+)
 from .store import CacheStore
 
 _TAR_NAME = re.compile(r"^shards/part-(\d{5})-of-(\d{5})-(\d{9})-(\d{9})\.tar$")
@@ -78,6 +91,7 @@ def verify_webdataset(url: str, require_complete: bool = True, progress: Progres
                 _check_empty_prompt(reader, config, rec)
             digests[rel] = reader.rest()
     checksummed = {rel for rel in present if rel not in NOT_CHECKSUMMED}
+    checksummed -= _note_reader_index(checksummed, listed, rec)
     for problem in compare_sums(listed, checksummed, SUMS, digests.__getitem__):
         rec.fail("sha256sums", str(problem))
     rec.close("sha256sums", "every object matches SHA256SUMS and every object is listed")
@@ -93,6 +107,20 @@ def verify_webdataset(url: str, require_complete: bool = True, progress: Progres
                          ("text_finite", "no NaN or Inf in text embeddings")):
         rec.close(name, detail)
     return rec.report
+
+
+def _note_reader_index(present: set[str], listed: dict[str, str], rec: CheckRecorder) -> set[str]:
+    """The files Megatron-Energon's `energon prepare` added (layout.reader_index_files), noted as a warning; any
+    other file SHA256SUMS does not list still fails."""
+    found = reader_index_files(present, {rel for rel in listed if rel.endswith(".tar")})
+    if found:
+        folder = sorted(rel for rel in found if rel.startswith(READER_INDEX_DIR + "/"))
+        beside = len(found) - len(folder)
+        parts = ([f"{READER_INDEX_DIR}/ ({len(folder)} files)"] if folder else []) + \
+            ([f"{beside} <tar>{TAR_INDEX_SUFFIX} file(s) beside the tars"] if beside else [])
+        rec.warn("reader_index", f"{' and '.join(parts)}: a reader's index (Megatron-Energon's `energon prepare`), "
+                 "not part of the cache and not checked; run the prepare again if the cache changes")
+    return found
 
 
 def _check_markers(store: CacheStore, present: dict[str, int], rec: CheckRecorder, require_complete: bool) -> None:

@@ -23,6 +23,19 @@ SINK = "webdataset"
 EMPTY_PROMPT_TAR = "empty_prompt.tar"
 EMPTY_PROMPT_KEY = "empty_prompt"
 LATENT, TEXT, LENGTH, ROW = "latent.npy", "text.npy", "length.cls", "json"
+# What Megatron-Energon's `energon prepare ROOT` adds to a WebDataset root: its index folder, and beside each tar an
+# index of the tar's byte offsets (megatron/energon/flavors/webdataset/config.py MAIN_FOLDER_NAME, itar.py
+# ITAR_SUFFIX). Not part of the cache; verify notes them instead of failing (docs/webdataset.md).
+READER_INDEX_DIR = ".nv-meta"
+TAR_INDEX_SUFFIX = ".idx"
+
+
+def reader_index_files(present: set[str], tars: set[str]) -> set[str]:
+    """The files of `present` that a reader's index put there: under READER_INDEX_DIR/, or `<tar>.idx` beside one of
+    the cache's own `tars`."""
+    return {rel for rel in present
+            if rel.startswith(READER_INDEX_DIR + "/") or (rel.endswith(TAR_INDEX_SUFFIX)
+                                                          and rel[: -len(TAR_INDEX_SUFFIX)] in tars)}
 
 
 def sample_key(dataset_index: int) -> str:
