@@ -1,0 +1,89 @@
+"""Tiny Cosmos tokenizers for tests: diffusers' AutoencoderKLCosmos with random weights saved as a diffusers
+folder, our own modules traced into TorchScript archives laid out as the released hub folders, and the reference
+fixtures (tests/tokenizers/fixtures) read back."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from latentforge.tokenizers.cosmos.architecture import CosmosArchitecture
+from latentforge.tokenizers.cosmos.model import CosmosVideoAutoencoder
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tokenizers" / "fixtures"
+# The released trunk at width 2 (released: 128): every layer kind, seconds on a CPU
+TINY_DIFFUSERS = dict(encoder_block_out_channels=(2, 4, 8, 8), decode_block_out_channels=(4, 8, 8, 8))
+
+
+def randomise(model: nn.Module, seed: int) -> nn.Module:
+    """Norm gains 1 + 0.2 N, biases 0.1 N, other weights N / sqrt(fan_in): defaults of 1 and 0 would hide a
+    swapped parameter."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=generator)
+            if name.endswith("norm.weight"):
+                param.copy_(1 + 0.2 * noise)
+            elif name.endswith("bias"):
+                param.copy_(0.1 * noise)
+            else:
+                param.copy_(noise / param[0].numel() ** 0.5)
+    return model
+
+
+def save_diffusers_cosmos(folder: Path, seed: int = 3, **config):
+    """diffusers' AutoencoderKLCosmos (the CV8x8x8 trunk at TINY_DIFFUSERS widths unless `config` says otherwise)
+    with random weights, saved with save_pretrained."""
+    from diffusers import AutoencoderKLCosmos  # here, not at import: diffusers takes seconds to import
+
+    vae = randomise(AutoencoderKLCosmos(**{**TINY_DIFFUSERS, **config}).eval(), seed)
+    vae.save_pretrained(folder)
+    return vae
+
+
+def reference_fixture(name: str) -> tuple[CosmosArchitecture, dict, dict]:
+    """(architecture, weights in the reference's names as float32, recorded tensors) of one fixture case."""
+    case = json.loads((FIXTURES / "cosmos_fixtures.json").read_text())["cases"][name]
+    config = case["config"]
+    discrete = "levels" in config
+    arch = CosmosArchitecture(
+        channels=config["channels"], channels_mult=tuple(config["channels_mult"]),
+        decoder_channels_mult=tuple(config["channels_mult"]), num_res_blocks=config["num_res_blocks"],
+        attn_resolutions=tuple(config["attn_resolutions"]), resolution=config["resolution"],
+        patch_size=config["patch_size"], z_channels=config["z_channels"],
+        latent_channels=config["embedding_dim"] if discrete else config["latent_channels"],
+        spatial_compression=config["spatial_compression"], temporal_compression=config["temporal_compression"],
+        levels=tuple(config["levels"]) if discrete else None,
+    )
+    weights = {k: v.float() for k, v in load_file(FIXTURES / f"{name}.weights.safetensors").items()}
+    return arch, weights, load_file(FIXTURES / f"{name}.io.safetensors")
+
+
+def traced_parts(model: CosmosVideoAutoencoder, video: torch.Tensor) -> dict[str, torch.jit.ScriptModule]:
+    """Our model traced as the released archives are laid out: `encoder.jit` (encoder + quant_conv),
+    `decoder.jit` (post_quant_conv + decoder) and `autoencoder.jit` (the whole module)."""
+    encoder = nn.Sequential(OrderedDict(encoder=model.encoder, quant_conv=model.quant_conv))
+    decoder = nn.Sequential(OrderedDict(post_quant_conv=model.post_quant_conv, decoder=model.decoder))
+    with torch.no_grad():
+        latent = encoder(video)
+        if model.quantizer is not None:
+            latent = model.quantizer(latent)[0]
+        return {
+            "encoder.jit": torch.jit.trace(encoder, video, check_trace=False),
+            "decoder.jit": torch.jit.trace(decoder, latent, check_trace=False),
+            "autoencoder.jit": torch.jit.trace(model, video, check_trace=False),
+        }
+
+
+def save_hub_folder(folder: Path, model: CosmosVideoAutoencoder, video: torch.Tensor,
+                    parts: tuple[str, ...] = ("encoder.jit", "decoder.jit")) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, module in traced_parts(model, video).items():
+        if name in parts:
+            torch.jit.save(module, str(folder / name))
+    return folder
