@@ -1,7 +1,7 @@
 """The cosmos-cv tokenizers against diffusers' AutoencoderKLCosmos (code we did not write): a tiny random model
 of the released CV trunk saved with save_pretrained and loaded through our diffusers route.
 
-fp32 differs by < 1e-6 relative, and only because diffusers computes two layers differently from the reference
+fp32 differs by < 1e-6 relative (measured 5.6e-7 encode, 7.0e-7 decode), and only because diffusers computes two layers differently from the reference
 Cosmos-Tokenizer (whose operations ours follow): SiLU as F.silu (the reference: x * sigmoid(x)) and attention
 through scaled_dot_product_attention (the reference: bmm, scale, softmax, bmm). With those two swapped in, ours
 equals diffusers bit for bit, which the last test shows."""
@@ -56,11 +56,11 @@ def test_encode_and_decode_match_diffusers_within_their_float_rounding(tokenizer
         expected_frames = vae.decode(expected).sample.clamp(-1, 1)
     latent = tokenizer.encode(video)
     assert latent.shape == expected.shape == (1, 16, 2, 2, 3)
-    assert _relative(latent, expected) <= 1e-6  # measured 3.6e-7, max-abs 4.8e-7
+    assert _relative(latent, expected) <= 1e-6  # measured 5.6e-7, max-abs 9.5e-7
     assert (latent - expected).abs().max() <= 2e-6
     frames = tokenizer.decode(expected)
     assert frames.shape == (1, 3, 9, 16, 24)
-    assert _relative(frames, expected_frames) <= 2e-6  # measured 3.7e-7, max-abs 8.3e-6
+    assert _relative(frames, expected_frames) <= 2e-6  # measured 7.0e-7, max-abs 7.4e-6
     assert expected.std() > 0.1
 
 
