@@ -1,10 +1,10 @@
 """The cosmos-cv tokenizers against diffusers' AutoencoderKLCosmos (code we did not write): a tiny random model
 of the released CV trunk saved with save_pretrained and loaded through our diffusers route.
 
-fp32 differs by < 1e-6 relative (measured 5.6e-7 encode, 7.0e-7 decode), and only because diffusers computes two layers differently from the reference
-Cosmos-Tokenizer (whose operations ours follow): SiLU as F.silu (the reference: x * sigmoid(x)) and attention
-through scaled_dot_product_attention (the reference: bmm, scale, softmax, bmm). With those two swapped in, ours
-equals diffusers bit for bit, which the last test shows."""
+fp32 differs by < 1e-6 relative (measured 5.6e-7 encode, 7.0e-7 decode), and only because diffusers computes two
+layers differently from the reference Cosmos-Tokenizer (whose operations ours follow): SiLU as F.silu (the
+reference: x * sigmoid(x)) and attention through scaled_dot_product_attention (the reference: bmm, scale, softmax,
+bmm). With those two swapped in, ours equals diffusers bit for bit, which the last test shows."""
 
 from __future__ import annotations
 
