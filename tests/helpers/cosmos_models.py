@@ -5,7 +5,6 @@ fixtures (tests/tokenizers/fixtures) read back."""
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from pathlib import Path
 
 import torch
@@ -64,26 +63,37 @@ def reference_fixture(name: str) -> tuple[CosmosArchitecture, dict, dict]:
     return arch, weights, load_file(FIXTURES / f"{name}.io.safetensors")
 
 
-def traced_parts(model: CosmosVideoAutoencoder, video: torch.Tensor) -> dict[str, torch.jit.ScriptModule]:
-    """Our model traced as the released archives are laid out: `encoder.jit` (encoder + quant_conv),
+class _Archive(nn.Module):
+    """Our modules under the names a released archive gives them, with a stub forward: latentforge reads only an
+    archive's weights and never runs its graph, so a trace of this stub (about a second) serves where a trace of
+    the real forward would take tens of seconds on a shared CPU. A loader that ran the graph would get the input
+    back plus a constant, not the reference's numbers the tests compare with."""
+
+    def __init__(self, **parts: nn.Module):
+        super().__init__()
+        for name, module in parts.items():
+            setattr(self, name, module)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + sum(p.sum() for p in self.parameters())
+
+
+def traced_parts(model: CosmosVideoAutoencoder, names: tuple[str, ...]) -> dict[str, torch.jit.ScriptModule]:
+    """TorchScript archives of our model laid out as the released ones: `encoder.jit` (encoder + quant_conv),
     `decoder.jit` (post_quant_conv + decoder) and `autoencoder.jit` (the whole module)."""
-    encoder = nn.Sequential(OrderedDict(encoder=model.encoder, quant_conv=model.quant_conv))
-    decoder = nn.Sequential(OrderedDict(post_quant_conv=model.post_quant_conv, decoder=model.decoder))
+    parts = {
+        "encoder.jit": _Archive(encoder=model.encoder, quant_conv=model.quant_conv),
+        "decoder.jit": _Archive(post_quant_conv=model.post_quant_conv, decoder=model.decoder),
+        "autoencoder.jit": _Archive(encoder=model.encoder, decoder=model.decoder, quant_conv=model.quant_conv,
+                                    post_quant_conv=model.post_quant_conv),
+    }
     with torch.no_grad():
-        latent = encoder(video)
-        if model.quantizer is not None:
-            latent = model.quantizer(latent)[0]
-        return {
-            "encoder.jit": torch.jit.trace(encoder, video, check_trace=False),
-            "decoder.jit": torch.jit.trace(decoder, latent, check_trace=False),
-            "autoencoder.jit": torch.jit.trace(model, video, check_trace=False),
-        }
+        return {name: torch.jit.trace(parts[name], torch.zeros(1), check_trace=False) for name in names}
 
 
-def save_hub_folder(folder: Path, model: CosmosVideoAutoencoder, video: torch.Tensor,
+def save_hub_folder(folder: Path, model: CosmosVideoAutoencoder,
                     parts: tuple[str, ...] = ("encoder.jit", "decoder.jit")) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    for name, module in traced_parts(model, video).items():
-        if name in parts:
-            torch.jit.save(module, str(folder / name))
+    for name, module in traced_parts(model, parts).items():
+        torch.jit.save(module, str(folder / name))
     return folder

@@ -9,6 +9,8 @@ are the reference's.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -23,7 +25,7 @@ class FSQuantizer(nn.Module):
         self.register_buffer("_levels", torch.tensor(levels, dtype=torch.int32, device="cpu"), persistent=False)
         basis = torch.cumprod(torch.tensor([1, *levels[:-1]], device="cpu"), dim=0, dtype=torch.int32)
         self.register_buffer("_basis", basis, persistent=False)
-        self.vocabulary = int(torch.tensor(levels).prod())
+        self.vocabulary = math.prod(levels)
 
     def _bound(self, z: torch.Tensor) -> torch.Tensor:
         half_l = (self._levels - 1) * (1 + _BOUND_EPS) / 2

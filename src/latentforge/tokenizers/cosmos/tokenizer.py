@@ -3,6 +3,7 @@ geometry checks and the fingerprint. continuous.py (CV) and discrete.py (DV) add
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 import torch
@@ -10,13 +11,36 @@ import torch
 from ...config import TokenizerConfig
 from ...errors import ConfigError
 from ..base import Tokenizer
-from ..wan21_checkpoint import check_sha256, checkpoint_sha256
+from ..wan21_checkpoint import CheckpointError, CheckpointSource, check_sha256, checkpoint_sha256
 from ..wan_common import deterministic_cudnn, tf32_off
 from .architecture import CosmosArchitecture, released
 from .checkpoint import ADVICE, load_model, resolve
 from .model import CosmosVideoAutoencoder
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# a released folder's or file's name: Cosmos-Tokenizer-CV8x8x8, Cosmos-1.0-Tokenizer-DV8x16x16, ...
+VARIANT_IN_NAME = re.compile(r"(?<![A-Za-z])(CV|DV)(\d+)x(\d+)x(\d+)(?!\d)", re.IGNORECASE)
+
+
+def check_device(precision: str, device: torch.device | str) -> None:
+    """bf16 runs on CUDA only: PyTorch has no bf16 CPU kernel for the samplers' 3D average pooling."""
+    if precision == "bf16" and torch.device(device).type == "cpu":
+        raise ConfigError("tokenizer.precision=bf16 needs a CUDA device for the Cosmos tokenizers (PyTorch's CPU "
+                          "avg_pool3d has no bf16 kernel); use --device cuda, or --precision fp32 on the CPU")
+
+
+def check_variant_name(source: CheckpointSource, name: str) -> None:
+    """Refuse a checkpoint whose path names another released variant: CV8x8x8 and CV8x16x16 (and the DV pairs)
+    have tensors of the same shapes, so the weights alone cannot tell them apart."""
+    wanted = name.removeprefix("cosmos-").lower()
+    for part in reversed(source.path.resolve().parts):
+        match = VARIANT_IN_NAME.search(part)
+        if match:
+            found = f"{match[1]}{match[2]}x{match[3]}x{match[4]}".lower()
+            if found != wanted:
+                raise CheckpointError(f"tokenizer checkpoint {source.path} names the {found.upper()} tokenizer, "
+                                      f"but tokenizer.name is {name}; choose --tokenizer cosmos-{found}")
+            return
 
 
 class CosmosTokenizer(Tokenizer):
@@ -33,9 +57,11 @@ class CosmosTokenizer(Tokenizer):
         if precision not in self.precisions:
             raise ConfigError(f"tokenizer.precision={precision!r} is not allowed for {self.name}; allowed: "
                               f"{', '.join(self.precisions)}")
+        check_device(precision, device)
         self.precision = precision
         self._dtype = DTYPES[precision]
         self.source = resolve(checkpoint)
+        check_variant_name(self.source, self.name)
         self.checkpoint_sha256 = checkpoint_sha256(self.source)
         check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
         self._model = load_model(self.source, self.released_architecture(), self.name, self._dtype).to(self.device)
@@ -58,7 +84,9 @@ class CosmosTokenizer(Tokenizer):
 
     @classmethod
     def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
+        check_device(cfg.precision, device)
         source = resolve(cfg.checkpoint)
+        check_variant_name(source, cls.name)
         check_sha256(source, checkpoint_sha256(source), cfg.sha256)
         load_model(source, cls.released_architecture(), cls.name, torch.float32)  # every key and shape; freed
 
