@@ -109,3 +109,17 @@ def test_with_diffusers_silu_and_sdpa_swapped_in_ours_equals_diffusers_bit_for_b
         expected_frames = vae.decode(expected).sample.clamp(-1, 1)
     assert torch.equal(tokenizer.encode(video), expected)
     assert torch.equal(tokenizer.decode(expected), expected_frames)
+
+
+def test_a_4x_folder_loads_its_two_level_decoder(tmp_path):
+    # diffusers' config carries the continuous 4x model's shorter decoder in decode_block_out_channels
+    vae = save_diffusers_cosmos(tmp_path / "vae", seed=5, decode_block_out_channels=(4, 8, 8),
+                                temporal_compression_ratio=4)
+    tokenizer = registry.resolve("tokenizer", "cosmos-cv4x8x8")(str(tmp_path / "vae"))
+    assert tokenizer.fingerprint()["architecture"]["decoder_channels_mult"] == [2, 4]
+    latent = torch.randn(1, 16, 2, 2, 2, generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        expected = vae.decode(latent).sample.clamp(-1, 1)
+    frames = tokenizer.decode(latent)
+    assert frames.shape == expected.shape == (1, 3, 5, 16, 16)
+    assert _relative(frames, expected) <= 2e-6
