@@ -119,7 +119,7 @@ def test_unusable_checkpoints_are_refused_with_advice(tmp_path, cv_hub_folder, c
 
 def test_a_folder_named_for_another_variant_is_refused(cv_hub_folder):
     # CV8x8x8 and CV8x16x16 hold tensors of the same shapes: only the name tells them apart
-    with pytest.raises(CheckpointError, match="names the CV8X8X8 tokenizer.*--tokenizer cosmos-cv8x8x8"):
+    with pytest.raises(CheckpointError, match="names the CV8x8x8 tokenizer.*--tokenizer cosmos-cv8x8x8"):
         registry.resolve("tokenizer", "cosmos-cv8x16x16")(str(cv_hub_folder))
 
 

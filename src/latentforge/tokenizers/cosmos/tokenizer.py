@@ -36,10 +36,10 @@ def check_variant_name(source: CheckpointSource, name: str) -> None:
     for part in reversed(source.path.resolve().parts):
         match = VARIANT_IN_NAME.search(part)
         if match:
-            found = f"{match[1]}{match[2]}x{match[3]}x{match[4]}".lower()
-            if found != wanted:
-                raise CheckpointError(f"tokenizer checkpoint {source.path} names the {found.upper()} tokenizer, "
-                                      f"but tokenizer.name is {name}; choose --tokenizer cosmos-{found}")
+            found = f"{match[1].upper()}{match[2]}x{match[3]}x{match[4]}"
+            if found.lower() != wanted:
+                raise CheckpointError(f"tokenizer checkpoint {source.path} names the {found} tokenizer, but "
+                                      f"tokenizer.name is {name}; choose --tokenizer cosmos-{found.lower()}")
             return
 
 
