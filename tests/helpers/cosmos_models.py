@@ -5,6 +5,7 @@ fixtures (tests/tokenizers/fixtures) read back."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -87,7 +88,8 @@ def traced_parts(model: CosmosVideoAutoencoder, names: tuple[str, ...]) -> dict[
         "autoencoder.jit": _Archive(encoder=model.encoder, decoder=model.decoder, quant_conv=model.quant_conv,
                                     post_quant_conv=model.post_quant_conv),
     }
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():  # TorchScript is deprecated; the released files use it
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
         return {name: torch.jit.trace(parts[name], torch.zeros(1), check_trace=False) for name in names}
 
 
@@ -95,5 +97,7 @@ def save_hub_folder(folder: Path, model: CosmosVideoAutoencoder,
                     parts: tuple[str, ...] = ("encoder.jit", "decoder.jit")) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, module in traced_parts(model, parts).items():
-        torch.jit.save(module, str(folder / name))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            torch.jit.save(module, str(folder / name))
     return folder

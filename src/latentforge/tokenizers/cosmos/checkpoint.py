@@ -11,6 +11,7 @@ and copied into our modules; its graph never runs. The SHA-256 is checked before
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -62,7 +63,9 @@ def read_jit_weights(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of a TorchScript archive, by their module names; its code is compiled by torch.jit.load but
     never called."""
     try:
-        state = torch.jit.load(str(path), map_location="cpu").state_dict()
+        with warnings.catch_warnings():  # torch deprecates TorchScript, but the released weights ship in it
+            warnings.filterwarnings("ignore", message=".*torch.jit.load.* is deprecated", category=DeprecationWarning)
+            state = torch.jit.load(str(path), map_location="cpu").state_dict()
     except Exception as error:  # noqa: BLE001 - torch raises many types for foreign or corrupt files
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise CheckpointError(f"cannot read {path} as a TorchScript archive ({first_line}); download it again and "
