@@ -21,6 +21,12 @@ _BACKENDS: dict[str, dict[str, str]] = {
         "table": "readers.table:TableReader",
     },
     "tokenizer": {
+        "cosmos-cv4x8x8": "tokenizers.cosmos.continuous:CosmosCV4x8x8",
+        "cosmos-cv8x8x8": "tokenizers.cosmos.continuous:CosmosCV8x8x8",
+        "cosmos-cv8x16x16": "tokenizers.cosmos.continuous:CosmosCV8x16x16",
+        "cosmos-dv4x8x8": "tokenizers.cosmos.discrete:CosmosDV4x8x8",
+        "cosmos-dv8x8x8": "tokenizers.cosmos.discrete:CosmosDV8x8x8",
+        "cosmos-dv8x16x16": "tokenizers.cosmos.discrete:CosmosDV8x16x16",
         "haar-4x8x8": "tokenizers.haar:HaarTokenizer",
         "wan2.1": "tokenizers.wan21:Wan21Tokenizer",
         "wan2.2": "tokenizers.wan22:Wan22Tokenizer",

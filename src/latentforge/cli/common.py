@@ -18,8 +18,10 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reader", help="auto (default: a folder -> cosmos_dir, table files -> table) | "
                         "cosmos_dir | table")
     parser.add_argument("--out", help="cache root")
-    parser.add_argument("--tokenizer", help="haar-4x8x8 | wan2.1 | wan2.2")
-    parser.add_argument("--tokenizer-checkpoint", help="Wan2.1_VAE.pth, Cosmos tokenizer.pth or a diffusers folder")
+    parser.add_argument("--tokenizer", help="haar-4x8x8 | wan2.1 | wan2.2 | cosmos-cv4x8x8 | cosmos-cv8x8x8 | "
+                        "cosmos-cv8x16x16 | cosmos-dv4x8x8 | cosmos-dv8x8x8 | cosmos-dv8x16x16")
+    parser.add_argument("--tokenizer-checkpoint", help="Wan2.1_VAE.pth, Cosmos-Predict2 tokenizer.pth, a diffusers "
+                        "folder, or a Cosmos-Tokenizer hub folder (encoder.jit + decoder.jit) or autoencoder.jit")
     parser.add_argument("--tokenizer-sha256", help="refuse a checkpoint with another SHA-256")
     parser.add_argument("--precision", help="fp32 | bf16 | cosmos-bf16")
     parser.add_argument("--text", help="t5 | umt5 | none")

@@ -81,7 +81,8 @@ class ModalitiesConfig:
 @dataclass
 class TokenizerConfig:
     name: str = "haar-4x8x8"
-    checkpoint: str | None = None  # .pth state dict, diffusers folder or hub id (wan2.1, wan2.2)
+    # .pth state dict, diffusers folder or hub id (wan2.1, wan2.2); a hub folder of .jit or a diffusers folder (cosmos)
+    checkpoint: str | None = None
     sha256: str | None = None  # refuse a checkpoint whose SHA-256 differs
     precision: str = "fp32"  # fp32 | bf16 | cosmos-bf16 (wan2.1 only)
     # the tokenizer's own keys (tokenizer.temporal_window, tokenizer.conv_kernels, ... for wan2.1 and wan2.2:

@@ -1,0 +1,1 @@
+"""The Cosmos video tokenizers (NVIDIA Cosmos-Tokenizer CV and DV): our modules, their checkpoints, the backends."""
