@@ -1,10 +1,12 @@
 """A real tiny cache for the deep-verify, stats and preview tests: the demo world through the real build with
 haar-4x8x8 and a tiny T5 (rgb, mask, depth; 9 frames of 32x48; 3 samples in batches of 2; one reject). And one
-`latentforge demo` per session for tests/demo and tests/docs."""
+`latentforge demo` per test run (shared by the xdist workers) for tests/demo and tests/docs."""
 
 from __future__ import annotations
 
 import builtins
+import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from filelock import FileLock
 
 from helpers import REPO
 from helpers.bucket_world import bucket_config, bucket_world
@@ -91,28 +94,49 @@ class DemoRun:
     stdout: str
 
 
+def _shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this run that every xdist worker sees (the workers' base temp folders share a parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> DemoRun:
-    """One `latentforge demo` per session, run as a user runs it: `latentforge demo --out demo-cache` in a fresh
-    folder, through the CLI in a subprocess (the README's demo command). Tests read its cache, run what it printed
-    (tests/demo) and the docs' runnable blocks (tests/docs, which need examples/ beside demo-cache/ as in the
-    repository); none may change the cache's checksummed files (stats and preview write only under build/)."""
-    cwd = tmp_path_factory.mktemp("demo-run")
-    done = run_cli("demo", "--out", "demo-cache", cwd=cwd)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (cwd / "examples").symlink_to(REPO / "examples", target_is_directory=True)
-    return DemoRun(cwd, cwd / "demo-cache" / "cache", done.stdout)
+    """One `latentforge demo` per test run, whichever xdist worker asks first (the others wait on a lock and read
+    its record), run as a user runs it: `latentforge demo --out demo-cache` in a fresh folder, through the CLI in a
+    subprocess (the README's demo command). Tests read its cache, run what it printed (tests/demo) and the docs'
+    runnable blocks (tests/docs, which need examples/ beside demo-cache/ as in the repository); none may change the
+    cache's checksummed files (stats and preview write only under build/)."""
+    cwd = _shared_folder(tmp_path_factory, "demo-run")
+    record = cwd.with_name("demo-run.json")
+    with FileLock(f"{cwd}.lock"):
+        if not record.exists():
+            shutil.rmtree(cwd, ignore_errors=True)  # a run that failed in another worker starts over here
+            cwd.mkdir()
+            done = run_cli("demo", "--out", "demo-cache", cwd=cwd)
+            assert done.returncode == 0, done.stdout + done.stderr
+            (cwd / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+            record.write_text(json.dumps({"stdout": done.stdout}), encoding="utf-8")
+        stdout = json.loads(record.read_text(encoding="utf-8"))["stdout"]
+    return DemoRun(cwd, cwd / "demo-cache" / "cache", stdout)
 
 
 @pytest.fixture(scope="session")
-def demo_shell(demo_run) -> Callable[[str], subprocess.CompletedProcess]:
+def demo_lock(tmp_path_factory) -> FileLock:
+    """Held while a command runs in the demo's folder: the workers share the folder, so one command at a time."""
+    return FileLock(f"{_shared_folder(tmp_path_factory, 'demo-shell')}.lock")
+
+
+@pytest.fixture(scope="session")
+def demo_shell(demo_run, demo_lock, tmp_path_factory) -> Callable[[str], subprocess.CompletedProcess]:
     """Runs one command line with bash in the demo's folder (this environment's `latentforge` and `python` first
-    on PATH) and returns its run, once per session per command: the commands the demo prints and the README's
-    block of the same commands (tests/demo, tests/docs) each run once, in the order first asked for. Two lines
-    are the same command when their words are, a `python` script's path taken from the demo's folder (the demo
-    prints examples/train_tiny.py by its absolute path, the README as examples/train_tiny.py beside demo-cache)."""
+    on PATH) and returns its run, once per test run per command whichever worker asks (one at a time, under a
+    lock; the others read the recorded run): the commands the demo prints and the README's block of the same
+    commands (tests/demo, tests/docs) each run once, in the order first asked for. Two lines are the same command
+    when their words are, a `python` script's path taken from the demo's folder (the demo prints
+    examples/train_tiny.py by its absolute path, the README as examples/train_tiny.py beside demo-cache)."""
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
-    runs: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
+    runs = _shared_folder(tmp_path_factory, "demo-shell")
 
     def same_command(command: str) -> tuple[str, ...]:
         words = shlex.split(command, comments=True)
@@ -121,10 +145,15 @@ def demo_shell(demo_run) -> Callable[[str], subprocess.CompletedProcess]:
         return tuple(words)
 
     def run(command: str) -> subprocess.CompletedProcess:
-        key = same_command(command)
-        if key not in runs:
-            runs[key] = subprocess.run(["bash", "-c", command], cwd=demo_run.cwd, env=env, capture_output=True,
-                                       text=True, timeout=300)
-        return runs[key]
+        digest = hashlib.sha256(json.dumps(same_command(command)).encode("utf-8")).hexdigest()[:16]
+        record = runs / f"{digest}.json"
+        with demo_lock:
+            if not record.exists():
+                done = subprocess.run(["bash", "-c", command], cwd=demo_run.cwd, env=env, capture_output=True,
+                                      text=True, timeout=300)
+                runs.mkdir(exist_ok=True)
+                record.write_text(json.dumps([done.returncode, done.stdout, done.stderr]), encoding="utf-8")
+            code, stdout, stderr = json.loads(record.read_text(encoding="utf-8"))
+        return subprocess.CompletedProcess(["bash", "-c", command], code, stdout, stderr)
 
     return run

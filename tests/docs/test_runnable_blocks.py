@@ -82,7 +82,7 @@ def _plain_commands(block: str) -> list[str] | None:
 
 
 @pytest.mark.parametrize("where, block", BLOCKS, ids=[where for where, _ in BLOCKS])
-def test_runnable_block(demo_folder, demo_shell, where, block):
+def test_runnable_block(demo_folder, demo_shell, demo_lock, where, block):
     commands = _plain_commands(block)
     if commands is not None:
         for command in commands:  # in order; the first failure ends the block, as under `bash -e`
@@ -91,6 +91,7 @@ def test_runnable_block(demo_folder, demo_shell, where, block):
                 f"{where}\n{block}\n{command}\n{done.stdout}\n{done.stderr}"
         return
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
-    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], cwd=demo_folder, env=env,
-                          capture_output=True, text=True, timeout=300)
+    with demo_lock:  # the xdist workers share the demo's folder
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], cwd=demo_folder, env=env,
+                              capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Traceback" not in done.stderr, f"{where}\n{block}\n{done.stdout}\n{done.stderr}"
