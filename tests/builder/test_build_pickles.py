@@ -136,9 +136,12 @@ def test_pickles_only_build_takes_pickle_rows_and_rejects_bad_pickles(tmp_path):
 
 def test_pickles_from_cosmos_t5_give_the_encoder_build_rows(tmp_path, t5_folder, monkeypatch):
     dataset = make_cosmos_dir(tmp_path / "data")
+    # cosmos t5 pads to max_length by default, as Cosmos' script; a build with text.padding=max_length makes the
+    # same call, so its rows are the pickles' bits
     assert main(["cosmos", "t5", str(dataset), "--t5", str(t5_folder), "--device", "cpu"]) == 0
     encoder_root, pickles_root = tmp_path / "by_encoder", tmp_path / "by_pickles"
-    build(load_config(extra=extra(dataset, encoder_root, path=str(t5_folder))), overwrite=True, quiet=True)
+    build(load_config(extra=extra(dataset, encoder_root, path=str(t5_folder), padding="max_length")),
+          overwrite=True, quiet=True)
 
     forwarded = []
     original = transformers.T5EncoderModel.forward
@@ -148,7 +151,8 @@ def test_pickles_from_cosmos_t5_give_the_encoder_build_rows(tmp_path, t5_folder,
         return original(self, input_ids=input_ids, **kwargs)
 
     monkeypatch.setattr(transformers.T5EncoderModel, "forward", counting_forward)
-    config = load_config(extra=extra(dataset, pickles_root, path=str(t5_folder), source="pickles"))
+    config = load_config(extra=extra(dataset, pickles_root, path=str(t5_folder), source="pickles",
+                                     padding="max_length"))
     build(config, overwrite=True, quiet=True)
     assert forwarded == [1]  # the units ran no encoder; the commit encoded the empty prompt only
 

@@ -237,7 +237,7 @@ def test_a_corrected_checkpoint_hash_builds_without_overwrite(cli, table, tmp_pa
 
     torch.manual_seed(0)
     folder = tmp_path / "vae"
-    AutoencoderKLWan().save_pretrained(folder)  # diffusers' defaults are the Wan2.1 architecture; random weights
+    AutoencoderKLWan(base_dim=8).save_pretrained(folder)  # the Wan2.1 architecture at width 8; random weights
     [weights] = folder.glob("*.safetensors")
     digest = hashlib.sha256(weights.read_bytes()).hexdigest()
     root = tmp_path / "cache"

@@ -11,7 +11,7 @@ from latentforge import verify
 from latentforge.errors import NotACache
 
 READERS = [["verify"], ["verify", "--deep"], ["inspect"], ["stats"], ["preview"], ["query", "ROOT", "true"],
-           ["export", "ROOT", "--to", "pt", "OUT"]]
+           ["export", "ROOT", "--to", "pt-dicts", "OUT"]]
 
 
 def _args(verb: list[str], root, out) -> list[str]:

@@ -102,3 +102,9 @@ def test_a_cosmos_folder_refuses_a_table_column_naming_the_reader_it_belongs_to(
                                           r"dataset.reader='table'\): reader, path, on_missing_caption, limit, "
                                           r"id_column, video_column"):
         load_config(extra=extra, overrides=["dataset.video_colum=v"])
+
+
+def test_without_a_dataset_path_the_path_is_named_before_any_reader_key(extra):
+    dataset = {k: v for k, v in extra["dataset"].items() if k not in ("reader", "path")}
+    with pytest.raises(ConfigError, match=r"dataset.path is empty; give the dataset folder"):
+        load_config(extra={**extra, "dataset": dataset})

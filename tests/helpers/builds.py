@@ -11,7 +11,6 @@ import csv
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pa_parquet
 
 from helpers import SRC
+from helpers.cli_fork import run_forked
 from latentforge.builder.run import BuildResult, build
 from latentforge.config import BuildConfig
 from latentforge.configure import load_config
@@ -120,7 +120,7 @@ def read_manifest(root: Path) -> list[dict[str, Any]]:
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`python -m latentforge.cli.main ARGS` in a fresh interpreter, as a user runs `latentforge ARGS`."""
+    """`latentforge ARGS` in a process of its own, as a user runs it (forked from a warm interpreter:
+    helpers.cli_fork)."""
     env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "latentforge.cli.main", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_forked(list(args), env, cwd=cwd, timeout=300)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from helpers import REPO
+from helpers.cli_fork import run_forked
 from helpers.media import pattern_frames, write_video
 from latentforge.config import BuildConfig
 from latentforge.configure import load_config
@@ -56,7 +57,9 @@ def cli_command(args: list[str]) -> list[str]:
 
 
 def run_cli(args: list[str], timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(cli_command(args), env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
+    """`latentforge ARGS` in a process of its own (forked from a warm interpreter: helpers.cli_fork), with
+    cli_env(**env); what subprocess.run(capture_output=True, text=True) returns."""
+    return run_forked(args, cli_env(**env), timeout=timeout)
 
 
 def sums(root: Path) -> str:

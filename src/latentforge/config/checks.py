@@ -101,6 +101,8 @@ def _within(url: str, root: str) -> bool:
 
 def validate(config: BuildConfig) -> None:
     """Every check that needs no backend; raises ConfigError with the allowed values."""
+    if not config.dataset.path:  # first: without it no reader is chosen (dataset.reader=auto stays auto)
+        raise ConfigError("dataset.path is empty; give the dataset folder or table file(s) with --dataset")
     for kind, dotted in (("reader", "dataset.reader"), ("executor", "run.executor")):
         if _get(config, dotted) not in registry.names(kind):
             raise ConfigError(f"{dotted}={_get(config, dotted)!r}; allowed: {', '.join(registry.names(kind))}")
@@ -146,8 +148,6 @@ def validate(config: BuildConfig) -> None:
                           "for no metrics endpoint")
     if not 0.0 <= config.run.max_reject_fraction <= 1.0:
         raise ConfigError(f"run.max_reject_fraction={config.run.max_reject_fraction} must be within [0, 1]")
-    if not config.dataset.path:
-        raise ConfigError("dataset.path is empty; give the dataset folder or table file(s) with --dataset")
     if not config.output.root:
         raise ConfigError("output.root is empty; give the cache root folder with --out")
     _validate_output(config)

@@ -77,6 +77,9 @@ def split_backend_keys(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
         if not isinstance(raw, dict):
             continue  # from_dict says what is wrong with a section that is not a mapping
         named = _named(section, data)
+        if named == AUTO:  # dataset.reader=auto with no dataset.path: no reader's keys can be judged yet
+            data[section] = {k: v for k, v in raw.items() if k in _common_keys(section_class)}
+            continue
         if named not in registry.names(kind):
             raise ConfigError(f"{section}.{selector}={named!r}; allowed: {', '.join(registry.names(kind))}")
         options_class = registry.resolve(kind, named).options_class

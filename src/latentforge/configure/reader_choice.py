@@ -35,4 +35,6 @@ def name_reader(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(section, dict) or str(section.get("reader", AUTO)) != AUTO:
         return data  # from_dict says what is wrong with a section that is not a mapping
     paths = from_dict(DatasetConfig, {"path": section["path"]} if "path" in section else {}, "dataset").path
+    if not paths:
+        return data  # no reader to choose: the config checks say dataset.path is empty, after the key checks
     return {**data, "dataset": {**section, "reader": choose_reader(paths)}}
