@@ -1,6 +1,6 @@
 """`latentforge ARGS` in a process of its own that does not pay the imports: each run is a child forked from a
-warm interpreter (one per test process) that imported torch, numpy, h5py, PyAV, pyarrow and the CLI and ran
-nothing else. A fresh interpreter spends 3-4 s importing them, and the suite runs a hundred such processes.
+warm interpreter (one per test process) that imported torch, numpy, h5py, PyAV, pyarrow, transformers' T5 and the
+CLI and ran nothing else. A fresh interpreter spends 3-4 s importing them, and the suite runs a hundred such processes.
 
 The child is a process as a user's `latentforge` is one: its own pid, environment, working folder, file
 descriptors 1 and 2 (read back when it ends), default signal handlers, its exit status (-N when a signal ended it,
@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 _WARM_IMPORTS = ("torch", "numpy", "h5py", "av", "pyarrow", "latentforge.cli.main", "latentforge.builder.run",
-                 "latentforge.pipeline.unit", "latentforge.verification.entry")
+                 "latentforge.pipeline.unit", "latentforge.verification.entry",
+                 "transformers.models.t5.modeling_t5", "transformers.models.auto.tokenization_auto")
 _servers: dict[frozenset, subprocess.Popen] = {}
 _servers_lock = threading.Lock()
 

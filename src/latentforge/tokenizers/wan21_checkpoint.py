@@ -17,13 +17,16 @@ import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from diffusers import AutoencoderKLWan
 
 from ..errors import LatentforgeError
 from ..hashing import sha256_file
 from ..hub import HUB_ID
+
+if TYPE_CHECKING:  # diffusers is imported where a model is made: the Cosmos tokenizers share these routes
+    from diffusers import AutoencoderKLWan
 
 # The Wan2.1 architecture (formats.md §7); a diffusers folder with another architecture is refused. The width
 # (96 in the released file) is read from the weights, so the same architecture at any width loads: a test or a
@@ -213,6 +216,8 @@ def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan
 
     Route (b) does not use `from_pretrained`: it initialises missing keys randomly with only a warning.
     """
+    from diffusers import AutoencoderKLWan
+
     if source.kind == "wan-state-dict":
         state = {wan_to_diffusers_key(k): v for k, v in read_state_dict(source.path).items()}
         with torch.device("meta"):  # diffusers' defaults are the Wan2.1 architecture

@@ -9,10 +9,9 @@ import os
 from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Iterator
+from typing import TYPE_CHECKING, ClassVar, Iterator
 
 import torch
-from diffusers import AutoencoderKLWan
 
 from ..config import TokenizerConfig
 from ..errors import ConfigError
@@ -23,6 +22,9 @@ from .plan_book import PlanBook
 from .shared_plans import shared_plan_book
 from .wan21_checkpoint import CheckpointSource, check_sha256, checkpoint_sha256, resolve_checkpoint
 from .wan21_fast import FastWanEncoder
+
+if TYPE_CHECKING:  # what the Cosmos tokenizers use of this module needs no diffusers
+    from diffusers import AutoencoderKLWan
 
 CONV_KERNELS = ("plans", "heuristics")  # tokenizer.conv_kernels of the bf16 fast path on CUDA
 OFFICIAL_WINDOW = 4  # frames per causal chunk after frame 0 in official Wan and diffusers
