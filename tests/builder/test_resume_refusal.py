@@ -127,6 +127,9 @@ def test_execution_settings_are_not_part_of_the_resume_key(built, tmp_path):
     wan, build_dir = _wan_started(tmp_path)
     check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "wan", *wan,
                                                    f"tokenizer.conv_plans_dir={tmp_path / 'elsewhere'}")))
+    # nor which carried book seeds the plans: the build's own book wins, and any plan it adds is recorded there
+    check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "wan", *wan,
+                                                   f"tokenizer.conv_plans_file={tmp_path / 'other' / 'book.json'}")))
 
 
 H200 = {"device_type": "cuda", "device_name": "NVIDIA H200", "cuda": "13.0", "cuda_driver": "13.0", "cudnn": "91200",

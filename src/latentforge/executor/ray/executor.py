@@ -24,6 +24,7 @@ from typing import Any
 
 from ...config import BuildConfig
 from ...errors import ConfigError, LatentforgeError, StopRequested
+from ...pipeline.plan_pass import DecidedPlans, PlanRequest
 from ...pipeline.unit import Unit
 from ...testing.fault_points import FAULT_ENV, MAIN_PID_ENV
 from ..base import Executor
@@ -37,6 +38,7 @@ from .dispatch import UnitDispatcher
 from .driver_guard import this_driver
 from .node_check import node_facts
 from .nodes import NodeBook
+from .plan_task import ray_plan_pass
 from .session import BUILD_TOKEN_ENV, record_session, start_own_ray
 from .worker import RankWorker
 
@@ -139,7 +141,8 @@ class _Worker:
 
 class _RayRun:
     def __init__(self, ray: Any, config: BuildConfig, build_dir: Path, units: list[Unit],
-                 on_event: Callable[[RankEvent], None], quiet: bool, noted: _Signal, token: str, own_ray: bool):
+                 on_event: Callable[[RankEvent], None], quiet: bool, noted: _Signal, token: str, own_ray: bool,
+                 plans: DecidedPlans | None):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.ray, self.config, self.build_dir = ray, config, build_dir
@@ -166,6 +169,7 @@ class _RayRun:
         self.left = len(units)
         self.failed_before_a_unit = 0
         self.noted = noted  # a SIGTERM/SIGINT, raised as StopRequested between Ray calls
+        self.plans = plans  # every worker replays the book the plan pass decided, handed over in its RankSpec
 
     def say(self, message: str) -> None:
         if not self.quiet:
@@ -176,7 +180,7 @@ class _RayRun:
     def start_worker(self) -> None:
         rank, self.next_rank = self.next_rank, self.next_rank + 1
         spec = RankSpec(rank, self.shape.device, self.decode_workers, None, self.config, str(self.build_dir),
-                        self.frame_bytes)
+                        self.frame_bytes, self.plans)
         options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0,
                                    "runtime_env": {"env_vars": {BUILD_TOKEN_ENV: self.token, **_fault_env(rank)}}}
         options.update(self.nodes_book.placement())
@@ -339,8 +343,9 @@ class RayExecutor(Executor):
         ray = import_ray()
         return max(1, int(ray.cluster_resources().get("GPU", 0))) if ray.is_initialized() else 1
 
-    def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
-        """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected to)."""
+    def run(self, units: list[Unit], on_event: Callable[[RankEvent], None], plans: PlanRequest | None = None) -> None:
+        """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected to),
+        after the plan pass `plans` in one task on the cluster (executor/ray/plan_task.py)."""
         ray = import_ray()
         record = read_lock_record(self.build_dir)
         if record is None:
@@ -350,9 +355,10 @@ class RayExecutor(Executor):
         if connected_here:
             self._connect(ray, record.token, own_ray)
         try:
+            decided = ray_plan_pass(ray, plans, self.build_dir, record.token) if plans is not None else None
             with _signals_noted() as noted:
                 run = _RayRun(ray, self.config, self.build_dir, units, on_event, self.quiet, noted, record.token,
-                              own_ray)
+                              own_ray, decided)
                 try:
                     run.run()
                 finally:
