@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import replace
 
 import pytest
 
@@ -152,3 +153,12 @@ def test_the_ray_driver_runs_one_plan_task_on_a_gpu_and_records_its_book(tmp_pat
     monkeypatch.setattr(plan_task, "decide_plans_here", fails)
     with pytest.raises(LatentforgeError, match="plan pass failed on the Ray cluster: cuDNN offers no such plan"):
         plan_task.ray_plan_pass(ray, request, tmp_path / "build", "token")
+
+
+@pytest.mark.slow  # two fresh interpreters importing torch
+def test_the_local_plan_pass_runs_in_a_spawned_process_and_reports_its_failure(tmp_path):
+    config = exec_config(tmp_path / "t.csv", tmp_path / "r", "output.batch_size=2")  # haar: no plans to decide
+    assert plan_decision.spawned_plan_pass(PlanRequest(config, {}), "cpu") == (environment_digest("cpu"), {})
+    with pytest.raises(LatentforgeError, match="plan pass on cpu failed: unknown tokenizer 'no-such'"):
+        plan_decision.spawned_plan_pass(PlanRequest(replace(config, tokenizer=replace(config.tokenizer,
+                                                                                         name="no-such")), {}), "cpu")
