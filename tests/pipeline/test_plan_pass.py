@@ -140,8 +140,8 @@ def test_the_ray_driver_runs_one_plan_task_on_a_gpu_and_records_its_book(tmp_pat
                         lambda request, device: calls.append(device) or ("ab12", decided))
     ray = _FakeRay()
     request = PlanRequest(exec_config(tmp_path / "t.csv", tmp_path / "r"), {})
-    plans = plan_task.ray_plan_pass(ray, request, tmp_path / "build", "token")
-    assert calls == ["cuda"] and ray.options["num_gpus"] == 1 and ray.options["max_calls"] == 1
+    plans = plan_task.ray_plan_pass(ray, request, tmp_path / "build", "token", "cuda:0")
+    assert calls == ["cuda:0"] and ray.options["num_gpus"] == 1 and ray.options["max_calls"] == 1
     assert plans == DecidedPlans({"ab12": decided})
     assert json.loads((tmp_path / "build" / "conv_plans" / "ab12.json").read_text()) == decided
 
@@ -152,7 +152,7 @@ def test_the_ray_driver_runs_one_plan_task_on_a_gpu_and_records_its_book(tmp_pat
 
     monkeypatch.setattr(plan_task, "decide_plans_here", fails)
     with pytest.raises(LatentforgeError, match="plan pass failed on the Ray cluster: cuDNN offers no such plan"):
-        plan_task.ray_plan_pass(ray, request, tmp_path / "build", "token")
+        plan_task.ray_plan_pass(ray, request, tmp_path / "build", "token", "cuda:0")
 
 
 @pytest.mark.slow  # two fresh interpreters importing torch

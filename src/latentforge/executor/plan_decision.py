@@ -15,15 +15,6 @@ from ..pipeline.plan_pass import DecidedPlans, PlanRequest, decide_plans
 from .process_setup import child_process_setup, child_signals_held
 
 
-def decide_plans_here(request: PlanRequest, device: str) -> tuple[str, dict[str, str]]:
-    """decide_plans, its error as a plain LatentforgeError: the project's errors with extra arguments do not
-    pickle back from another process."""
-    try:
-        return decide_plans(request, device)
-    except LatentforgeError as error:
-        raise LatentforgeError(str(error)) from None
-
-
 def _plan_pass_main(request: PlanRequest, device: str, answer: Connection) -> None:
     """Entry point of the spawned plan pass: ("ok", (digest, book)) or ("error", why) back through `answer`."""
     child_process_setup()

@@ -24,7 +24,7 @@ from typing import Any
 
 from ...config import BuildConfig
 from ...errors import ConfigError, LatentforgeError, StopRequested
-from ...pipeline.plan_pass import DecidedPlans, PlanRequest
+from ...pipeline.plan_pass import PlanRequest
 from ...pipeline.unit import Unit
 from ...testing.fault_points import FAULT_ENV, MAIN_PID_ENV
 from ..base import Executor
@@ -142,13 +142,15 @@ class _Worker:
 class _RayRun:
     def __init__(self, ray: Any, config: BuildConfig, build_dir: Path, units: list[Unit],
                  on_event: Callable[[RankEvent], None], quiet: bool, noted: _Signal, token: str, own_ray: bool,
-                 plans: DecidedPlans | None):
+                 plans: PlanRequest | None):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.ray, self.config, self.build_dir = ray, config, build_dir
         self.on_event, self.quiet = on_event, quiet
         self.ranks: dict[int, RankStats] = {}
-        self.shape = worker_shape(ray, config, len(units))
+        self.shape = worker_shape(ray, config, len(units))  # refuses a cluster without the GPUs asked for
+        # every worker replays the book this plan pass decides, handed over in its RankSpec
+        self.plans = ray_plan_pass(ray, plans, build_dir, token, self.shape.device) if plans is not None else None
         # auto counts the driver's machine: its cores shared by its GPUs (docs/execution.md)
         self.decode_workers = decode_workers(config.run.workers_per_gpu, self.shape.device, _local_gpus())
         # On the driver's node, so losing a worker node never loses the queue.
@@ -169,7 +171,6 @@ class _RayRun:
         self.left = len(units)
         self.failed_before_a_unit = 0
         self.noted = noted  # a SIGTERM/SIGINT, raised as StopRequested between Ray calls
-        self.plans = plans  # every worker replays the book the plan pass decided, handed over in its RankSpec
 
     def say(self, message: str) -> None:
         if not self.quiet:
@@ -345,7 +346,7 @@ class RayExecutor(Executor):
 
     def run(self, units: list[Unit], on_event: Callable[[RankEvent], None], plans: PlanRequest | None = None) -> None:
         """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected to),
-        after the plan pass `plans` in one task on the cluster (executor/ray/plan_task.py)."""
+        after the plan pass `plans` in one task on one GPU of the cluster (executor/ray/plan_task.py)."""
         ray = import_ray()
         record = read_lock_record(self.build_dir)
         if record is None:
@@ -355,10 +356,9 @@ class RayExecutor(Executor):
         if connected_here:
             self._connect(ray, record.token, own_ray)
         try:
-            decided = ray_plan_pass(ray, plans, self.build_dir, record.token) if plans is not None else None
             with _signals_noted() as noted:
                 run = _RayRun(ray, self.config, self.build_dir, units, on_event, self.quiet, noted, record.token,
-                              own_ray, decided)
+                              own_ray, plans)
                 try:
                     run.run()
                 finally:

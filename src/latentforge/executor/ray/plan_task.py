@@ -10,17 +10,26 @@ from typing import Any
 
 from ...errors import LatentforgeError
 from ...pipeline.kernel_plans import write_build_book
-from ...pipeline.plan_pass import DecidedPlans, PlanRequest
-from ..plan_decision import decide_plans_here
+from ...pipeline.plan_pass import DecidedPlans, PlanRequest, decide_plans
 from .session import BUILD_TOKEN_ENV
 
 
-def ray_plan_pass(ray: Any, request: PlanRequest, build_dir: Path, token: str) -> DecidedPlans:
-    """Decide the build's plans in a Ray task on one GPU (its worker process exits after it, freeing the GPU)."""
+def decide_plans_here(request: PlanRequest, device: str) -> tuple[str, dict[str, str]]:
+    """decide_plans, its error as a plain LatentforgeError: the project's errors with extra arguments do not
+    pickle back from a Ray worker."""
+    try:
+        return decide_plans(request, device)
+    except LatentforgeError as error:
+        raise LatentforgeError(str(error)) from None
+
+
+def ray_plan_pass(ray: Any, request: PlanRequest, build_dir: Path, token: str, device: str) -> DecidedPlans:
+    """Decide the build's plans in a Ray task on one GPU, `device` as the task sees it (its worker process exits
+    after it, freeing the GPU)."""
     task = ray.remote(num_gpus=1, num_cpus=1, max_calls=1, max_retries=0,
                       runtime_env={"env_vars": {BUILD_TOKEN_ENV: token}})(decide_plans_here)
     try:
-        digest, entries = ray.get(task.remote(request, "cuda"))
+        digest, entries = ray.get(task.remote(request, device))
     except ray.exceptions.RayTaskError as error:
         cause = getattr(error, "cause", None) or error
         raise LatentforgeError(f"the build's plan pass failed on the Ray cluster: {cause}") from None
