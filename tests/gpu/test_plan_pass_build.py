@@ -5,8 +5,8 @@ Three 9x64x64 clips, units of 2 and 1 with output.batch_size=2 (so batches of 2 
 its released width with random weights, bf16 with recorded cuDNN plans:
 
 - build A: two ranks (two processes on one GPU), a fresh empty shared-book folder, so the plan pass times every
-  signature. The ranks only replay (a signature the pass missed stops a rank with PlanMissing, so the build
-  completing shows the pass covered both batch sizes); the shared book was last written before rank 0 wrote the
+  signature. Its book holds convolutions of both batch sizes; the ranks only replay (a signature the pass missed
+  stops a rank with PlanMissing, so the build completing shows the pass covered what they met); the shared book was last written before rank 0 wrote the
   model record, which it does right after loading its models and before its first encode (a rank timing a plan
   would write the shared book later); the build's book, the shared book and cache_config.json's `conv_plans`
   hold the same one book.
@@ -74,6 +74,8 @@ def test_plans_are_decided_before_the_ranks_and_carried_to_another_machine(cudnn
     root_a, shared_a = first_build
     _, decided = only_book(root_a / "build" / "conv_plans")
     assert any(name != "pytorch" for name in decided.values()), f"no cuDNN engine plan was chosen: {decided}"
+    batches = {signature.split(",")[0] for signature in decided if signature.startswith("x[")}
+    assert {"x[1", "x[2"} <= batches, f"the plan pass did not plan both batch sizes: {sorted(batches)}"
     shared_book, shared_entries = only_book(shared_a)
     assert shared_entries == decided  # every plan was timed (by the pass) and the ranks added none
     assert list(cache_plans(root_a).values()) == [decided]
