@@ -5,11 +5,11 @@ Three 9x64x64 clips, units of 2 and 1 with output.batch_size=2 (so batches of 2 
 its released width with random weights, bf16 with recorded cuDNN plans:
 
 - build A: two ranks (two processes on one GPU), a fresh empty shared-book folder, so the plan pass times every
-  signature. Its book holds convolutions of both batch sizes; the ranks only replay (a signature the pass missed
-  stops a rank with PlanMissing, so the build completing shows the pass covered what they met); the shared book was last written before rank 0 wrote the
-  model record, which it does right after loading its models and before its first encode (a rank timing a plan
-  would write the shared book later); the build's book, the shared book and cache_config.json's `conv_plans`
-  hold the same one book.
+  signature. Its book holds convolutions of both batch sizes; the ranks only replay (a signature the pass
+  missed stops a rank with PlanMissing, so the build completing shows the pass covered what they met); the
+  shared book was last written before rank 0 wrote the model record, which it does right after loading its
+  models and before its first encode (a rank timing a plan would write the shared book later); the build's
+  book, the shared book and cache_config.json's `conv_plans` hold the same one book.
 - build B: one rank, another empty shared-book folder, `tokenizer.conv_plans_file` = A's cache_config.json, as
   a second machine of the same GPU model would: the same SHA256SUMS as A, the same recorded book, and its own
   shared book never written (nothing was timed).
