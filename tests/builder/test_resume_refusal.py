@@ -130,6 +130,9 @@ def test_execution_settings_are_not_part_of_the_resume_key(built, tmp_path):
     # nor letting a CPU without bf16 instructions run the same function slowly
     check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "wan", *wan,
                                                    "tokenizer.allow_slow_cpu_bf16=true")))
+    # nor which carried book seeds the plans: the build's own book wins, and any plan it adds is recorded there
+    check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "wan", *wan,
+                                                   f"tokenizer.conv_plans_file={tmp_path / 'other' / 'book.json'}")))
 
 
 H200 = {"device_type": "cuda", "device_name": "NVIDIA H200", "cuda": "13.0", "cuda_driver": "13.0", "cudnn": "91200",

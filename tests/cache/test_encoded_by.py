@@ -21,7 +21,7 @@ from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.encoded_by import function_digest
 from latentforge.errors import CacheIntegrityError
 from latentforge.pipeline.environment import environment_record
-from latentforge.pipeline.kernel_plans import build_plans_path, recorded_books, recorded_plans
+from latentforge.pipeline.kernel_plans import environment_digest, recorded_books, recorded_plans, write_build_book
 from latentforge.sinks.hdf5.commit import commit_cache
 from latentforge.sinks.hdf5.integrity import verify_integrity
 from latentforge.verification.tolerances import choose_comparison
@@ -72,9 +72,8 @@ def test_the_kernel_plans_a_build_recorded_travel_in_cache_config(tmp_path):
     """Each environment's book under build/conv_plans goes into cache_config.json, where deep verify finds the
     book of its own environment; a build that recorded none (the CPU) writes no `conv_plans` key at all."""
     build_dir = tmp_path / "build"
-    here = build_plans_path(build_dir, "cpu")
-    here.parent.mkdir(parents=True)
-    here.write_text(json.dumps({"conv b": "eng41_k2=0", "conv a": "pytorch"}))
+    write_build_book(build_dir, environment_digest("cpu"), {"conv b": "eng41_k2=0", "conv a": "pytorch"})
+    here = build_dir / "conv_plans" / f"{environment_digest('cpu')}.json"
     (here.parent / "0123456789abcdef.json").write_text(json.dumps({"conv a": "eng62_k2=4"}))
     (here.parent / "fedcba9876543210.json").write_text("{}")  # an environment that recorded nothing
     books = recorded_books(build_dir)

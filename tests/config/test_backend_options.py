@@ -34,6 +34,8 @@ def test_the_named_backends_keys_parse_into_its_options(extra):
     assert config.tokenizer.options == WanOptions(max_gpu_mem_gib=8.0, conv_kernels="heuristics")
     assert config.output.options == WebDatasetSinkOptions(shard_bytes=1024)
     assert config.run.options == RayOptions(max_unit_tries=5)
+    carried = load_config(extra=wan, overrides=["tokenizer.conv_plans_file=/plans/cache_config.json"])
+    assert carried.tokenizer.options == WanOptions(conv_plans_file="/plans/cache_config.json")
     with pytest.raises(ConfigError, match="tokenizer.max_gpu_mem_gib: expected a number, got 'lots'"):
         load_config(extra=wan, overrides=["tokenizer.max_gpu_mem_gib=lots"])
 

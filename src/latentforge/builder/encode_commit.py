@@ -18,6 +18,7 @@ from ..executor.events import RankEvent, UnitStaged
 from ..executor.rank_stats import RankStats
 from ..pipeline.kernel_plans import recorded_books, set_aside_damaged_books
 from ..pipeline.models import load_models, model_record
+from ..pipeline.plan_pass import plan_request
 from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Unit, cut_units
 from ..records import Reject, Sample
@@ -81,7 +82,8 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
                     stats.units_staged += 1
                     advance(event.samples)
 
-            executor.run(todo, on_event)
+            # every kernel plan the units need is decided here, once, before any rank starts (plan_pass.py)
+            executor.run(todo, on_event, plan_request(config, build_dir, executor.main_device()))
 
     staged_rejects = [r for path in staged_units(build_dir, config.output.staging_url, planned).values()
                       for r in read_staged_rejects(path)]

@@ -45,10 +45,11 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     if not config.frames.buckets:  # a single-shape build keeps the key it always had
         data["frames"] = single_shape_frames(config.frames)
     # tokenizer.sha256 is a check on the checkpoint, whose actual SHA-256 the key holds below
-    # conv_plans_dir only says where builds share plans: a resumed build replays its own (build/conv_plans), and
+    # conv_plans_dir and conv_plans_file only say where plans are looked up: a resumed build replays its own book
+    # (build/conv_plans) first, and a plan changes bits only through that book, which the build records; and
     # allow_slow_cpu_bf16 only lets a slow machine run the same function
     data["tokenizer"] = {k: v for k, v in data["tokenizer"].items()
-                         if k not in ("sha256", "conv_plans_dir", "allow_slow_cpu_bf16")}
+                         if k not in ("sha256", "conv_plans_dir", "conv_plans_file", "allow_slow_cpu_bf16")}
     return {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
 
 

@@ -19,11 +19,13 @@ from ..config import BuildConfig
 from ..devices import CPU_ADVICE, check_device_present, no_gpu_reason
 from ..errors import ConfigError, LatentforgeError
 from ..pipeline.environment import environment_record
+from ..pipeline.plan_pass import PlanRequest
 from ..pipeline.unit import Unit
 from .base import Executor
 from .events import RankEvent, RankFinished
 from .frame_slots import source_frame_bytes
 from .metrics import check_port_free, rank_metrics_port
+from .plan_decision import decide_local_plans
 from .process_setup import child_signals_held, dump_stacks_on_sigusr1, remove_empty_stack_files
 from .rank import RankSpec, rank_process_main, run_rank
 from .worker_sizing import decode_workers
@@ -103,12 +105,16 @@ class LocalExecutor(Executor):
                                             **os.environ})
                 for device in sorted(set(resolve_slots(self.config).devices))]
 
-    def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
+    def run(self, units: list[Unit], on_event: Callable[[RankEvent], None], plans: PlanRequest | None = None) -> None:
         slots = resolve_slots(self.config)
         by_index = {u.index: u for u in units}
         frame_bytes = source_frame_bytes(self.config, units)
+        decided = None
+        if plans is not None:
+            devices = sorted(set(slots.devices))  # in encoding_environments' order
+            decided = decide_local_plans(plans, devices, self.encoding_environments(), self.build_dir)
         specs = [RankSpec(rank, device, slots.workers, slots.torch_threads, self.config, str(self.build_dir),
-                          frame_bytes) for rank, device in enumerate(slots.devices)]
+                          frame_bytes, decided) for rank, device in enumerate(slots.devices)]
         note = f"latentforge: stacks of the other processes of this build go to {self.build_dir / STACKS_DIR}/"
         try:
             if len(specs) == 1:

@@ -18,6 +18,7 @@ from ..cache.layout import rank_traceback_name
 from ..config import BuildConfig
 from ..errors import LatentforgeError, UnitFailed, as_os_error, environment_message
 from ..pipeline.models import load_models, record_models
+from ..pipeline.plan_pass import DecidedPlans
 from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit
 from ..text.prompt_cache import PromptCache
 from .decode_stream import DecodeStream
@@ -40,6 +41,7 @@ class RankSpec:
     config: BuildConfig
     build_dir: str
     frame_bytes: int = 0  # the largest RGB frame as decode workers ship it, when not the output's (frame_slots.py)
+    plans: DecidedPlans | None = None  # the kernel plans the build's plan pass decided; None: it runs none
 
 
 def serve_rank_metrics(spec: RankSpec, stats: RankStats, queues: Callable[[], dict[str, int]]
@@ -68,7 +70,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
     if spec.torch_threads is not None:
         torch.set_num_threads(spec.torch_threads)
     device = torch.device(spec.device)
-    tokenizer, text = load_models(spec.config, device, Path(spec.build_dir))
+    tokenizer, text = load_models(spec.config, device, spec.plans)
     if spec.rank == 0:  # commit then needs no models of its own
         record_models(Path(spec.build_dir), spec.config, tokenizer, text, device)
 

@@ -1,9 +1,10 @@
 """The kernel plans a build ran: ROOT/build/conv_plans/<environment digest>.json, one book per environment.
 
-Every process of a build in one environment (device model and software, pipeline/environment.py) looks its
-plans up in that book first, so the ranks and a resumed run agree whatever happens to the shared books of the
-machine (tokenizers/shared_plans.py). Commit copies the books into cache_config.json (`conv_plans`), where deep
-verify finds the one of its own environment.
+The build's plan pass (plan_pass.py) decides the book of its environment (device model and software,
+pipeline/environment.py) before any rank starts, starting from the book already here (a resumed build), and the
+process that runs the build writes it here; ranks and Ray nodes get it with their task. So the ranks, every node
+and a resumed run agree whatever happens to the shared books of the machine (tokenizers/shared_plans.py). Commit
+copies the books into cache_config.json (`conv_plans`), where deep verify finds the one of its own environment.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import torch
 
 from ..errors import DamagedFile, DamagedFileWarning
-from ..io import canonical_json
+from ..io import canonical_json, write_text_atomic
 from ..tokenizers.plan_book import read_book
 from .environment import environment_record
 from .run_record import RESTART
@@ -28,9 +29,9 @@ def environment_digest(device: str | torch.device) -> str:
     return hashlib.sha256(canonical_json(environment_record(device)).encode("utf-8")).hexdigest()[:16]
 
 
-def build_plans_path(build_dir: Path, device: str | torch.device) -> Path:
-    """This environment's book of the build under `build_dir`."""
-    return Path(build_dir) / PLANS_DIR / f"{environment_digest(device)}.json"
+def write_build_book(build_dir: Path, digest: str, entries: dict[str, str]) -> None:
+    """Record the book the plan pass decided for environment `digest` in the build under `build_dir`."""
+    write_text_atomic(Path(build_dir) / PLANS_DIR / f"{digest}.json", canonical_json(dict(sorted(entries.items()))))
 
 
 def _book_paths(build_dir: Path) -> list[Path]:

@@ -12,18 +12,18 @@ from ..cache.model_record import ModelRecord, write_model_record
 from ..config import BuildConfig
 from ..text.base import TextEncoder
 from ..tokenizers.base import Tokenizer
-from .kernel_plans import build_plans_path
+from .plan_pass import DecidedPlans
 from .text_stage import build_text_record
 
 
 def load_models(config: BuildConfig, device: torch.device | str,
-                build_dir: Path | None = None) -> tuple[Tokenizer, TextEncoder | None]:
-    """(tokenizer, text encoder or None) on `device`; with `build_dir`, the tokenizer runs (and records) the
-    kernel plans of that build's book for this environment."""
+                plans: DecidedPlans | None = None) -> tuple[Tokenizer, TextEncoder | None]:
+    """(tokenizer, text encoder or None) on `device`; with `plans`, the tokenizer replays the book the build's
+    plan pass decided for this environment and times none of its own."""
     device = torch.device(device)
     tokenizer = registry.resolve("tokenizer", config.tokenizer.name).from_config(config.tokenizer, device)
-    if build_dir is not None:  # after the tokenizer is made: it may set what the environment record reads
-        tokenizer.record_plans(build_plans_path(Path(build_dir), device))
+    if plans is not None:  # after the tokenizer is made: it may set what the environment record reads
+        tokenizer.record_plans(entries=plans.for_device(device), replay_only=True)
     text = None
     if config.text.name != "none":
         text = registry.resolve("text", config.text.name).from_config(config.text, device)

@@ -95,11 +95,27 @@ class Tokenizer(ABC):
         """SHA-256 of the weights `checkpoint` names, as the fingerprint records it (None without weights)."""
         return None if not checkpoint else sha256_file(Path(checkpoint))
 
-    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
-        """Look each convolution's kernel plan up first in a book at `path` (recording there what it lacks, as
-        the tokenizer's own books choose it) or in recorded `entries` (cudnn_convs.py): a build's processes and
-        its deep verify then run the same kernels. Called before the first encode; a tokenizer that picks no
-        kernel plans ignores it."""
+    @classmethod
+    def records_plans(cls, cfg: TokenizerConfig, device: str) -> bool:
+        """Does this backend run each convolution by a recorded kernel plan on `device` (cudnn_convs.py)? A build
+        then decides every plan in one process before its ranks start (pipeline/plan_pass.py). No by default."""
+        return False
+
+    @classmethod
+    def carried_plans_file(cls, cfg: TokenizerConfig) -> str | None:
+        """A plan book the user carried from another machine, asked before the tokenizer's own books (None)."""
+        return None
+
+    def record_plans(self, entries: dict[str, str], replay_only: bool = False,
+                     beneath: dict[str, str] | None = None) -> None:
+        """Look each convolution's kernel plan up first in the recorded `entries`, then in `beneath` (a carried
+        book), then in the tokenizer's own books, recording what they choose (recorded_plans); with
+        `replay_only`, a plan `entries` lacks is an error (plan_book.PlanMissing). Called before the first
+        encode; a tokenizer that picks no kernel plans ignores it."""
+
+    def recorded_plans(self) -> dict[str, str]:
+        """{signature: plan} of every convolution run since record_plans, and the entries it was given."""
+        return {}
 
     @abstractmethod
     def encode(self, video: torch.Tensor) -> torch.Tensor:

@@ -1,9 +1,9 @@
 """Which kernel plan runs each convolution of a build: one recorded name per convolution signature.
 
-The first process that meets a signature times the candidates once and writes the winner into the book; every
-other process of the build (other ranks, a resumed run, deep verify seeded from cache_config.json) reads the book
-and runs exactly that plan. So the kernel choice is recorded and replayed, never raced: the same input gives the
-same bits in any process that uses the same book on the same GPU model and software.
+A build decides every signature its shapes need in one process before any rank starts (pipeline/plan_pass.py);
+its ranks then replay that book and may not choose (`replay_only`: a signature it lacks is an error, never timed
+in a rank). So the kernel choice is recorded and replayed, never raced: the same input gives the same bits in any
+process that uses the same book on the same GPU model and software.
 
 A book kept in a file is shared by every process of one environment; it is only ever extended (a recorded
 choice never changes), under an exclusive lock, so two ranks meeting a new signature at once still agree. A book
@@ -18,11 +18,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import DamagedFile
+from ..errors import DamagedFile, LatentforgeError
 from ..io import canonical_json, write_text_atomic
 
 REDECIDE = ("delete it: the plans it held are then chosen again (from the machine's shared book, else timed anew), "
             "and latents encoded with those choices may differ in bits from latents encoded before")
+
+
+class PlanMissing(LatentforgeError):
+    """A replaying process met a convolution its book does not record: the plan pass did not foresee it."""
+
+    def __init__(self, signature: str):
+        super().__init__(
+            f"the convolution {signature} has no decided kernel plan: the build's plan pass, which encodes every "
+            "batch shape of the build before any rank starts, did not meet it, and a rank never times plans of "
+            "its own. This is a latentforge bug (please report it with the build's config); "
+            "tokenizer.conv_kernels=heuristics builds without recorded plans meanwhile")
 
 
 def read_book(path: Path) -> dict[str, str]:
@@ -40,12 +51,14 @@ def read_book(path: Path) -> dict[str, str]:
 
 class PlanBook:
     """signature -> plan name; in memory, or backed by a JSON file that several processes share. A signature it
-    lacks is asked of its `parent` book (and tuned there when that lacks it too), then recorded here."""
+    lacks is asked of its `parent` book (and tuned there when that lacks it too), then recorded here; with
+    `replay_only` it raises PlanMissing instead."""
 
     def __init__(self, path: Path | None = None, entries: dict[str, str] | None = None,
-                 parent: PlanBook | None = None):
+                 parent: PlanBook | None = None, replay_only: bool = False):
         self.path = Path(path) if path is not None else None
         self.parent = parent
+        self.replay_only = replay_only
         self._entries: dict[str, str] = dict(entries or {})
         if self.path is not None:
             self._entries.update(self._read())
@@ -65,6 +78,8 @@ class PlanBook:
         return self._entries[signature]
 
     def _ask(self, signature: str, tune: Callable[[], str]) -> str:
+        if self.replay_only:
+            raise PlanMissing(signature)
         return self.parent.choose(signature, tune) if self.parent is not None else tune()
 
     def entries(self) -> dict[str, str]:

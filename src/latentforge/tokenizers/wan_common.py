@@ -8,7 +8,6 @@ import contextlib
 import os
 from abc import abstractmethod
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Iterator
 
 import torch
@@ -16,6 +15,7 @@ import torch
 from ..config import TokenizerConfig
 from ..errors import ConfigError
 from .base import Tokenizer
+from .carried_plans import read_carried_plans
 from .cpu_bf16 import check_cpu_bf16
 from .cudnn_convs import PlannedConvs
 from .plan_book import PlanBook
@@ -53,6 +53,9 @@ class WanOptions:
     # bf16 or cosmos-bf16 on a CPU without bf16 instructions runs ~55x slower than fp32; the pre-flight refuses it
     # unless this is set (tokenizers/cpu_bf16.py)
     allow_slow_cpu_bf16: bool = False
+    # a plan book carried from another machine (its ROOT/build/conv_plans/<digest>.json, or a cache's
+    # cache_config.json), asked before conv_plans_dir: the same GPU model and software then run the same plans
+    conv_plans_file: str | None = None
 
 
 def wan_options(cfg: TokenizerConfig) -> WanOptions:
@@ -88,10 +91,18 @@ def require_cudnn_frontend() -> None:
         ) from None
 
 
+def runs_recorded_plans(cfg: TokenizerConfig, device: str) -> bool:
+    """Will the bf16 fast path run recorded cuDNN plans on `device`?"""
+    return cfg.precision == "bf16" and wan_options(cfg).conv_kernels == "plans" and device.startswith("cuda")
+
+
 def check_fast_path_packages(cfg: TokenizerConfig, device: str) -> None:
-    """The pre-flight's part for the fast path: the cuDNN frontend where recorded plans will run."""
-    if cfg.precision == "bf16" and wan_options(cfg).conv_kernels == "plans" and device.startswith("cuda"):
+    """The pre-flight's part for the fast path: the cuDNN frontend where recorded plans will run, and a readable
+    carried plan book (tokenizer.conv_plans_file) where one is named."""
+    if runs_recorded_plans(cfg, device):
         require_cudnn_frontend()
+        if wan_options(cfg).conv_plans_file:
+            read_carried_plans(wan_options(cfg).conv_plans_file)
 
 
 def deterministic_cudnn(device: torch.device) -> None:
@@ -134,10 +145,19 @@ def fast_encoder(vae: AutoencoderKLWan, device: torch.device, max_gpu_mem_gib: f
     )
 
 
-def record_fast_plans(fast: FastWanEncoder | None, path: Path | None, entries: dict[str, str] | None) -> None:
+def record_fast_plans(fast: FastWanEncoder | None, entries: dict[str, str], replay_only: bool,
+                      beneath: dict[str, str] | None) -> None:
     """Tokenizer.record_plans for a fast path that runs recorded plans (base.py); nothing otherwise."""
     if fast is not None and isinstance(fast.convs, PlannedConvs):
-        fast.convs = PlannedConvs(PlanBook(path, entries, parent=fast.convs.book))
+        parent = None if replay_only else fast.convs.book
+        if beneath and not replay_only:
+            parent = PlanBook(entries=beneath, parent=parent)
+        fast.convs = PlannedConvs(PlanBook(entries=entries, parent=parent, replay_only=replay_only))
+
+
+def fast_plans(fast: FastWanEncoder | None) -> dict[str, str]:
+    """Tokenizer.recorded_plans of the fast path: its top book's entries ({} without recorded plans)."""
+    return fast.convs.book.entries() if fast is not None and isinstance(fast.convs, PlannedConvs) else {}
 
 
 def encode_mu(vae: AutoencoderKLWan, video: torch.Tensor, temporal_window: int) -> torch.Tensor:
@@ -203,5 +223,17 @@ class WanTokenizer(Tokenizer):
     def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
         return None if not checkpoint else checkpoint_sha256(resolve_checkpoint(checkpoint, cls.checkpoint_advice))
 
-    def record_plans(self, path: Path | None = None, entries: dict[str, str] | None = None) -> None:
-        record_fast_plans(self._fast, path, entries)
+    @classmethod
+    def records_plans(cls, cfg: TokenizerConfig, device: str) -> bool:
+        return runs_recorded_plans(cfg, device)
+
+    @classmethod
+    def carried_plans_file(cls, cfg: TokenizerConfig) -> str | None:
+        return wan_options(cfg).conv_plans_file
+
+    def record_plans(self, entries: dict[str, str], replay_only: bool = False,
+                     beneath: dict[str, str] | None = None) -> None:
+        record_fast_plans(self._fast, entries, replay_only, beneath)
+
+    def recorded_plans(self) -> dict[str, str]:
+        return fast_plans(self._fast)

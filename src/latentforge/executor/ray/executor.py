@@ -24,6 +24,7 @@ from typing import Any
 
 from ...config import BuildConfig
 from ...errors import ConfigError, LatentforgeError, StopRequested
+from ...pipeline.plan_pass import PlanRequest
 from ...pipeline.unit import Unit
 from ...testing.fault_points import FAULT_ENV, MAIN_PID_ENV
 from ..base import Executor
@@ -37,6 +38,7 @@ from .dispatch import UnitDispatcher
 from .driver_guard import this_driver
 from .node_check import node_facts
 from .nodes import NodeBook
+from .plan_task import ray_plan_pass
 from .session import BUILD_TOKEN_ENV, record_session, start_own_ray
 from .worker import RankWorker
 
@@ -139,13 +141,16 @@ class _Worker:
 
 class _RayRun:
     def __init__(self, ray: Any, config: BuildConfig, build_dir: Path, units: list[Unit],
-                 on_event: Callable[[RankEvent], None], quiet: bool, noted: _Signal, token: str, own_ray: bool):
+                 on_event: Callable[[RankEvent], None], quiet: bool, noted: _Signal, token: str, own_ray: bool,
+                 plans: PlanRequest | None):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.ray, self.config, self.build_dir = ray, config, build_dir
         self.on_event, self.quiet = on_event, quiet
         self.ranks: dict[int, RankStats] = {}
-        self.shape = worker_shape(ray, config, len(units))
+        self.shape = worker_shape(ray, config, len(units))  # refuses a cluster without the GPUs asked for
+        # every worker replays the book this plan pass decides, handed over in its RankSpec
+        self.plans = ray_plan_pass(ray, plans, build_dir, token, self.shape.device) if plans is not None else None
         # auto counts the driver's machine: its cores shared by its GPUs (docs/execution.md)
         self.decode_workers = decode_workers(config.run.workers_per_gpu, self.shape.device, _local_gpus())
         # On the driver's node, so losing a worker node never loses the queue.
@@ -176,7 +181,7 @@ class _RayRun:
     def start_worker(self) -> None:
         rank, self.next_rank = self.next_rank, self.next_rank + 1
         spec = RankSpec(rank, self.shape.device, self.decode_workers, None, self.config, str(self.build_dir),
-                        self.frame_bytes)
+                        self.frame_bytes, self.plans)
         options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0,
                                    "runtime_env": {"env_vars": {BUILD_TOKEN_ENV: self.token, **_fault_env(rank)}}}
         options.update(self.nodes_book.placement())
@@ -339,8 +344,9 @@ class RayExecutor(Executor):
         ray = import_ray()
         return max(1, int(ray.cluster_resources().get("GPU", 0))) if ray.is_initialized() else 1
 
-    def run(self, units: list[Unit], on_event: Callable[[RankEvent], None]) -> None:
-        """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected to)."""
+    def run(self, units: list[Unit], on_event: Callable[[RankEvent], None], plans: PlanRequest | None = None) -> None:
+        """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected to),
+        after the plan pass `plans` in one task on one GPU of the cluster (executor/ray/plan_task.py)."""
         ray = import_ray()
         record = read_lock_record(self.build_dir)
         if record is None:
@@ -352,7 +358,7 @@ class RayExecutor(Executor):
         try:
             with _signals_noted() as noted:
                 run = _RayRun(ray, self.config, self.build_dir, units, on_event, self.quiet, noted, record.token,
-                              own_ray)
+                              own_ray, plans)
                 try:
                     run.run()
                 finally:

@@ -73,7 +73,7 @@ class RankWorker:
             metrics.enter_context(serve_rank_metrics(spec, stats, lambda: {k: depth() for k, depth in live.items()}))
             if spec.torch_threads is not None:
                 torch.set_num_threads(spec.torch_threads)
-            tokenizer, text = load_models(spec.config, torch.device(spec.device), Path(spec.build_dir))
+            tokenizer, text = load_models(spec.config, torch.device(spec.device), spec.plans)
             if not (Path(spec.build_dir) / MODEL_RECORD).exists():  # any worker may record; the contents are equal
                 record_models(Path(spec.build_dir), spec.config, tokenizer, text, torch.device(spec.device))
             write = stage_now(Path(spec.build_dir), spec.config.output.staging_url)
