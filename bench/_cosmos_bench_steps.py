@@ -27,12 +27,13 @@ def machine(device: torch.device) -> dict:
 
 
 def clip(shape: str, device: torch.device) -> torch.Tensor:
-    """A [1,3,T,H,W] clip in [-1,1] with image-like structure (blurred noise that drifts), the same every call."""
+    """A [1,3,T,H,W] clip in [-1,1] with image-like structure (blurred noise that drifts), the same every call on
+    a device (upsampled there: a 121x704x1280 clip takes seconds on a CPU)."""
     frames, height, width = (int(v) for v in shape.split("x"))
     generator = torch.Generator(device="cpu").manual_seed(1)
-    coarse = torch.rand(1, 3, frames, height // 16 + 2, width // 16 + 2, generator=generator)
+    coarse = torch.rand(1, 3, frames, height // 16 + 2, width // 16 + 2, generator=generator).to(device)
     video = torch.nn.functional.interpolate(coarse, size=(frames, height, width), mode="trilinear")
-    return (video * 2 - 1).to(device)
+    return video * 2 - 1
 
 
 def _synchronize(device: torch.device) -> None:
@@ -42,8 +43,8 @@ def _synchronize(device: torch.device) -> None:
 
 def timed_within(fn, device: torch.device, reps: int, budget_s: float) -> tuple[dict, torch.Tensor]:
     """Median seconds of fn() over up to `reps` calls after one warm-up, fewer (at least one) where the warm-up
-    says `reps` would exceed `budget_s`; peak GiB allocated during the timed calls, and what was resident (the
-    model's weights and the clip) before them."""
+    says `reps` would exceed `budget_s`; on CUDA, the peak GiB allocated during the timed calls and what was
+    resident before them (the model's weights and the clip)."""
     start = time.perf_counter()
     out = fn()
     _synchronize(device)
@@ -51,14 +52,14 @@ def timed_within(fn, device: torch.device, reps: int, budget_s: float) -> tuple[
     reps = max(1, min(reps, math.floor(budget_s / max(warmup, 1e-9))))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    resident = torch.cuda.memory_allocated() / 2**30 if device.type == "cuda" else float("nan")
+    resident = torch.cuda.memory_allocated() / 2**30 if device.type == "cuda" else None
     times = []
     for _ in range(reps):
         start = time.perf_counter()
         out = fn()
         _synchronize(device)
         times.append(time.perf_counter() - start)
-    peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else float("nan")
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None
     return {"s_per_clip": statistics.median(times), "reps": reps, "warmup_s": warmup, "times_s": times,
             "peak_gib": peak, "resident_gib": resident}, out
 

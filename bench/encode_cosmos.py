@@ -11,6 +11,10 @@ On the GPU machine (docs/gpu-tests.md: the wheels in .whl/, diffusers among them
     python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site python3 bench/encode_cosmos.py --reps 3 --out $OUT/encode-cosmos.json
     python bench/encode_cosmos.py --tiny        # checks the script on a CPU
+
+`--cosmos-reference DIR` (DIR holding `cosmos_tokenizer/` of NVIDIA/Cosmos-Tokenizer, e.g. `git archive HEAD
+cosmos_tokenizer | tar x -C DIR`) also times that reference's DV encode in fp32 and bf16 on the same weights and
+counts its ids equal to ours; it imports einops and loguru, so put a loguru wheel in .whl/ for the GPU machine.
 """
 
 from __future__ import annotations
@@ -71,7 +75,9 @@ class CosmosBench:
             self.outputs[(model, mode)] = out.cpu()
             self.result["rows"].append({"model": model, "mode": mode, "shape": self.result["shapes"][model],
                                         **timing, "output_shape": list(out.shape)})
-            print(f"   {timing['s_per_clip']:.3f} s/clip over {timing['reps']} reps", flush=True)
+            peak = "" if timing["peak_gib"] is None else f", peak {timing['peak_gib']:.2f} GiB"
+            print(f"   {timing['s_per_clip']:.3f} s/clip over {timing['reps']} reps (warm-up "
+                  f"{timing['warmup_s']:.1f} s){peak}", flush=True)
         except Exception as error:  # noqa: BLE001 - one failed measurement must not cost the rest of a GPU run
             traceback.print_exc()
             self.result["errors"][f"{model} {mode}"] = f"{type(error).__name__}: {error}"
@@ -160,18 +166,23 @@ class CosmosBench:
         return self.result
 
 
+def _number(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
 def print_table(result: dict) -> None:
     m = result["machine"]
     print(f"\nCosmos tokenizers, {result['weights']}")
     print(f"{m['device']}; torch {m['torch']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}, diffusers {m['diffusers']}")
-    print(f"{'model':<17} {'mode':<22} {'shape':<13} {'s/clip':>8} {'reps':>4} {'peak GiB':>9} "
+    print(f"{'model':<17} {'mode':<22} {'shape':<13} {'s/clip':>8} {'reps':>4} {'peak GiB':>9} {'resident':>9} "
           f"{'rel-L2 vs fp32':>15} {'max-abs':>9} {'exact ids':>9}")
     for r in result["rows"]:
         rel, mx = r.get("rel_l2_vs_latentforge_fp32"), r.get("max_abs_vs_latentforge_fp32")
         ids = r.get("exact_id_fraction_vs_latentforge_fp32")
         print(f"{r['model']:<17} {r['mode']:<22} {r['shape']:<13} {r['s_per_clip']:8.3f} {r['reps']:4d} "
-              f"{r['peak_gib']:9.2f} {'' if rel is None else f'{rel:.3g}':>15} {'' if mx is None else f'{mx:.3g}':>9} "
-              f"{'' if ids is None else f'{ids:.6f}':>9}")
+              f"{_number(r['peak_gib'], '.2f'):>9} {_number(r['resident_gib'], '.2f'):>9} {_number(rel, '.3g'):>15} "
+              f"{_number(mx, '.3g'):>9} {_number(ids, '.6f'):>9}")
+    print("peak GiB: allocated during the timed encodes; resident: before them (the model's weights and the clip)")
     for model, fresh in result["fresh_processes"].items():
         print(f"{model} {fresh['precision']} in two fresh processes: same bits {fresh['same_bits']} "
               f"(sha256 {fresh['sha256'][0][:16]}..., same as this process: {fresh['same_as_bench_process']})")
