@@ -85,6 +85,13 @@ class CosmosBench:
             loaded = video = None  # noqa: F841 - free the model and clip before the next one
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
+            self.save()
+
+    def save(self) -> None:
+        """The JSON so far (after every measurement: a run stopped at its time limit keeps what it measured)."""
+        if self.args.out:
+            self.args.out.parent.mkdir(parents=True, exist_ok=True)
+            self.args.out.write_text(json.dumps(self.result, indent=2) + "\n")
 
     def skip(self, what: str, why: str) -> None:
         self.result["skipped"][what] = why
@@ -129,14 +136,18 @@ class CosmosBench:
                          lambda d=dtype: reference_dv_encoder(self.args.cosmos_reference, model, self.device, d),
                          lambda encode, video: encode(video))
 
-    def run_fresh_processes(self, folders: dict[str, Path]) -> None:
-        precision = self.precisions()[-1]
+    def guarded(self, what: str, step) -> None:
+        """Run a step outside `measure` (making the models, the fresh processes); a failure becomes an error."""
         try:
-            hashes = fresh_process_hashes(Path(__file__), folders, self.result["shapes"], self.device, precision)
+            step()
         except Exception as error:  # noqa: BLE001 - as in measure
             traceback.print_exc()
-            self.result["errors"]["fresh processes"] = f"{type(error).__name__}: {error}"
-            return
+            self.result["errors"][what] = f"{type(error).__name__}: {error}"
+
+    def run_fresh_processes(self, folders: dict[str, Path]) -> None:
+        precision = self.precisions()[-1]
+        folders = {model: folder for model, folder in folders.items() if folder.is_dir()}  # not if making it failed
+        hashes = fresh_process_hashes(Path(__file__), folders, self.result["shapes"], self.device, precision)
         for model, pair in hashes.items():
             here = self.outputs.get((model, f"latentforge {precision}"))
             self.result["fresh_processes"][model] = {
@@ -159,10 +170,11 @@ class CosmosBench:
     def run(self) -> dict:
         with tempfile.TemporaryDirectory() as scratch:
             folders = {CV: Path(scratch) / "cosmos-cv8x8x8-diffusers", DV: Path(scratch) / "Cosmos-Tokenizer-DV8x16x16"}
-            self.run_cv(folders[CV])
-            self.run_dv(folders[DV])
+            self.guarded(CV, lambda: self.run_cv(folders[CV]))
+            self.guarded(DV, lambda: self.run_dv(folders[DV]))
             self.compare()
-            self.run_fresh_processes(folders)
+            self.guarded("fresh processes", lambda: self.run_fresh_processes(folders))
+        self.save()
         return self.result
 
 
@@ -212,11 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.tiny:
         args.device, args.cv_shape, args.dv_shape, args.reps = "cpu", TINY_SHAPES[CV], TINY_SHAPES[DV], 1
-    result = CosmosBench(args).run()
-    print_table(result)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print_table(CosmosBench(args).run())
     return 0
 
 
