@@ -4,6 +4,7 @@ encodes in fresh processes, and NVIDIA/Cosmos-Tokenizer's own DV modules loaded 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import statistics
 import subprocess
@@ -70,18 +71,19 @@ def output_sha256(out: torch.Tensor) -> str:
 
 def fresh_process_hashes(script: Path, folders: dict[str, Path], shapes: dict[str, str], device: torch.device,
                          precision: str) -> dict[str, list[str]]:
-    """SHA-256 of each model's encode in two fresh processes of `script --fresh-encode`, all started at once
-    (each loads the checkpoint itself, so they share nothing but the files)."""
-    runs = {(model, i): subprocess.Popen([sys.executable, str(script), "--fresh-encode", model, str(folder),
-                                          shapes[model], str(device), precision],
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for model, folder in folders.items() for i in range(2)}
+    """SHA-256 of each model's encode in two fresh processes of `script --fresh-encode SPEC`, started at once; each
+    loads every checkpoint itself, so they share nothing but the files."""
+    spec = json.dumps({"device": str(device), "precision": precision,
+                       "models": {model: [str(folder), shapes[model]] for model, folder in folders.items()}})
+    runs = [subprocess.Popen([sys.executable, str(script), "--fresh-encode", spec], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
     hashes: dict[str, list[str]] = {model: [] for model in folders}
-    for (model, i), process in runs.items():
+    for i, process in enumerate(runs):
         stdout, stderr = process.communicate()
         if process.returncode != 0:
-            raise RuntimeError(f"fresh process {i + 1} of {model} exited {process.returncode}: {stderr[-2000:]}")
-        hashes[model].append(stdout.strip().splitlines()[-1])
+            raise RuntimeError(f"fresh process {i + 1} exited {process.returncode}: {stderr[-2000:]}")
+        for model, sha256 in json.loads(stdout.strip().splitlines()[-1]).items():
+            hashes[model].append(sha256)
     return hashes
 
 

@@ -202,6 +202,18 @@ def print_table(result: dict) -> None:
         print(f"{'skipped' if what in result['skipped'] else 'ERROR'}: {what}: {why}")
 
 
+def fresh_encode(spec: dict) -> dict[str, str]:
+    """In a fresh process: each model's encode of the bench clip, loaded from its folder, as SHA-256."""
+    device = torch.device(spec["device"])
+    hashes = {}
+    for model, (folder, shape) in spec["models"].items():
+        tok = registry.resolve("tokenizer", model)(folder, spec["precision"], device=device)
+        video = clip(shape, device)
+        hashes[model] = output_sha256(tok.encode_ids(video) if model == DV else tok.encode(video))
+        tok = video = None  # free before the next model
+    return hashes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -214,13 +226,10 @@ def main(argv: list[str] | None = None) -> int:
                         "cosmos_tokenizer/ (and its dependency loguru importable): also time its DV encode")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--tiny", action="store_true", help="CPU, width 2, tiny shapes: checks the script")
-    parser.add_argument("--fresh-encode", nargs=5, help=argparse.SUPPRESS)  # MODEL FOLDER SHAPE DEVICE PRECISION
+    parser.add_argument("--fresh-encode", help=argparse.SUPPRESS)  # JSON: see fresh_process_hashes
     args = parser.parse_args(argv)
     if args.fresh_encode:
-        model, folder, shape, device, precision = args.fresh_encode
-        tok = registry.resolve("tokenizer", model)(folder, precision, device=device)
-        video = clip(shape, torch.device(device))
-        print(output_sha256(tok.encode_ids(video) if model == DV else tok.encode(video)))
+        print(json.dumps(fresh_encode(json.loads(args.fresh_encode))))
         return 0
     if args.tiny:
         args.device, args.cv_shape, args.dv_shape, args.reps = "cpu", TINY_SHAPES[CV], TINY_SHAPES[DV], 1

@@ -7,7 +7,7 @@ import pytest
 
 from helpers import REPO
 
-pytestmark = pytest.mark.slow  # four fresh processes import torch and diffusers: tens of seconds on a shared CPU
+pytestmark = pytest.mark.slow  # two fresh processes import torch and diffusers: tens of seconds on a shared CPU
 
 BENCH = REPO / "bench" / "encode_cosmos.py"
 
