@@ -15,11 +15,11 @@ from typing import Any
 
 from .. import registry
 from ..config import BuildConfig
+from ..config.checks import token_storage_dtype
 from ..config.schema import single_shape_frames
 from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, ConfigError, DamagedFile
 from ..io import write_text_atomic
 from ..text.pickles import uses_pickles
-from ..tokenizers.base import token_storage_dtype
 from ..version import __version__
 from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
 from .encoded_by import EncodedBy

@@ -20,10 +20,10 @@ import numpy as np
 from ..cache.config_file import PIXEL_RANGE, CacheConfig
 from ..cache.config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
 from ..cache.layout import RUN_RECORDS_DIR, text_datasets
+from ..config.checks import token_storage_dtype
 from ..errors import ConfigError
 from ..records import Reject
 from ..sinks.hdf5.commit import commit_cache
-from ..tokenizers.base import token_storage_dtype
 from ..version import __version__
 from ..writers.staging import StagedRow, write_staged_unit
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..config import TokenizerConfig
+from ..config.checks import token_storage_dtype
 from ..config.schema import NoOptions
 from ..decode.device_convert import yuv_to_input
 from ..decode.modality_frames import ModalityFrames
@@ -126,11 +127,6 @@ class Tokenizer(ABC):
 
         Recorded in cache_config.json; never contains paths, hosts or times.
         """
-
-
-def token_storage_dtype(vocabulary: int) -> str:
-    """uint16 while every id fits (the Cosmos DV vocabulary of 64,000 does), uint32 beyond."""
-    return "uint16" if vocabulary <= 1 << 16 else "uint32"
 
 
 # uint8 v -> v / 127.5 - 1, computed once in float64 and rounded once.
