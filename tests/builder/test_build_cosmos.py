@@ -1,6 +1,7 @@
-"""A build with a Cosmos tokenizer end to end: a tiny table dataset encoded by cosmos-cv8x8x8 (and cosmos-dv8x8x8)
-from a released-style hub folder (our modules traced at width 2, random weights), then `latentforge verify` and a
-deep verify, whose re-encode compares the stored rows with a fresh encode bit for bit."""
+"""A build with a Cosmos tokenizer end to end: a tiny table dataset encoded by cosmos-cv8x8x8 from a released-style
+hub folder (our modules traced at width 2, random weights), then `latentforge verify` and a deep verify, whose
+re-encode compares the stored rows with a fresh encode bit for bit. The discrete tokenizers' token caches:
+test_build_cosmos_tokens.py."""
 
 from __future__ import annotations
 
@@ -20,9 +21,8 @@ from latentforge.verification.quality import QualityThresholds
 
 
 @pytest.mark.slow  # a whole build and a deep verify: ~18 s on a shared CPU
-@pytest.mark.parametrize("family, channels", [("CV", 16), ("DV", 6)])
-def test_a_cosmos_cache_builds_and_verifies(tmp_path, family, channels):
-    name = f"cosmos-{family.lower()}8x8x8"
+def test_a_cosmos_cache_builds_and_verifies(tmp_path):
+    family, channels, name = "CV", 16, "cosmos-cv8x8x8"
     model = randomise(CosmosVideoAutoencoder(released(family, 8, 8).narrowed(2, (2, 4, 4), 1, 16)).eval(), seed=12)
     checkpoint = save_hub_folder(tmp_path / f"Cosmos-Tokenizer-{family}8x8x8", model)
     table = write_table(tiny_world(tmp_path / "world", clips=2)[:1], tmp_path / "world" / "samples.csv")
@@ -37,9 +37,6 @@ def test_a_cosmos_cache_builds_and_verifies(tmp_path, family, channels):
     with h5py.File(root / row["shard_path"], "r") as shard:
         stored = shard["video_latent_state"][row["cache_row"]]
     assert stored.shape == (channels, 2, 2, 2) and np.abs(stored).max() > 0.1  # 1 + 8/8 latent frames of 16/8 px
-    if family == "DV":  # FSQ codes: multiples of 1/4 (levels 8) and 1/2 (levels 5), held exactly by float16
-        steps = np.array([4, 4, 4, 2, 2, 2]).reshape(6, 1, 1, 1)
-        assert np.array_equal(stored * steps, np.round(stored * steps)) and np.abs(stored).max() <= 1
 
     assert main(["verify", str(root)]) == 0
     anything = QualityThresholds(-np.inf, -np.inf, -np.inf, -np.inf)  # random weights decode to noise

@@ -10,6 +10,7 @@ from helpers import REPO
 
 TRAIN_TINY = REPO / "examples" / "train_tiny.py"
 TRAIN_BUCKETS = REPO / "examples" / "train_buckets.py"
+TRAIN_TOKENS = REPO / "examples" / "train_tokens.py"
 
 
 def _load(name: str, path) -> ModuleType:
@@ -26,3 +27,7 @@ def load_train_tiny() -> ModuleType:
 
 def load_train_buckets() -> ModuleType:
     return _load("train_buckets", TRAIN_BUCKETS)
+
+
+def load_train_tokens() -> ModuleType:
+    return _load("train_tokens", TRAIN_TOKENS)

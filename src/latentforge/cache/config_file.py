@@ -15,12 +15,13 @@ from typing import Any
 
 from .. import registry
 from ..config import BuildConfig
+from ..config.checks import token_storage_dtype
 from ..config.schema import single_shape_frames
 from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, ConfigError, DamagedFile
 from ..io import write_text_atomic
 from ..text.pickles import uses_pickles
 from ..version import __version__
-from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection
+from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
 from .encoded_by import EncodedBy
 from .layout import CACHE_CONFIG, ShardSchema
 from .model_record import TextRecord
@@ -92,6 +93,16 @@ class CacheConfig:
         """"source", or the target rate the frames were resampled to; None when not recorded."""
         return None if self.frames.get("fps") is None else str(self.frames["fps"])
 
+    @property
+    def tokens(self) -> TokenSection | None:
+        """The token ids' vocabulary and grid when a discrete tokenizer made the cache; None for float latents."""
+        return self.latent.tokens
+
+    @property
+    def latent_dtype(self) -> str:
+        """The latent dataset's dtype: storage_dtype (which the text embeddings always use), or the token ids'."""
+        return self.storage_dtype if self.tokens is None else self.tokens.dtype
+
     def modality(self, name: str) -> ModalityEntry:
         for entry in self.latent.modalities:
             if entry.name == name:
@@ -108,6 +119,8 @@ class CacheConfig:
             latent_dataset=self.latent.dataset,
             latent_shape=tuple(self.latent.shape),
             storage_dtype=self.storage_dtype,
+            latent_dtype=self.latent_dtype,
+            vocabulary=None if self.tokens is None else self.tokens.vocabulary,
             rows_per_shard=self.rows_per_shard,
             text_prefix=None if text is None else text.prefix,
             text_dim=None if text is None else text.dim,
@@ -150,7 +163,7 @@ class CacheConfig:
             rows_per_shard=config.output.rows_per_shard,
             storage_dtype=config.output.storage_dtype,
             latent=LatentSection(config.output.latent_dataset, tuple(latent_shape), modalities, "rgb", (0, 1),
-                                 "tokenizer"),
+                                 "tokenizer", _token_section(tokenizer_fingerprint, latent_shape)),
             tokenizer=dict(tokenizer_fingerprint),
             text=None if text is None else _text_section(config, text),
             frames={**single_shape_frames(config.frames), "pixel_range": PIXEL_RANGE},
@@ -284,6 +297,17 @@ class CacheConfig:
                        "batch_size": (self.build or {})["batch_size"]},
             "run": {"seed": (self.build or {})["seed"]},
         }
+
+
+def _token_section(fingerprint: dict[str, Any], latent_shape: tuple[int, ...]) -> TokenSection | None:
+    """What a discrete tokenizer's fingerprint says of its ids (its output, vocabulary and FSQ levels)."""
+    if fingerprint.get("output") != "tokens":
+        return None
+    vocabulary = int(fingerprint["vocabulary"])
+    levels = fingerprint.get("fsq_levels")
+    _, frames, height, width = latent_shape
+    return TokenSection(token_storage_dtype(vocabulary), vocabulary, None if levels is None else tuple(levels),
+                        (frames, height, width))
 
 
 def _text_padding(text: TextSection) -> str:

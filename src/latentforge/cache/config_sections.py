@@ -25,17 +25,47 @@ class ModalityEntry:
 
 
 @dataclass(frozen=True)
+class TokenSection:
+    """A discrete tokenizer's cache: each row holds token ids [M, T', H', W'] (one stream per modality)."""
+
+    dtype: str  # uint16 while the vocabulary fits
+    vocabulary: int  # ids are in [0, vocabulary)
+    levels: tuple[int, ...] | None  # FSQ levels, first channel least significant (id = mixed-radix number)
+    grid: tuple[int, int, int]  # [T', H', W'] of one modality's ids
+
+    @property
+    def sequence_length(self) -> int:
+        """T' * H' * W': one modality's ids flattened in (t, h, w) raster order."""
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "vocabulary": self.vocabulary,
+                "fsq_levels": None if self.levels is None else list(self.levels), "grid": list(self.grid),
+                "sequence_length": self.sequence_length}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TokenSection:
+        levels = data.get("fsq_levels")
+        grid = [int(v) for v in data["grid"]]
+        return cls(str(data["dtype"]), int(data["vocabulary"]), None if levels is None else tuple(map(int, levels)),
+                   (grid[0], grid[1], grid[2]))
+
+
+@dataclass(frozen=True)
 class LatentSection:
     dataset: str
-    shape: tuple[int, ...]  # [C_total, T', H', W'] of one row
+    shape: tuple[int, ...]  # [C_total, T', H', W'] of one row; tokens: [M, T', H', W']
     modalities: tuple[ModalityEntry, ...]
     conditioning_modality: str | None
     conditioning_frames: tuple[int, int]  # [start, end) latent frames of the conditioning modality
     normalization: str
+    tokens: TokenSection | None = None  # a discrete tokenizer's ids; None: float latents
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"dataset": self.dataset, "shape": list(self.shape),
-                                "modalities": [m.to_json() for m in self.modalities]}
+        data: dict[str, Any] = {"dataset": self.dataset, "shape": list(self.shape)}
+        if self.tokens is not None:  # only then: a latent cache's file keeps its bytes
+            data["tokens"] = self.tokens.to_json()
+        data["modalities"] = [m.to_json() for m in self.modalities]
         if self.conditioning_modality is not None:
             data["conditioning"] = {"modality": self.conditioning_modality,
                                     "latent_frames": list(self.conditioning_frames)}
@@ -48,8 +78,9 @@ class LatentSection:
                                          str(m["role"])) for m in data["modalities"])
         conditioning = data.get("conditioning") or {}
         frames = tuple(int(v) for v in conditioning.get("latent_frames", (0, 1)))
+        tokens = None if data.get("tokens") is None else TokenSection.from_json(data["tokens"])
         return cls(str(data["dataset"]), tuple(int(v) for v in data["shape"]), modalities,
-                   conditioning.get("modality"), (frames[0], frames[1]), str(data.get("normalization")))
+                   conditioning.get("modality"), (frames[0], frames[1]), str(data.get("normalization")), tokens)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ class CacheExpectation:
     text_encoder: str | None = None  # t5 | umt5 | none
     text_dim: int | None = None
     text_max_length: int | None = None
+    vocabulary: int | None = None  # token caches: ids are in [0, vocabulary); a float-latent cache has none (0)
+    token_grid: tuple[int, ...] | None = None  # token caches: [T', H', W'] of one modality's ids; latents: ()
 
     @classmethod
     def coerce(cls, value: "CacheExpectation | dict[str, Any] | None") -> "CacheExpectation":
@@ -60,7 +62,7 @@ class CacheExpectation:
         if unknown:
             raise ConfigError(f"unknown expect= key {unknown[0]!r}; allowed keys: {', '.join(allowed)}")
         data = dict(value)
-        for key in ("modalities", "latent_shape"):
+        for key in ("modalities", "latent_shape", "token_grid"):
             if data.get(key) is not None:
                 data[key] = tuple(data[key])
         return cls(**data)
@@ -92,6 +94,8 @@ def _found(config: CacheConfig, modalities: tuple[str, ...]) -> dict[str, Any]:
         "text_encoder": "none" if text is None else text.name,
         "text_dim": None if text is None else text.dim,
         "text_max_length": None if text is None else text.max_length,
+        "vocabulary": 0 if config.tokens is None else config.tokens.vocabulary,
+        "token_grid": () if config.tokens is None else config.tokens.grid,
     }
 
 

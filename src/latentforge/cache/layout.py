@@ -137,12 +137,14 @@ class ShardSchema:
 
     latent_dataset: str
     latent_shape: tuple[int, ...]  # [C_total, T', H', W']
-    storage_dtype: str  # float16 | float32
+    storage_dtype: str  # float16 | float32: the text embeddings', and the latents' unless latent_dtype says
     rows_per_shard: int
     text_prefix: str | None  # "t5" -> t5_text_embeddings / t5_text_length; None: no text datasets
     text_dim: int | None
     max_length: int
     text_storage: str = PADDED  # padded: [N, max_length, D]; trimmed: [N] variable-length (text_rows.py)
+    latent_dtype: str | None = None  # the token ids' unsigned integer dtype; None: storage_dtype
+    vocabulary: int | None = None  # token ids: every stored id is below it; None: float latents
 
     @property
     def embeddings_dataset(self) -> str:
@@ -154,7 +156,7 @@ class ShardSchema:
 
     def dataset_specs(self, rows: int) -> DatasetSpecs:
         """{dataset name: (dtype, full shape)} of a shard with `rows` rows, in writing order."""
-        specs = {self.latent_dataset: (np.dtype(self.storage_dtype), (rows, *self.latent_shape))}
+        specs = {self.latent_dataset: (np.dtype(self.latent_dtype or self.storage_dtype), (rows, *self.latent_shape))}
         if self.text_prefix is not None:
             specs[self.embeddings_dataset] = (
                 (trimmed_dtype(self.storage_dtype), (rows,)) if self.text_storage == TRIMMED

@@ -50,17 +50,26 @@ def _shape(values: list[int] | tuple[int, ...]) -> str:
 
 
 def _latent_lines(config: CacheConfig, context: dict[str, Any]) -> list[str]:
-    latent, tokenizer = config.latent, config.tokenizer
-    lines = [f"- Latent: `{latent.dataset}` {config.storage_dtype} `{_shape(latent.shape)}` per sample "
-             "(channels, latent frames, height, width)."]
+    latent, tokenizer, tokens = config.latent, config.tokenizer, config.tokens
+    if tokens is None:
+        lines = [f"- Latent: `{latent.dataset}` {config.storage_dtype} `{_shape(latent.shape)}` per sample "
+                 "(channels, latent frames, height, width)."]
+    else:
+        lines = [f"- Token ids: `{latent.dataset}` {tokens.dtype} `{_shape(latent.shape)}` per sample (modality, "
+                 f"latent frames, height, width), each in [0, {tokens.vocabulary}); flattened in (t, h, w) raster "
+                 f"order a modality is a sequence of {tokens.sequence_length} tokens."]
     for modality in latent.modalities:
         lo, hi = modality.channels
         lines.append(f"  - `{modality.name}`: channels {lo}..{hi - 1}, role `{modality.role}`")
     if latent.conditioning_modality is not None:
         lines.append(f"  - Conditioning: `{latent.conditioning_modality}` latent frames "
                      f"{_shape(latent.conditioning_frames)}; the other modalities are prediction targets.")
-    lines.append(f"- Tokenizer: `{tokenizer.get('name')}`, precision `{tokenizer.get('precision')}`, latents "
-                 f"normalised by `{latent.normalization}` statistics (posterior mean).")
+    if tokens is None:
+        lines.append(f"- Tokenizer: `{tokenizer.get('name')}`, precision `{tokenizer.get('precision')}`, latents "
+                     f"normalised by `{latent.normalization}` statistics (posterior mean).")
+    else:
+        lines.append(f"- Tokenizer: `{tokenizer.get('name')}`, precision `{tokenizer.get('precision')}`, FSQ levels "
+                     f"`{_shape(tokens.levels or ())}`.")
     if config.checkpoint_sha256:
         lines.append(f"  - Checkpoint SHA-256: `{config.checkpoint_sha256}`")
     if context.get("tokenizer_note"):
@@ -88,7 +97,7 @@ def _text_lines(config: CacheConfig, context: dict[str, Any]) -> list[str]:
 
 def _dataset_table(config: CacheConfig) -> list[str]:
     latent, text, dtype = config.latent, config.text, config.storage_dtype
-    rows = [f"{latent.dataset}  {dtype}  [N, {', '.join(str(v) for v in latent.shape)}]"]
+    rows = [f"{latent.dataset}  {config.latent_dtype}  [N, {', '.join(str(v) for v in latent.shape)}]"]
     if text is not None:
         shape = "[N] variable-length" if text.storage == TRIMMED else f"[N, {text.max_length}, {text.dim}]"
         rows.append(f"{text.embeddings_dataset}  {dtype}  {shape}")

@@ -55,7 +55,7 @@ def _cache_lines(summary: CacheSummary) -> str:
         f"  samples   {config.num_samples} in {len(summary.shards)} shard(s), {summary.bytes / 2**20:.1f} MiB; "
         f"rejected {sum(summary.rejects.values())}{by_reason(summary.rejects)}",
         f"  preset    {config.preset}",
-        f"  latent    {config.latent.dataset} {config.storage_dtype} {list(config.latent.shape)}: "
+        f"  latent    {config.latent.dataset} {config.latent_dtype} {list(config.latent.shape)}: "
         + ", ".join(f"{m.name} {m.channels[0]}..{m.channels[1] - 1}" for m in config.latent.modalities),
         f"  tokenizer {config.tokenizer_name} ({config.precision})"
         + (f", checkpoint sha256 {config.checkpoint_sha256}" if config.checkpoint_sha256 else ""),

@@ -32,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     for label, one in reports.items():
         computed = one.stats
+        if computed.tokens is not None:
+            out.print(_token_table(computed, label))
+            continue
         table = Table("modality", "channels", "mean (min..max over channels)", "std (min..max)", "extreme fraction",
                       title=f"{label}{computed.num_samples} samples, {computed.latent_dataset} {computed.latent_shape}")
         for m in computed.modalities:
@@ -47,3 +50,20 @@ def run(args: argparse.Namespace) -> int:
     for one in reports.values():
         out.print(f"open {one.html} in a browser for the plots")
     return 0
+
+
+def _token_table(computed, label: str):
+    """A discrete-token cache's summary: vocabulary use, entropy and the lowest-entropy samples."""
+    from rich.table import Table
+
+    tokens = computed.tokens
+    table = Table("what", "value", title=f"{label}{computed.num_samples} samples, token ids "
+                  f"{computed.latent_dataset} {computed.latent_shape}")
+    table.add_row("ids used", f"{tokens.used_ids} of {tokens.vocabulary} ({tokens.utilisation:.2%})")
+    if tokens.level_utilisation is not None:
+        table.add_row("levels used per FSQ channel", " ".join(f"{u:.0%}" for u in tokens.level_utilisation))
+    table.add_row("sequence lengths", ", ".join(f"{k}: {v}" for k, v in tokens.sequence_lengths.items()))
+    table.add_row("entropy per sample (bits)", ", ".join(f"{k} {v:.3f}" for k, v in tokens.entropy_bits.items()))
+    table.add_row("top ids", ", ".join(f"{int(i)} ({f:.2%})" for i, _, f in tokens.top_ids[:5]))
+    table.add_row("lowest entropy", ", ".join(f"{s.sample_id} {s.entropy_bits:.2f}" for s in tokens.low_entropy[:3]))
+    return table

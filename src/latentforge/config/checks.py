@@ -35,6 +35,12 @@ _FILTERS = {"swscale": ("bilinear", "bicubic", "area", "lanczos"), "torch": ("bi
 _WINDOWS = re.compile(r"^(one|every \d+)$")
 
 
+def token_storage_dtype(vocabulary: int) -> str:
+    """The dtype of a discrete tokenizer's cache, which output.storage_dtype (float) does not govern: uint16 while
+    every id fits (the Cosmos DV vocabulary of 64,000 does), uint32 beyond."""
+    return "uint16" if vocabulary <= 1 << 16 else "uint32"
+
+
 def _get(config: BuildConfig, dotted: str) -> Any:
     node: Any = config
     for part in dotted.split("."):

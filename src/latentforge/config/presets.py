@@ -50,6 +50,25 @@ PRESETS: dict[str, dict[str, Any]] = {
         "text": {"name": "umt5", "max_length": 512},
         "output": {"latent_dataset": "video_latent_state"},
     },
+    # Cosmos-Predict1 diffusion Text2World / Video2World: 121 frames of 704x1280 at 24 fps through the continuous
+    # CV8x8x8 tokenizer (cosmos-predict1 diffusion/inference/world_generation_pipeline.py) -> [16, 16, 88, 160].
+    "cosmos-predict1-diffusion": {
+        "frames": {"num_frames": 121, "height": 704, "width": 1280, "fps": "24", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "cosmos-cv8x8x8", "precision": "bf16"},
+        "text": {"name": "t5", "max_length": 512},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+    # Cosmos-Predict1 autoregressive Video2World: 33 frames of 640x1024 through the discrete DV8x16x16 tokenizer
+    # (cosmos-predict1 autoregressive/inference/world_generation_pipeline.py) -> token ids [1, 5, 40, 64], a
+    # sequence of 12,800 tokens.
+    "cosmos-predict1-autoregressive": {
+        "frames": {"num_frames": 33, "height": 640, "width": 1024, "fps": "source", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "cosmos-dv8x16x16", "precision": "bf16"},
+        "text": {"name": "t5", "max_length": 512},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
     # Wan2.2 TI2V-5B fine-tuning: its own VAE (48 channels, 4x16x16) in fp32 as official Wan2.2 runs it, umT5 text
     # (d_model 4096), 121 frames of 704x1280 at 24 fps -> latent [48, 31, 44, 80] per modality.
     "wan2.2-ti2v-5b": {

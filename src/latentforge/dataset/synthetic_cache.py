@@ -4,6 +4,9 @@ as units and committed, so the result is a complete, checksummed, verified cache
 No video and no tokenizer: rows are generated. "structured" content is learnable (per-class patterns that move
 over latent frames; mask and depth are functions of RGB; the text embedding names the class), so a model
 trained on it must beat a constant predictor. "noise" content is a cheap fill of realistic size for I/O work.
+With `vocabulary` set the rows are token ids of a discrete-token cache (one id stream per modality): each class
+walks the vocabulary in its own stride from its own start, one id in ten replaced at random, so a next-token model
+can learn it.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..cache.config_file import PIXEL_RANGE, CacheConfig
-from ..cache.config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection
+from ..cache.config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
 from ..cache.layout import RUN_RECORDS_DIR, text_datasets
+from ..config.checks import token_storage_dtype
+from ..errors import ConfigError
 from ..records import Reject
 from ..sinks.hdf5.commit import commit_cache
 from ..version import __version__
@@ -44,6 +49,8 @@ class SyntheticCacheSpec:
     latent_dataset: str = "perception_latent_state"
     content: str = "structured"  # structured | noise
     seed: int = 0
+    vocabulary: int = 0  # > 0: token ids in [0, vocabulary) (channels must be 1); 0: float latents
+    fsq_levels: tuple[int, ...] | None = None  # recorded with the ids; their product is the vocabulary
     tokenizer: dict[str, Any] = field(
         default_factory=lambda: {"name": "wan2.1", "checkpoint_sha256": "0" * 64, "precision": "cosmos-bf16",
                                  "latent_channels": 16, "temporal_factor": 4, "spatial_factor": 8, "causal": True}
@@ -61,7 +68,11 @@ class SyntheticCacheSpec:
 def write_synthetic_cache(root: str | Path, spec: SyntheticCacheSpec = SyntheticCacheSpec()) -> Path:
     """Write a complete cache under `root` (created); return the root."""
     root = Path(root)
+    if spec.vocabulary and (spec.channels != 1 or spec.content != "structured"):
+        raise ConfigError(f"a token cache has one id stream per modality and structured content; got "
+                          f"channels={spec.channels}, content={spec.content!r}")
     rows = _Rows(spec)
+    dtype = token_storage_dtype(spec.vocabulary) if spec.vocabulary else spec.storage_dtype
     staging = root / RUN_RECORDS_DIR
     units = []
     planned: dict[int, list[int]] = {}
@@ -72,7 +83,7 @@ def write_synthetic_cache(root: str | Path, spec: SyntheticCacheSpec = Synthetic
         planned[unit] = list(sources)
         kept = [rows.dataset_index(s) for s in sources if s not in rejected]
         staged = [rows.staged_row(index, unit, k // BATCH) for k, index in enumerate(kept)]
-        latents = np.stack([rows.sample(i) for i in kept]).astype(spec.storage_dtype)
+        latents = np.stack([rows.sample(i) for i in kept]).astype(dtype)
         texts = [rows.text(i) for i in kept] if spec.text_name is not None else None
         units.append(write_staged_unit(
             staging, unit, staged, latents,
@@ -125,6 +136,8 @@ class _Rows:
 
     def sample(self, index: int) -> np.ndarray:
         spec = self.spec
+        if spec.vocabulary:
+            return self.tokens(index)
         if spec.content == "noise":
             return np.roll(self.noise, index).reshape(spec.latent_shape)
         rng = np.random.default_rng((spec.seed, 0, index))
@@ -135,6 +148,19 @@ class _Rows:
         rgb = rgb + 0.05 * rng.standard_normal(rgb.shape)
         parts = [np.tanh(np.einsum("dc,cthw->dthw", mix, rgb)) if i else rgb for i, mix in enumerate(self.mixes)]
         return np.concatenate(parts, axis=0)
+
+    def tokens(self, index: int) -> np.ndarray:
+        """[M, T', H', W'] ids: in raster order, class k steps by 2k+1 from start 37k (+ 11 per modality); one id in
+        ten random."""
+        spec = self.spec
+        rng = np.random.default_rng((spec.seed, 2, index))
+        length = spec.latent_frames * spec.latent_height * spec.latent_width
+        k = index % len(CLASSES)
+        starts = 37 * k + 11 * np.arange(len(spec.modalities))[:, None]
+        walk = starts + (2 * k + 1) * np.arange(length)
+        walk = np.where(rng.random(walk.shape) < 0.1, rng.integers(spec.vocabulary, size=walk.shape), walk)
+        return (walk % spec.vocabulary).reshape(len(spec.modalities), spec.latent_frames, spec.latent_height,
+                                                spec.latent_width)
 
     def staged_row(self, index: int, unit: int, batch: int) -> StagedRow:
         spec = self.spec
@@ -159,14 +185,20 @@ def _cache_config(spec: SyntheticCacheSpec) -> CacheConfig:
     if spec.text_name is not None:
         embeddings, lengths = text_datasets(spec.text_name)
         text = TextSection(spec.text_name, embeddings, lengths, spec.text_dim, spec.max_length, True)
+    tokens, tokenizer = None, dict(spec.tokenizer)
+    if spec.vocabulary:
+        tokens = TokenSection(token_storage_dtype(spec.vocabulary), spec.vocabulary, spec.fsq_levels,
+                              (spec.latent_frames, spec.latent_height, spec.latent_width))
+        tokenizer.update({"latent_channels": 1, "output": "tokens", "vocabulary": spec.vocabulary,
+                          "fsq_levels": None if spec.fsq_levels is None else list(spec.fsq_levels)})
     modalities = tuple(ModalityEntry(name, (i * spec.channels, (i + 1) * spec.channels),
                                      CONDITIONING_ROLE if name == "rgb" else "target")
                        for i, name in enumerate(spec.modalities))
     return CacheConfig(
         latentforge_version=__version__, preset=None, num_samples=0, num_shards=0,
         rows_per_shard=spec.rows_per_shard, storage_dtype=spec.storage_dtype,
-        latent=LatentSection(spec.latent_dataset, spec.latent_shape, modalities, "rgb", (0, 1), "tokenizer"),
-        tokenizer=dict(spec.tokenizer), text=text,
+        latent=LatentSection(spec.latent_dataset, spec.latent_shape, modalities, "rgb", (0, 1), "tokenizer", tokens),
+        tokenizer=tokenizer, text=text,
         frames={"num_frames": spec.num_frames, "height": spec.latent_height * 8, "width": spec.latent_width * 8,
                 "fps": "source", "window": "start", "windows": "one", "resize": "cover_crop",
                 "resize_backend": "swscale", "resize_filter": "bicubic", "pixel_range": PIXEL_RANGE},

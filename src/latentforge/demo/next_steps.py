@@ -10,20 +10,25 @@ from pathlib import Path
 
 # Present in a source checkout (the editable install of the README), absent from an installed wheel.
 TRAIN_EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_tiny.py"
+TOKENS_EXAMPLE = TRAIN_EXAMPLE.with_name("train_tokens.py")  # for a discrete-token cache
 
 
-def next_commands(root: Path) -> list[tuple[str, str]]:
-    """(command, what it shows) for the cache at `root`, with `root` as the demo was given it."""
+def next_commands(root: Path, tokens: bool = False) -> list[tuple[str, str]]:
+    """(command, what it shows) for the cache at `root`, with `root` as the demo was given it; `tokens`: the cache
+    holds token ids."""
     cache = shlex.quote(str(root))
+    checked, measured = ("token ids", "token") if tokens else ("finite values", "per-channel")
     commands = [
-        (f"latentforge verify {cache}", "checksums, manifest, shards, finite values"),
+        (f"latentforge verify {cache}", f"checksums, manifest, shards, {checked}"),
         (f"latentforge inspect {cache}", "counts, shapes, tokenizer and text model"),
-        (f"latentforge stats {cache}", "per-channel statistics, plots and an HTML report"),
+        (f"latentforge stats {cache}", f"{measured} statistics, plots and an HTML report"),
         (f"latentforge preview {cache} --samples 2", "decoded samples next to their sources"),
     ]
-    if TRAIN_EXAMPLE.is_file():
-        script = shlex.quote(_as_typed(TRAIN_EXAMPLE))
-        commands.append((f"python {script} --cache {cache}", "a tiny model trained on the cache, on the CPU"))
+    example = TOKENS_EXAMPLE if tokens else TRAIN_EXAMPLE
+    if example.is_file():
+        script = shlex.quote(_as_typed(example))
+        what = "a tiny next-token model" if tokens else "a tiny model"
+        commands.append((f"python {script} --cache {cache}", f"{what} trained on the cache, on the CPU"))
     return commands
 
 

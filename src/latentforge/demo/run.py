@@ -1,5 +1,6 @@
 """`latentforge demo`: generate a world and a tiny T5, build the perception layout with haar-4x8x8, deep-verify,
-report.
+report. With `tokenizer="cosmos-dv8x16x16"` the same world goes through a tiny random Cosmos DV tokenizer into a
+discrete-token cache, whose token statistics the report then holds.
 
 Runs end to end on a laptop CPU in well under a minute; every step uses the same code as a real build.
 """
@@ -17,10 +18,17 @@ from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORDS_DIR
 from ..config import BuildConfig
 from ..configure import load_config
+from ..errors import ConfigError
+from ..report.stats_report import stats
+from ..report.token_statistics import TokenStats
 from ..verification.deep import verify_deep
+from ..verification.quality import QualityThresholds
 from ..verification.reencode import Overrides
 from .tiny_text_model import make_tiny_t5
+from .tiny_tokenizer import make_tiny_cosmos_dv
 from .world import make_world
+
+DV_DEMO = "cosmos-dv8x16x16"
 
 
 @dataclass
@@ -34,9 +42,14 @@ class DemoReport:
     seconds: float
     psnr_db: dict[str, float]
     verified: bool
+    tokens: TokenStats | None = None  # a discrete-token demo's statistics (latentforge stats)
 
 
-def demo_config(world: Path, table: Path, model: Path, root: Path, device: str) -> BuildConfig:
+DEMO_TOKENIZERS = ("haar-4x8x8", DV_DEMO)
+
+
+def demo_config(world: Path, table: Path, model: Path, root: Path, device: str,
+                tokenizer: dict[str, str] | None = None) -> BuildConfig:
     return load_config(
         preset="openvid-perception-stage1",
         extra={
@@ -50,7 +63,7 @@ def demo_config(world: Path, table: Path, model: Path, root: Path, device: str) 
             },
             "frames": {"num_frames": 17, "height": 64, "width": 96},
             "modalities": {"mask": {"ids": [0, 1, 2, 3]}},
-            "tokenizer": {"name": "haar-4x8x8", "precision": "fp32"},
+            "tokenizer": tokenizer or {"name": "haar-4x8x8", "precision": "fp32"},
             "text": {"name": "t5", "path": str(model), "precision": "fp32"},
             "output": {"root": str(root), "rows_per_shard": 4, "unit_size": 4, "batch_size": 2},
             "run": {"device": device},
@@ -58,7 +71,9 @@ def demo_config(world: Path, table: Path, model: Path, root: Path, device: str) 
     )
 
 
-def run_demo(folder: Path, device: str = "cpu", quiet: bool = False) -> DemoReport:
+def run_demo(folder: Path, device: str = "cpu", quiet: bool = False, tokenizer: str = "haar-4x8x8") -> DemoReport:
+    if tokenizer not in DEMO_TOKENIZERS:
+        raise ConfigError(f"--tokenizer {tokenizer!r}: the demo runs {' or '.join(DEMO_TOKENIZERS)}")
     started = time.perf_counter()
     folder = Path(folder)
     world = folder / "world"
@@ -66,9 +81,18 @@ def run_demo(folder: Path, device: str = "cpu", quiet: bool = False) -> DemoRepo
     captions = [row["caption"] for row in _csv_rows(table)]
     model = make_tiny_t5(folder / "models" / "tiny-t5", corpus=captions * 4)
     root = folder / "cache"
-    config = demo_config(world, table, model, root, device)
+    discrete = tokenizer == DV_DEMO
+    chosen = None
+    if discrete:
+        checkpoint = make_tiny_cosmos_dv(folder / "models")
+        chosen = {"name": DV_DEMO, "checkpoint": str(checkpoint), "precision": "fp32"}
+    config = demo_config(world, table, model, root, device, chosen)
     result = build(config, overwrite=True, quiet=quiet)
-    report = verify_deep(root, indices=[0, 1, 2], overrides=Overrides(device=device))  # integrity included
+    # an untrained tokenizer decodes to noise: its PSNR is reported, not judged
+    thresholds = QualityThresholds(-np.inf, -np.inf, -np.inf, -np.inf) if discrete else QualityThresholds()
+    report = verify_deep(root, indices=[0, 1, 2], overrides=Overrides(device=device),
+                         thresholds=thresholds)  # integrity included
+    tokens = stats(root).stats.tokens if discrete else None  # written to ROOT/build/stats
     cache_config = CacheConfig.load(root)
     text = cache_config.text
     cache_bytes = sum(p.stat().st_size for p in root.rglob("*")
@@ -84,6 +108,7 @@ def run_demo(folder: Path, device: str = "cpu", quiet: bool = False) -> DemoRepo
         psnr_db={name: float(np.mean([q.psnr_db for q in report.quality if q.modality == name]))
                  for name in config.modalities.names},
         verified=report.ok,
+        tokens=tokens,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..cache.config_file import CacheConfig
 from ..cache.layout import SUMS
 from ..errors import ConfigError, DamagedFile, ForcedWarning
 from ..hashing import sha256_file
@@ -48,6 +49,11 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
     if target not in TARGETS:
         raise ConfigError(f"export target {target!r} is not known; allowed: {', '.join(TARGETS)}")
     root = local_hdf5_cache(root, "export")
+    tokens = CacheConfig.load(root).tokens
+    if tokens is not None:
+        raise ConfigError(f"{root} holds token ids (a discrete tokenizer's, vocabulary {tokens.vocabulary}), not "
+                          f"latents; the {target} target writes float latents for diffusion trainers. Read the ids "
+                          "with LatentCacheDataset (docs/dataset.md), or build with a continuous tokenizer")
     dataset = LatentCacheDataset(root, modalities)
     if dataset.config.text is None:
         raise ConfigError(f"{dataset.root} holds no text embeddings, which every export target needs; export a "

@@ -24,8 +24,8 @@ from .sample import SamplePixels
 
 
 def encode_on_device(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, ...]) -> torch.Tensor:
-    """[B, C_total, T', H', W'] float32 on the tokenizer's device, each modality through the tokenizer and the
-    channels concatenated; launched, not waited for."""
+    """[B, C_total, T', H', W'] float32 (a token tokenizer: int64 ids, one stream per modality) on the tokenizer's
+    device, each modality through the tokenizer and the channels concatenated; launched, not waited for."""
     with torch.inference_mode():
         return _encode_uploaded(_upload(batch, tokenizer, names), tokenizer)
 
@@ -36,7 +36,9 @@ def _upload(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, .
 
 
 def _encode_uploaded(uploaded: dict, tokenizer: Tokenizer) -> torch.Tensor:
-    latents = [tokenizer.encode(expand_frames(frames)).float() for frames in uploaded.values()]
+    latents = [tokenizer.encode(expand_frames(frames)) for frames in uploaded.values()]
+    if tokenizer.output == "latents":
+        latents = [latent.float() for latent in latents]
     return torch.cat(latents, dim=1)
 
 

@@ -91,7 +91,13 @@ class UnitContext:
 
     @property
     def storage_dtype(self) -> np.dtype:
+        """The text embeddings' dtype."""
         return np.dtype(self.config.output.storage_dtype)
+
+    @property
+    def latent_dtype(self) -> np.dtype:
+        """The latents' dtype: storage_dtype, or an unsigned integer for token ids."""
+        return np.dtype(type(self.tokenizer).latent_storage_dtype(self.config.output.storage_dtype))
 
     def close(self) -> None:
         """Stop the text thread (after the last unit)."""
@@ -146,7 +152,7 @@ def encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
     concatenated."""
     latents = encode_on_device(batch, ctx.tokenizer, ctx.config.modalities.names).cpu()
     fault_point("encode")
-    return latents.numpy().astype(ctx.storage_dtype)
+    return latents.numpy().astype(ctx.latent_dtype)
 
 
 def _row_shape(ctx: UnitContext) -> tuple[int, ...]:
@@ -226,9 +232,9 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         text_clock = DeviceClock(ctx.tokenizer.device)
         text = ctx.text_source.rows(prompts, pickled)
         text_clock.stop()
-    stacked = queue.finish(ctx.storage_dtype)
+    stacked = queue.finish(ctx.latent_dtype)
     if stacked is None:
-        stacked = np.zeros((0, *_row_shape(ctx)), dtype=ctx.storage_dtype)
+        stacked = np.zeros((0, *_row_shape(ctx)), dtype=ctx.latent_dtype)
     if text_clock is not None:
         ctx.seconds["text"] += text_clock.seconds()
     text_embeddings = text_lengths = None

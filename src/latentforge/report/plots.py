@@ -102,7 +102,8 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def render_html(stats: CacheStats, plots: list[Path], title: str) -> str:
+def render_html(stats: CacheStats, plots: list[Path], title: str, extra: str = "") -> str:
+    """The page; `extra` is HTML placed after the plots (a token cache's tables)."""
     summary = [["samples", stats.num_samples], ["latent", f"{stats.latent_dataset} {stats.latent_shape} "
                f"{stats.storage_dtype}"], ["rows read", f"every {stats.rows_read[1]}"],
                ["truncated prompts", stats.truncated_prompts],
@@ -119,7 +120,7 @@ def render_html(stats: CacheStats, plots: list[Path], title: str) -> str:
         f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;max-width:1000px;margin:auto}}"
         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}"
         "img{max-width:100%}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>{_table(['what', 'value'], summary)}{images}"
-        f"<h2>Per channel</h2><p>|x| &ge; {stats.extreme:g} counts as extreme.</p>"
-        f"{_table(['modality', 'channel', 'mean', 'std', 'min', 'max', 'extreme'], channels)}"
-        "</body></html>\n")
+        f"<h1>{html.escape(title)}</h1>{_table(['what', 'value'], summary)}{images}{extra}"
+        + (f"<h2>Per channel</h2><p>|x| &ge; {stats.extreme:g} counts as extreme.</p>"
+           f"{_table(['modality', 'channel', 'mean', 'std', 'min', 'max', 'extreme'], channels)}" if channels else "")
+        + "</body></html>\n")

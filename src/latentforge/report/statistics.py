@@ -4,7 +4,8 @@ Per modality: per-channel and per-channel x per-latent-frame mean/std (populatio
 normalise with), min/max, the fraction of values with |x| >= `extreme`, and a fixed-bin value histogram.
 Also the text-length histogram, truncated prompts, rejects by reason and samples per source folder.
 Means and variances are merged exactly in float64 (Chan et al.), so they equal numpy's float64 statistics
-of the stored arrays up to rounding. docs/stats.md describes every field.
+of the stored arrays up to rounding. A discrete-token cache gets token statistics (token_statistics.py) in place
+of the per-channel ones. docs/stats.md describes every field.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..cache.rows import read_manifest, read_rejects
 from ..errors import ConfigError
 from ..io import atomic_path
 from ..reporting import Progress, start_step
+from .token_statistics import TokenAccumulator, TokenStats
 
 HISTOGRAM_EDGES = np.linspace(-8.0, 8.0, 65)  # beyond these, values count as under/overflow
 DEFAULT_EXTREME = 6.0
@@ -98,9 +100,14 @@ class CacheStats:
     rejects_by_reason: dict[str, int]
     samples_per_source: dict[str, int]  # parent folder of source_path -> samples
     rows_read: list[int] = field(default_factory=list)  # [first, step] of the rows used
+    tokens: TokenStats | None = None  # a discrete-token cache's (its `modalities` is then empty)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.tokens is None:
+            del data["tokens"]  # a latent cache's stats.json as before
+        else:
+            data["tokens"]["sequence_lengths"] = {str(k): v for k, v in self.tokens.sequence_lengths.items()}
         if self.text_lengths is not None:
             data["text_lengths"] = {str(k): v for k, v in sorted(self.text_lengths.items())}
         return data
@@ -156,14 +163,17 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
         raise ConfigError(f"--every {every}: use 1 (every sample) or a larger stride")
     config = CacheConfig.load(root)
     # the records first: a damaged one stops the run before the shards are read
-    truncated, sources = 0, Counter()
+    truncated, sources, sample_ids = 0, Counter(), {}
     if (root / MANIFEST).is_file():
         for manifest_row in read_manifest(root):
+            sample_ids[manifest_row.dataset_index] = manifest_row.sample_id
             truncated += int(manifest_row.prompt_truncated)
             sources[posixpath.dirname(manifest_row.source_path) or "."] += 1
     rejects = Counter(r.reason for r in read_rejects(root)) if (root / REJECTS).is_file() else Counter()
     latent = config.latent
-    accumulators = [_ModalityAccumulator(m.name, m.channels, latent.shape[1], extreme) for m in latent.modalities]
+    tokens = None if latent.tokens is None else TokenAccumulator(latent.tokens)
+    accumulators = [] if tokens is not None else [_ModalityAccumulator(m.name, m.channels, latent.shape[1], extreme)
+                                                  for m in latent.modalities]
     text = config.text
     lengths: Counter[int] = Counter()
     shards = [(rel, range(-start % every, end - start, every)) for rel, start, end in config.shard_paths()]
@@ -171,24 +181,26 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
     if total == 0:
         raise ConfigError(f"{root} holds no samples to take statistics of")
     advance = start_step(progress, "read", total)
-    for rel, wanted in shards:
+    for (rel, wanted), (_, start, _) in zip(shards, config.shard_paths()):
         with h5py.File(root / rel, "r") as shard:
             dataset = shard[latent.dataset]
             for row in wanted:
                 sample = dataset[row]  # one chunk: one sample in memory at a time
                 for accumulator in accumulators:
                     accumulator.add(sample)
+                if tokens is not None:
+                    tokens.add(start + row, sample)
                 advance(1)
             if text is not None:
                 lengths.update(int(v) for v in shard[text.length_dataset][wanted.start :: every])
     return CacheStats(
         num_samples=config.num_samples, latent_dataset=latent.dataset, latent_shape=list(latent.shape),
-        storage_dtype=config.storage_dtype, extreme=extreme, histogram_edges=HISTOGRAM_EDGES.tolist(),
+        storage_dtype=config.latent_dtype, extreme=extreme, histogram_edges=HISTOGRAM_EDGES.tolist(),
         modalities=[a.result() for a in accumulators],
         text_lengths=dict(sorted(lengths.items())) if text is not None else None,
         max_length=text.max_length if text is not None else None, truncated_prompts=truncated,
         rejects_by_reason=dict(sorted(rejects.items())), samples_per_source=dict(sorted(sources.items())),
-        rows_read=[0, every])
+        rows_read=[0, every], tokens=None if tokens is None else tokens.result(sample_ids))
 
 
 def check_cosmos_tokenizer(config: CacheConfig, root: Path) -> None:

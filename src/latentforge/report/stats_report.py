@@ -14,6 +14,7 @@ from ..sinks.dispatch import local_hdf5_cache
 from ..sinks.hdf5.structure import check_cache_structure
 from .plots import plot_channels, plot_counts, plot_frames, plot_histograms, render_html
 from .statistics import DEFAULT_EXTREME, CacheStats, check_cosmos_tokenizer, compute_stats, export_cosmos_mean_std
+from .token_plots import plot_rank_frequency, token_tables
 
 
 @dataclass
@@ -36,8 +37,13 @@ def write_stats_report(stats: CacheStats, folder: Path, title: str = "latentforg
     folder = Path(folder)
     stats_json = folder / "stats.json"
     write_text_atomic(stats_json, json.dumps(stats.to_json(), indent=2) + "\n")
-    plots = [plot_channels(stats, folder / "latent_channels.png"), plot_frames(stats, folder / "latent_frames.png"),
-             plot_histograms(stats, folder / "latent_values.png")]
+    if stats.tokens is None:
+        plots = [plot_channels(stats, folder / "latent_channels.png"),
+                 plot_frames(stats, folder / "latent_frames.png"), plot_histograms(stats, folder / "latent_values.png")]
+    else:
+        plots = [plot_counts(stats.tokens.sequence_lengths, "sequence length (one modality's ids, T'H'W')",
+                             "length", folder / "sequence_lengths.png"),
+                 plot_rank_frequency(stats.tokens, folder / "token_rank_frequency.png")]
     if stats.text_lengths:
         plots.append(plot_counts(stats.text_lengths, "text length (tokens, </s> included)", "length",
                                  folder / "text_lengths.png"))
@@ -46,7 +52,8 @@ def write_stats_report(stats: CacheStats, folder: Path, title: str = "latentforg
     plots.append(plot_counts(stats.samples_per_source, "samples per source folder", "folder",
                              folder / "sources.png"))
     page = folder / "report.html"
-    write_text_atomic(page, render_html(stats, plots, title))
+    extra = "" if stats.tokens is None else token_tables(stats.tokens)
+    write_text_atomic(page, render_html(stats, plots, title, extra))
     return StatsReport(stats, folder, stats_json, plots, page)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..config import TokenizerConfig
+from ..config.checks import token_storage_dtype
 from ..config.schema import NoOptions
 from ..decode.device_convert import yuv_to_input
 from ..decode.modality_frames import ModalityFrames
@@ -30,7 +31,11 @@ class Tokenizer(ABC):
     """
 
     name: str = ""
-    latent_channels: int = 16  # channels per modality
+    latent_channels: int = 16  # channels per modality (a token tokenizer: 1, its one id stream)
+    # "latents": encode returns float latents; "tokens": encode returns integer token ids [B,1,T',H',W'] in
+    # [0, vocabulary), which a cache stores as unsigned integers (token_storage_dtype)
+    output: ClassVar[str] = "latents"
+    vocabulary: ClassVar[int] = 0  # tokens: the number of distinct ids
     temporal_factor: int = 4
     spatial_factor: int = 8
     causal: bool = True  # latent frame 0 depends only on pixel frame 0
@@ -91,6 +96,12 @@ class Tokenizer(ABC):
         return (cls.latent_channels, frames, height // cls.spatial_factor, width // cls.spatial_factor)
 
     @classmethod
+    def latent_storage_dtype(cls, storage_dtype: str) -> str:
+        """The dtype a cache stores this tokenizer's output in: output.storage_dtype for latents, the narrowest
+        unsigned integer that holds every id for tokens."""
+        return storage_dtype if cls.output == "latents" else token_storage_dtype(cls.vocabulary)
+
+    @classmethod
     def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
         """SHA-256 of the weights `checkpoint` names, as the fingerprint records it (None without weights)."""
         return None if not checkpoint else sha256_file(Path(checkpoint))
@@ -119,7 +130,8 @@ class Tokenizer(ABC):
 
     @abstractmethod
     def encode(self, video: torch.Tensor) -> torch.Tensor:
-        """[B,3,T,H,W] float in [-1,1] on self.device -> [B,C,T',H',W'] float32 normalised latent."""
+        """[B,3,T,H,W] float in [-1,1] on self.device -> [B,C,T',H',W'] float32 normalised latent (a token
+        tokenizer: [B,1,T',H',W'] int64 ids)."""
 
     @abstractmethod
     def decode(self, latent: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ from ..sinks.hdf5.integrity import verify_integrity
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from .quality import Quality, QualityThresholds, measure
 from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
-from .tolerances import Comparison, choose_comparison, tolerance_for
+from .tolerances import Comparison, choose_comparison, equal_id_fraction, tolerance_for
 
 DEFAULT_SPOT = 4
 # Tokenizer settings that change memory use, speed or the code path, not the maths (docs/execution.md)
@@ -56,6 +56,7 @@ class DeepReport:
     environment: dict[str, str] = field(default_factory=dict)
     thresholds: QualityThresholds = field(default_factory=QualityThresholds)
     path: Path | None = None  # where the JSON report was written
+    exact_id_fraction: float | None = None  # token caches: the re-encoded ids equal to the stored ones
 
     @property
     def ok(self) -> bool:
@@ -76,6 +77,7 @@ class DeepReport:
             "warnings": [dataclasses.asdict(c) for c in self.warnings],
             "thresholds": dataclasses.asdict(self.thresholds),
             "quality": [{**dataclasses.asdict(q), "verdict": q.verdict(self.thresholds)} for q in self.quality],
+            **({} if self.exact_id_fraction is None else {"exact_id_fraction": self.exact_id_fraction}),
         }
 
 
@@ -105,6 +107,8 @@ class _DeepRun:
                  progress: Progress | None):
         self.root, self.config, self.cache_config, self.rec, self.progress = root, config, cache_config, rec, progress
         self.storage = config.output.storage_dtype
+        self.tokens = cache_config.tokens is not None  # token ids: compared by equal fraction, decoded as integers
+        self.latent_dtype = cache_config.latent_dtype
         self.channels = {m.name: m.channels for m in cache_config.latent.modalities}
         self.latent_dataset = cache_config.latent.dataset
         self.precision = cache_config.precision
@@ -153,8 +157,10 @@ class _DeepRun:
         return pixels
 
     def reencode(self, tokenizer: Tokenizer, rows: list[ManifestRow], pixels: dict[int, SamplePixels],
-                 comparison: Comparison) -> None:
+                 comparison: Comparison) -> float | None:
+        """Compare the re-encoded batches with the stored rows; token caches: the fraction of equal ids."""
         ctx = UnitContext(config=self.config, tokenizer=tokenizer, text=None, stage=_never_staged)
+        equal_ids = total_ids = 0
         batches: dict[tuple[int, int], list[ManifestRow]] = {}
         for row in rows:
             batches.setdefault(row.batch_key, []).append(row)
@@ -168,19 +174,25 @@ class _DeepRun:
             for row, latent in zip(members, fresh):
                 stored = stored_row(self.root, row, self.latent_dataset)
                 identical += int(np.array_equal(stored, latent))
+                if self.tokens:
+                    equal, size = equal_id_fraction(stored, latent)
+                    equal_ids, total_ids = equal_ids + equal, total_ids + size
                 problem = comparison.problem(stored, latent)
                 if problem:
                     self.rec.fail("reencode", f"dataset_index {row.dataset_index} (unit {row.unit}, batch "
                                   f"{row.batch}): {problem}", row.dataset_index)
             advance(len(members))
+        fraction = equal_ids / total_ids if total_ids else None
+        ids = "" if fraction is None else f", {fraction:.4f} of the token ids equal"
         self.rec.close("reencode", f"{len(rows)} samples in {len(batches)} recorded batches re-encoded ({identical} "
-                       "bit for bit) and compared as the report's `comparison` says")
+                       f"bit for bit{ids}) and compared as the report's `comparison` says")
+        return fraction
 
     def frame0(self, tokenizer: Tokenizer, rows: list[ManifestRow], pixels: dict[int, SamplePixels]) -> None:
         # Frame 0 alone runs other chunking than the whole clip, so this is a tolerance check even where the
         # re-encode is exact.
-        tolerance = tolerance_for(type(tokenizer).precisions, self.precision, self.storage)
-        comparison = Comparison(False, tolerance, "pixel frame 0 encoded alone")
+        tolerance = tolerance_for(type(tokenizer).precisions, self.precision, self.latent_dtype)
+        comparison = Comparison(False, tolerance, "pixel frame 0 encoded alone", self.tokens)
         advance = start_step(self.progress, "frame 0", len(rows))
         for row in rows:
             stored = stored_row(self.root, row, self.latent_dataset)
@@ -188,21 +200,20 @@ class _DeepRun:
                 lo, hi = self.channels[name]
                 video = pixels_to_input(frames.head(1), tokenizer.device).unsqueeze(0)
                 with torch.inference_mode():
-                    alone = tokenizer.encode(video)[0].float().cpu().numpy().astype(self.storage)
+                    alone = tokenizer.encode(video)[0].cpu().numpy().astype(self.latent_dtype)
                 problem = comparison.problem(stored[lo:hi, :1], alone)
                 if problem:
                     self.rec.fail("latent_frame0", f"dataset_index {row.dataset_index} {name}: latent frame 0 "
                                   f"is not encode(pixel frame 0): {problem}", row.dataset_index)
             advance(1)
-        self.rec.close("latent_frame0", f"latent frame 0 equals encode(pixel frame 0) (rel-L2 <= "
-                       f"{comparison.tolerance:.3g})")
+        self.rec.close("latent_frame0", f"latent frame 0 equals encode(pixel frame 0) ({comparison.describe()})")
 
     def quality(self, tokenizer: Tokenizer, rows: list[ManifestRow], pixels: dict[int, SamplePixels],
                 thresholds: QualityThresholds, report: DeepReport) -> None:
         advance = start_step(self.progress, "quality", len(rows))
         for row in rows:
             index = row.dataset_index
-            stored = stored_row(self.root, row, self.latent_dataset).astype(np.float32)
+            stored = stored_row(self.root, row, self.latent_dataset).astype(np.int64 if self.tokens else np.float32)
             for name, frames in pixels[index].modalities.items():
                 lo, hi = self.channels[name]
                 with torch.inference_mode():
@@ -302,12 +313,12 @@ def run_deep_checks(root: Path, spot: int, overrides: Overrides, thresholds: Qua
     batch_rows = manifest_rows(root, lambda row: row.batch_key in batch_keys)
     finder = SampleFinder(root, config, reread=bool(overrides.dataset))
     pixels = run.load_pixels(batch_rows, finder)
-    tolerance = tolerance_for(type(tokenizer).precisions, run.precision, run.storage)
+    tolerance = tolerance_for(type(tokenizer).precisions, run.precision, run.latent_dtype)
     autotuned = bool(cache_config.tokenizer.get("cudnn_benchmark"))
     comparison = choose_comparison(cache_config.environments, overrides.device, tolerance, autotuned,
-                                   run.execution_changes)
+                                   run.execution_changes, run.tokens)
     report.comparison = comparison.describe()
-    run.reencode(tokenizer, batch_rows, pixels, comparison)
+    report.exact_id_fraction = run.reencode(tokenizer, batch_rows, pixels, comparison)
     loaded = [row for row in spot_rows if row.dataset_index in pixels]
     if tokenizer.causal:
         run.frame0(tokenizer, loaded, pixels)

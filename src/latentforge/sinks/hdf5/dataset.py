@@ -15,6 +15,7 @@ from ...cache.config_file import CacheConfig
 from ...cache.expect import CacheExpectation, CacheMismatch, check_expectation
 from ...cache.layout import EMPTY_PROMPT, SOURCE_INDEX_DATASET
 from ...cache.text_rows import TRIMMED, padded_row, trimmed_dtype
+from ...cache.token_ids import check_flatten_tokens, raster_sequence
 from ...errors import CacheIntegrityError, ConfigError
 from .manifest_index import ManifestIndex, read_manifest_index
 from .query import query_indices
@@ -34,6 +35,10 @@ class LatentCacheDataset(Dataset):
       (absent when the cache has no text).
     - provenance: `dataset_index`, `source_index` (ints), `sample_id`, `prompt` (str).
 
+    A discrete-token cache (docs/cache-format.md) gives its ids as int64: `latent` [M, T', H', W'] (and
+    `conditioning_latent`) hold token ids, one stream per modality; with `flatten_tokens=True` items also hold
+    `tokens` [M, T'*H'*W'] (each stream in (t, h, w) raster order) and `token_length` (T'*H'*W', int64).
+
     HDF5 files open lazily in the process that reads, so the dataset is safe to hand to DataLoader workers
     under fork and spawn. `expect=` is checked here, before the first item.
 
@@ -50,9 +55,12 @@ class LatentCacheDataset(Dataset):
         text: bool = True,
         require_complete: bool = True,
         where: str | None = None,
+        flatten_tokens: bool = False,
     ):
         self.root: Path = resolve_cache_root(root)
         self.config: CacheConfig = load_for_training(self.root, require_complete)
+        check_flatten_tokens(self.root, self.config, flatten_tokens)
+        self.flatten_tokens = flatten_tokens
         expectation = CacheExpectation.coerce(expect)
         available = self.config.modality_names
         if modalities is None and expectation.modalities is not None:
@@ -98,7 +106,11 @@ class LatentCacheDataset(Dataset):
         reader = self._reader()
         locations = [self._locate(index) for index in indices]
         latent = reader.gather(locations, self.config.latent.dataset, self.latent_shape, self._reads)
+        if self.config.tokens is not None:
+            latent = latent.long()  # uint16 ids: int64, what embeddings and losses take
         fields = {"latent": latent}
+        if self.flatten_tokens:
+            fields["tokens"] = raster_sequence(latent)
         if self.config.latent.conditioning_modality is not None:
             fields["conditioning_latent"] = self._conditioning(reader, locations, latent)
         text = self.config.text
@@ -116,6 +128,8 @@ class LatentCacheDataset(Dataset):
             if self.text:
                 length = int(reader.file(shard)[text.length_dataset][row])
                 item.update(_text_fields(fields["text_embeddings"][slot], length))
+            if self.flatten_tokens:
+                item["token_length"] = torch.tensor(item["tokens"].shape[-1], dtype=torch.int64)
             item["dataset_index"] = index
             item["source_index"] = int(self.index.source_index[index])
             item["sample_id"] = self.index.sample_id[index]
@@ -150,11 +164,11 @@ class LatentCacheDataset(Dataset):
             return torch.from_numpy(np.ascontiguousarray(latent.numpy()[:, start:end, first:last]))
         start, end = self.config.modality(name).channels
         shape = (len(locations), end - start, last - first, *self.latent_shape[2:])
-        out = np.empty(shape, dtype=self.config.storage_dtype)
+        out = np.empty(shape, dtype=self.config.latent_dtype)
         for slot, (shard, row) in enumerate(locations):
             latents = reader.file(shard)[self.config.latent.dataset]
             latents.read_direct(out, np.s_[row, start:end, first:last], np.s_[slot])
-        return torch.from_numpy(out)
+        return torch.from_numpy(out.astype(np.int64) if self.config.tokens is not None else out)
 
     def empty_prompt(self) -> dict[str, torch.Tensor]:
         """The empty prompt's `text_embeddings`, `text_length`, `text_mask`, for caption dropout."""
@@ -180,7 +194,7 @@ class LatentCacheDataset(Dataset):
         return self._shards
 
     def _check_shard(self, handle: h5py.File, path: Path) -> None:
-        expected = {self.config.latent.dataset: (self.config.storage_dtype, self.config.latent.shape)}
+        expected = {self.config.latent.dataset: (self.config.latent_dtype, self.config.latent.shape)}
         text = self.config.text
         if self.text and text.storage == TRIMMED:
             expected[text.embeddings_dataset] = (trimmed_dtype(self.config.storage_dtype), ())

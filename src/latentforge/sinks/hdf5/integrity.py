@@ -33,6 +33,7 @@ from ...cache.layout import (
 )
 from ...cache.rows import MANIFEST_KEYS, ManifestRow, read_manifest
 from ...cache.text_rows import TRIMMED
+from ...cache.token_ids import id_range_problem
 from ...errors import REJECT_REASONS, CacheIntegrityError
 from ...records import REJECT_KEYS, REJECT_STAGES, Reject
 from ...reporting import Advance, Progress, start_step
@@ -214,7 +215,11 @@ def _check_rows(handle: h5py.File, schema: ShardSchema, start: int, source_of: d
         if index in source_of and int(sources[row]) != source_of[index]:
             rec.fail("source_index", f"dataset_index {index}: shard source_index {int(sources[row])}, "
                      f"manifest {source_of[index]}", index)
-        if not np.isfinite(latents[row]).all():
+        if schema.vocabulary is not None:
+            problem = id_range_problem(latents[row], schema.vocabulary)
+            if problem:
+                rec.fail("token_ids", f"dataset_index {index}: {schema.latent_dataset} holds {problem}", index)
+        elif not np.isfinite(latents[row]).all():
             rec.fail("latents_finite", f"dataset_index {index}: {schema.latent_dataset} holds NaN or Inf", index)
         if schema.text_prefix is not None:
             _check_text_row(handle, schema, row, index, rec)
@@ -256,7 +261,10 @@ def _check_shards(root: Path, schema: ShardSchema, shards: Shards, source_of: di
     rec.close("shard_readable", f"{len(shards)} shards open and read")
     rec.close("shard_datasets", "every dataset has the expected name, dtype, shape, one-sample chunks, no filters")
     rec.close("source_index", "shard source_index agrees with the manifest")
-    rec.close("latents_finite", "no NaN or Inf in latents")
+    if schema.vocabulary is not None:
+        rec.close("token_ids", f"every token id is below the vocabulary {schema.vocabulary}")
+    else:
+        rec.close("latents_finite", "no NaN or Inf in latents")
     if schema.text_prefix is not None:
         rec.close("text_finite", "no NaN or Inf in text embeddings")
         rec.close("text_padding", "text rows at and past each length are zero")

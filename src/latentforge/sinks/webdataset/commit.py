@@ -78,7 +78,7 @@ def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rej
     placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty)
     lengths = _text_lengths(placed)
     text_row = 0 if schema.text_dim is None else schema.text_dim * np.dtype(schema.storage_dtype).itemsize
-    latent_bytes = int(np.prod(schema.latent_shape)) * np.dtype(schema.storage_dtype).itemsize
+    latent_bytes = int(np.prod(schema.latent_shape)) * np.dtype(schema.latent_dtype or schema.storage_dtype).itemsize
     ranges = cut_shards([latent_bytes + int(n) * text_row for n in lengths], options.shard_bytes)
     shards = [(tar_shard_path(k, len(ranges), s, e), s, e) for k, (s, e) in enumerate(ranges)]
     rejects = ordered_rejects(plan_rejects, unit_rejects)
@@ -192,7 +192,8 @@ def _readme(config: CacheConfig, num_shards: int) -> str:
         "# latentforge cache (WebDataset)", "",
         f"{config.num_samples} samples in {num_shards} tar shards under `shards/`, one key per sample (its "
         "`dataset_index`, nine digits): `KEY.latent.npy` "
-        f"({config.storage_dtype} {list(config.latent.shape)}), "
+        f"({config.latent_dtype} {list(config.latent.shape)}"
+        + (f", token ids below {config.tokens.vocabulary}" if config.tokens is not None else "") + "), "
         + (f"`KEY.text.npy` (the first `length` of {text.max_length} tokens, D = {text.dim}; zero-pad to "
            f"{text.max_length} rows for the padded tensor), `KEY.length.cls`, " if text is not None else "")
         + "`KEY.json` (the manifest row).", "",

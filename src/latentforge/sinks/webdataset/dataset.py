@@ -26,6 +26,7 @@ from ...cache.config_file import CacheConfig
 from ...cache.expect import CacheExpectation, check_expectation
 from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, SUMS
 from ...cache.root import sink_in
+from ...cache.token_ids import check_flatten_tokens, raster_sequence
 from ...errors import CacheIntegrityError, ConfigError
 from .layout import EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array
 from .store import CacheStore
@@ -33,12 +34,13 @@ from .store import CacheStore
 
 class StreamingLatentDataset(IterableDataset):
     """Items as LatentCacheDataset's (`latent`, `text_embeddings` zero-padded [max_length, D], `text_length`,
-    `text_mask`, `dataset_index`, `source_index`, `sample_id`, `prompt`) plus `stream` and `stream_index`."""
+    `text_mask`, `dataset_index`, `source_index`, `sample_id`, `prompt`) plus `stream` and `stream_index`; a
+    discrete-token cache's ids as int64, and with `flatten_tokens=True` `tokens` and `token_length` too."""
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None,
                  modalities: Sequence[str] | None = None,
                  expect: CacheExpectation | dict[str, Any] | None = None, *, rank: int = 0, world_size: int = 1,
-                 seed: int = 0, shuffle_buffer: int = 0, text: bool = True):
+                 seed: int = 0, shuffle_buffer: int = 0, text: bool = True, flatten_tokens: bool = False):
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank={rank} with world_size={world_size}; give 0 <= rank < world_size")
         if shuffle_buffer < 0:
@@ -56,6 +58,8 @@ class StreamingLatentDataset(IterableDataset):
         if not self.store.exists(COMPLETE_MARKER):
             raise CacheIntegrityError(f"{url}: no {COMPLETE_MARKER}, so the cache is not committed; finish its build")
         self.config = CacheConfig.from_json(data)
+        check_flatten_tokens(url, self.config, flatten_tokens)
+        self.flatten_tokens = flatten_tokens
         available = self.config.modality_names
         self.modalities = tuple(modalities) if modalities is not None else available
         if not self.modalities or len(set(self.modalities)) != len(self.modalities):
@@ -141,7 +145,13 @@ class StreamingLatentDataset(IterableDataset):
         row = json.loads(raw[ROW])
         latent = npy_array(raw[LATENT])
         parts = [latent[start:end] for start, end in self._channels]
-        item: dict[str, Any] = {"latent": torch.from_numpy(np.ascontiguousarray(np.concatenate(parts)))}
+        selected = np.concatenate(parts)
+        if self.config.tokens is not None:
+            selected = selected.astype(np.int64)  # uint16 ids: int64, what embeddings and losses take
+        item: dict[str, Any] = {"latent": torch.from_numpy(np.ascontiguousarray(selected))}
+        if self.flatten_tokens:
+            item["tokens"] = raster_sequence(item["latent"])
+            item["token_length"] = torch.tensor(item["tokens"].shape[-1], dtype=torch.int64)
         if self.text:
             item.update(self._text_fields(raw))
         item.update({"dataset_index": int(row["dataset_index"]), "source_index": int(row["source_index"]),

@@ -22,6 +22,7 @@ from ...cache.check_report import CheckRecorder, VerifyReport
 from ...cache.config_file import CacheConfig
 from ...cache.count_check import check_counts
 from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, NOT_CHECKSUMMED, PUBLISHED_MARKER, REJECTS, SUMS
+from ...cache.token_ids import id_range_problem
 from ...errors import CacheIntegrityError, ConfigError
 from ...hashing import compare_sums, parse_sums
 from ...reporting import Advance, Progress, start_step
@@ -103,10 +104,16 @@ def verify_webdataset(url: str, require_complete: bool = True, progress: Progres
     for name, detail in (("shard_files", "the shards cover dataset_index 0..N-1 as cache_config.json counts"),
                          ("manifest", "one manifest row per sample, dataset_index dense"),
                          ("samples", "every tar holds its keys in order with the members the manifest promises"),
-                         ("latents_finite", "no NaN or Inf in latents"),
+                         _latent_check(config),
                          ("text_finite", "no NaN or Inf in text embeddings")):
         rec.close(name, detail)
     return rec.report
+
+
+def _latent_check(config: CacheConfig) -> tuple[str, str]:
+    if config.tokens is not None:
+        return "token_ids", f"every token id is below the vocabulary {config.tokens.vocabulary}"
+    return "latents_finite", "no NaN or Inf in latents"
 
 
 def _note_reader_index(present: set[str], listed: dict[str, str], rec: CheckRecorder) -> set[str]:
@@ -241,9 +248,13 @@ def _check_sample(members: dict[str, bytes], index: int, config: CacheConfig, ma
     except ValueError as error:
         rec.fail("samples", f"{sample_key(index)}.{LATENT} is not a .npy array ({error})", index)
         return
-    if latent.shape != tuple(config.latent.shape) or latent.dtype != np.dtype(config.storage_dtype):
+    if latent.shape != tuple(config.latent.shape) or latent.dtype != np.dtype(config.latent_dtype):
         rec.fail("samples", f"latent {latent.dtype} {list(latent.shape)}, cache_config.json promises "
-                 f"{config.storage_dtype} {list(config.latent.shape)}", index)
+                 f"{config.latent_dtype} {list(config.latent.shape)}", index)
+    elif config.tokens is not None:
+        problem = id_range_problem(latent, config.tokens.vocabulary)
+        if problem:
+            rec.fail("token_ids", f"{config.latent.dataset} holds {problem}", index)
     elif not np.isfinite(latent).all():
         rec.fail("latents_finite", "NaN or Inf in the latent", index)
     if config.text is not None:

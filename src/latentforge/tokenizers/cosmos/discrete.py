@@ -1,34 +1,33 @@
 """The discrete Cosmos video tokenizers (DV): FSQ with levels (8, 8, 8, 5, 5, 5), a 64,000-token vocabulary.
 
-`encode` returns the 6 FSQ code channels as float32 in [-1, 1] (multiples of 1/4 and 1/2, exact in float16), so
-a latent cache of them holds the tokens losslessly; `encode_ids` / `decode_ids` give and take the token ids
-[B, T', H', W'], the numbers the reference's encoder returns first.
+A cache stores token ids, not codes: `encode` returns the ids as one stream [B, 1, T', H', W'] int64 (the
+pipeline stacks one stream per modality) and `decode` takes them back; `encode_ids` / `decode_ids` give and take
+the ids [B, T', H', W'], the numbers the reference's encoder returns first.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ...errors import ConfigError
+from .architecture import DV_LEVELS
 from .tokenizer import CosmosTokenizer
 
 
 class CosmosDiscreteTokenizer(CosmosTokenizer):
     family = "DV"
-    latent_channels = 6
-    # A re-encode elsewhere moves a token where its code lands within rounding error of a level boundary; each
-    # such flip moves one channel by one level step (0.25 or 0.5), a relative L2 of ~1/(2 sqrt(6 N)) over N
-    # positions: these allow a few per thousand (fp32) and more for bf16, which rounds every layer.
+    output = "tokens"
+    latent_channels = 1  # one id stream per modality
+    vocabulary = math.prod(DV_LEVELS)  # 64,000
+    # The fraction of ids a re-encode elsewhere may change (docs/verify.md): a token flips where its code lands
+    # within rounding error of a level boundary; a few per thousand in fp32, more in bf16, which rounds every layer.
     precisions = {"fp32": 1e-2, "bf16": 5e-2}
-    latent_description = "FSQ codes in [-1, 1], 6 channels; token id = sum_c (code_c * h_c + h_c) * basis_c"
-
-    @property
-    def vocabulary(self) -> int:
-        return self._model.quantizer.vocabulary
+    latent_description = "token ids in [0, 64000): id = sum_c (code_c * h_c + h_c) * basis_c of the FSQ codes"
 
     def encode(self, video: torch.Tensor) -> torch.Tensor:
-        codes, _ = self._model.quantizer(self._encode_raw(video))
-        return codes.float()
+        return self.encode_ids(video).unsqueeze(1)
 
     def encode_ids(self, video: torch.Tensor) -> torch.Tensor:
         """[B,3,T,H,W] in [-1,1] -> token ids [B,T',H',W'] int64 in [0, 64000)."""
@@ -36,10 +35,10 @@ class CosmosDiscreteTokenizer(CosmosTokenizer):
         return ids.long()
 
     def decode(self, latent: torch.Tensor) -> torch.Tensor:
-        if latent.ndim != 5 or latent.shape[1] != self.latent_channels:
-            raise ConfigError(f"{self.name} decodes [B,{self.latent_channels},T',H',W'] FSQ codes; got shape "
-                              f"{list(latent.shape)}")
-        return self._decode_raw(latent)
+        """Token ids [B,1,T',H',W'] (what encode returns) -> pixels [B,3,T,H,W] in [-1,1]."""
+        if latent.ndim != 5 or latent.shape[1] != 1:
+            raise ConfigError(f"{self.name} decodes token ids [B,1,T',H',W']; got shape {list(latent.shape)}")
+        return self.decode_ids(latent[:, 0].long())
 
     def decode_ids(self, ids: torch.Tensor) -> torch.Tensor:
         """Token ids [B,T',H',W'] -> pixels [B,3,T,H,W] in [-1,1]."""

@@ -127,6 +127,7 @@ class CosmosTokenizer(Tokenizer):
             "spatial_factor": self.spatial_factor,
             "latent_channels": self.latent_channels,
             "fsq_levels": list(arch.levels) if arch.levels else None,
+            **({"output": self.output, "vocabulary": self.vocabulary} if self.output == "tokens" else {}),
             "architecture": {"channels": arch.channels, "channels_mult": list(arch.channels_mult),
                              "decoder_channels_mult": list(arch.decoder_channels_mult),
                              "num_res_blocks": arch.num_res_blocks, "z_channels": arch.z_channels,
