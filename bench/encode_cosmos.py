@@ -40,9 +40,10 @@ from _cosmos_bench_steps import (  # noqa: E402
     reference_dv_encoder,
     timed_within,
 )
-from _random_cosmos import random_dv_model, save_random_cv_diffusers, save_random_dv_hub_folder  # noqa: E402
+from _random_cosmos import random_dv_model, save_random_cv_diffusers  # noqa: E402
 
 from latentforge import registry  # noqa: E402
+from latentforge.demo.tiny_tokenizer import save_hub_folder  # noqa: E402
 from latentforge.tokenizers.wan_common import tf32_off  # noqa: E402
 
 CV, DV = "cosmos-cv8x8x8", "cosmos-dv8x16x16"
@@ -121,7 +122,7 @@ class CosmosBench:
 
     def run_dv(self, folder: Path) -> None:
         model = random_dv_model(self.args.tiny)
-        save_random_dv_hub_folder(folder, model)
+        save_hub_folder(folder, model)
         cls = registry.resolve("tokenizer", DV)
         for precision in self.precisions():
             self.measure(DV, f"latentforge {precision}", lambda p=precision: cls(str(folder), p, device=self.device),

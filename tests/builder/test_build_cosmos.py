@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from helpers.builds import build_quietly, read_manifest, tiny_config, tiny_world, write_table
-from helpers.cosmos_models import randomise, save_hub_folder
 from latentforge.cli.main import main
+from latentforge.demo.tiny_tokenizer import save_hub_folder, seeded_weights
 from latentforge.tokenizers.cosmos.architecture import released
 from latentforge.tokenizers.cosmos.model import CosmosVideoAutoencoder
 from latentforge.verification.deep import verify_deep
@@ -23,7 +23,7 @@ from latentforge.verification.quality import QualityThresholds
 @pytest.mark.slow  # a whole build and a deep verify: ~18 s on a shared CPU
 def test_a_cosmos_cache_builds_and_verifies(tmp_path):
     family, channels, name = "CV", 16, "cosmos-cv8x8x8"
-    model = randomise(CosmosVideoAutoencoder(released(family, 8, 8).narrowed(2, (2, 4, 4), 1, 16)).eval(), seed=12)
+    model = seeded_weights(CosmosVideoAutoencoder(released(family, 8, 8).narrowed(2, (2, 4, 4), 1, 16)).eval(), seed=12)
     checkpoint = save_hub_folder(tmp_path / f"Cosmos-Tokenizer-{family}8x8x8", model)
     table = write_table(tiny_world(tmp_path / "world", clips=2)[:1], tmp_path / "world" / "samples.csv")
     root = tmp_path / "cache"

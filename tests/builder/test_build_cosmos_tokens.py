@@ -18,13 +18,13 @@ import yaml
 from torch.utils.data import DataLoader
 
 from helpers.builds import read_manifest, tiny_extra, tiny_world, write_table
-from helpers.cosmos_models import randomise, save_hub_folder
 from latentforge import LatentCacheDataset, verify
 from latentforge.cache.expect import CacheMismatch
 from latentforge.cache.rows import manifest_rows
 from latentforge.cli.main import main
 from latentforge.config import TokenizerConfig
 from latentforge.dataset.collate import collate_latent_batch
+from latentforge.demo.tiny_tokenizer import save_hub_folder, seeded_weights
 from latentforge.errors import ConfigError
 from latentforge.export.run import export_cache
 from latentforge.registry import resolve
@@ -59,7 +59,7 @@ def _dataset(root) -> str:
 @pytest.fixture(scope="module")
 def dv_world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dv")
-    model = randomise(CosmosVideoAutoencoder(released("DV", 8, 8).narrowed(2, (2, 4, 4), 1, 16)).eval(), seed=12)
+    model = seeded_weights(CosmosVideoAutoencoder(released("DV", 8, 8).narrowed(2, (2, 4, 4), 1, 16)).eval(), seed=12)
     checkpoint = save_hub_folder(tmp / "Cosmos-Tokenizer-DV8x8x8", model)
     table = write_table(tiny_world(tmp / "world", clips=3), tmp / "world" / "samples.csv")
     root = tmp / "cache"

@@ -12,9 +12,10 @@ import subprocess
 import pytest
 import torch
 
-from helpers.cosmos_models import randomise, reference_fixture, save_hub_folder
+from helpers.cosmos_models import reference_fixture
 from latentforge import registry
 from latentforge.config import TokenizerConfig
+from latentforge.demo.tiny_tokenizer import save_hub_folder, seeded_weights
 from latentforge.errors import ConfigError
 from latentforge.tokenizers.cosmos.architecture import released
 from latentforge.tokenizers.cosmos.checkpoint import resolve
@@ -59,7 +60,7 @@ def test_a_hub_folder_gives_the_reference_latent_and_decode(cv_hub_folder, cv_re
 
 
 def test_a_single_autoencoder_jit_loads_every_weight(tmp_path):
-    model = randomise(CosmosVideoAutoencoder(released("CV", 8, 8).narrowed(2, (2, 4, 4), 1, 16)).eval(), seed=9)
+    model = seeded_weights(CosmosVideoAutoencoder(released("CV", 8, 8).narrowed(2, (2, 4, 4), 1, 16)).eval(), seed=9)
     folder = save_hub_folder(tmp_path / "Cosmos-Tokenizer-CV8x8x8", model, parts=("autoencoder.jit",))
     video = torch.rand(1, 3, 9, 16, 16, generator=torch.Generator().manual_seed(10)) * 2 - 1
     tokenizer = _cv(folder / "autoencoder.jit")
@@ -125,7 +126,7 @@ def test_a_folder_named_for_another_variant_is_refused(cv_hub_folder):
 
 def test_dv_hub_folder_ids_codes_and_decode(tmp_path):
     arch = released("DV", 8, 16).narrowed(2, (2, 4, 4), 1, 16)
-    model = randomise(CosmosVideoAutoencoder(arch).eval(), seed=5)
+    model = seeded_weights(CosmosVideoAutoencoder(arch).eval(), seed=5)
     video = torch.rand(1, 3, 9, 16, 32, generator=torch.Generator().manual_seed(6)) * 2 - 1
     folder = save_hub_folder(tmp_path / "Cosmos-Tokenizer-DV8x16x16", model)
     tokenizer = registry.resolve("tokenizer", "cosmos-dv8x16x16").from_config(

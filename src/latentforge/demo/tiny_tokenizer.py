@@ -32,8 +32,27 @@ class _ReleasedParts(nn.Module):
         return x
 
 
-def _seeded(model: nn.Module, seed: int) -> nn.Module:
-    """Norm gains near 1, small biases, other weights N(0, 1/fan_in): a live network whose codes spread."""
+def save_hub_folder(folder: Path, model: CosmosVideoAutoencoder,
+                    parts: tuple[str, ...] = ("encoder.jit", "decoder.jit")) -> Path:
+    """`model` as a released-style hub folder: `encoder.jit` (encoder + quant_conv), `decoder.jit`
+    (post_quant_conv + decoder) and/or `autoencoder.jit` (all four), each holding the released part's submodules
+    under their released names (the demo's tokenizer, the tests' and the benches')."""
+    modules = {"encoder.jit": ("encoder", "quant_conv"), "decoder.jit": ("post_quant_conv", "decoder"),
+               "autoencoder.jit": ("encoder", "decoder", "quant_conv", "post_quant_conv")}
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad(), warnings.catch_warnings():  # TorchScript is deprecated; the released files use it
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        for name in parts:
+            part = _ReleasedParts(**{sub: getattr(model, sub) for sub in modules[name]})
+            torch.jit.save(torch.jit.trace(part, torch.zeros(1), check_trace=False), str(folder / name))
+    return folder
+
+
+def seeded_weights(model: nn.Module, seed: int) -> nn.Module:
+    """`model` with weights drawn from `seed`: norm gains 1 + 0.2 N, biases 0.1 N, other weights N / sqrt(fan_in).
+    Defaults of 1 and 0 would hide a swapped parameter, and fan-in scaling keeps activations of order one through
+    a full-size trunk: a live network whose codes spread (the demo's tokenizer, the tests' and the benches')."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -49,13 +68,5 @@ def _seeded(model: nn.Module, seed: int) -> nn.Module:
 
 def make_tiny_cosmos_dv(parent: Path, seed: int = 0) -> Path:
     """Write the tiny DV8x16x16 hub folder under `parent`; return its path (tokenizer.checkpoint)."""
-    model = _seeded(CosmosVideoAutoencoder(released("DV", 8, 16).narrowed(2, (2, 4, 4), 1, 16)).eval(), seed)
-    folder = Path(parent) / FOLDER_NAME
-    folder.mkdir(parents=True, exist_ok=True)
-    parts = {"encoder.jit": _ReleasedParts(encoder=model.encoder, quant_conv=model.quant_conv),
-             "decoder.jit": _ReleasedParts(post_quant_conv=model.post_quant_conv, decoder=model.decoder)}
-    with torch.no_grad(), warnings.catch_warnings():  # TorchScript is deprecated; the released files use it
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        for name, part in parts.items():
-            torch.jit.save(torch.jit.trace(part, torch.zeros(1), check_trace=False), str(folder / name))
-    return folder
+    model = seeded_weights(CosmosVideoAutoencoder(released("DV", 8, 16).narrowed(2, (2, 4, 4), 1, 16)).eval(), seed)
+    return save_hub_folder(Path(parent) / FOLDER_NAME, model)
