@@ -50,9 +50,10 @@ PHASES = ("cpu", "pure", "t5", "perception", "rgb", "rgb_device", "scaling", "sh
 GROUPS = {"throughput": ("cpu", "pure", "t5", "perception", "rgb", "rgb_device"),
           "scaling": ("perception", "scaling", "sha"),
           "all": PHASES}
+# gen_procs=1: two tiny clips render in milliseconds, a spawned pool of renderers takes seconds to start
 TINY = dict(clips=2, rows=8, src_size="96x64", src_frames=20, frames=9, size="48x64", batch=2, unit_size=2,
             workers_per_gpu=0, warmup=0.0, duration=60.0, scale_duration=60.0, gpus_list=[1, 2], cpu_reps=1,
-            pure_batches=1, text="tiny", tick=0.2, phases="all", max_rate=100.0)
+            gen_procs=1, pure_batches=1, text="tiny", tick=0.2, phases="all", max_rate=100.0)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
