@@ -19,6 +19,7 @@ from ..config.checks import token_storage_dtype
 from ..config.schema import single_shape_frames
 from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, ConfigError, DamagedFile
 from ..io import write_text_atomic
+from ..text.base import POSITIONS
 from ..text.pickles import uses_pickles
 from ..version import __version__
 from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
@@ -312,7 +313,8 @@ def _token_section(fingerprint: dict[str, Any], latent_shape: tuple[int, ...]) -
 
 def _text_padding(text: TextSection) -> str:
     """text.padding from the encoder's recorded positions (caches from before the key ran each prompt alone)."""
-    return "max_length" if text.details.get("positions") == "max_length" else "none"
+    padding = {positions: setting for setting, positions in POSITIONS.items()}
+    return padding.get(text.details.get("positions"), "none")
 
 
 def _text_section(config: BuildConfig, text: TextRecord) -> TextSection:

@@ -10,6 +10,10 @@ import numpy as np
 
 from ..config import TextConfig
 
+# text.padding -> the fingerprint's "positions": which positions the encoder ran over (cache_config.json records
+# the positions; a reader of the cache turns them back into the setting)
+POSITIONS = {"none": "prompt", "max_length": "max_length"}
+
 if TYPE_CHECKING:
     import torch
 

@@ -26,14 +26,12 @@ from ..devices import wait_for_device
 from ..errors import ConfigError
 from ..hashing import sha256_file
 from ..hub import cached_snapshot, hub_cache_folder, looks_like_hub_id
-from .base import TextBatch, TextEncoder
+from .base import POSITIONS, TextBatch, TextEncoder
 
 # A model folder may say where its weights come from (the demo's tiny models are untrained); the cache
 # README quotes it so nobody mistakes such embeddings for a real encoder's.
 PROVENANCE_NOTE_FILE = "latentforge_provenance.txt"
 
-# text.padding -> the fingerprint's "positions": which positions the encoder ran over
-POSITIONS = {"none": "prompt", "max_length": "max_length"}
 
 # Files whose bytes define the tokenizer: hashing them makes a changed vocabulary change the fingerprint.
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "tokenizer_config.json", "special_tokens_map.json")
