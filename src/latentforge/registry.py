@@ -39,6 +39,8 @@ _BACKENDS: dict[str, dict[str, str]] = {
         "local": "executor.local:LocalExecutor",
         "ray": "executor.ray.executor:RayExecutor",
     },
+    # image encoders for conditioning.image_embeds (docs/conditioning.md): frame 0 of each clip -> [tokens, width]
+    "image_encoder": {},
     "sink": {
         "hdf5": "sinks.hdf5.sink:Hdf5Sink",
         "webdataset": "sinks.webdataset.sink:WebDatasetSink",

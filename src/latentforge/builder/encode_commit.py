@@ -16,6 +16,7 @@ from ..errors import LatentforgeError
 from ..executor.base import Executor
 from ..executor.events import RankEvent, UnitStaged
 from ..executor.rank_stats import RankStats
+from ..pipeline.conditioning import ConditioningStage
 from ..pipeline.kernel_plans import recorded_books, set_aside_damaged_books
 from ..pipeline.models import load_models, model_record
 from ..pipeline.plan_pass import plan_request
@@ -119,14 +120,14 @@ def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], 
     record: ModelRecord | None = read_model_record(build_dir)
     if record is None:  # staged by a build that left no readable record: load the models for their fingerprints
         tokenizer, text_encoder = load_models(config, device)
-        record = model_record(config, tokenizer, text_encoder, device)
+        record = model_record(config, tokenizer, text_encoder, device, ConditioningStage.load(config, tokenizer))
         write_model_record(build_dir, record)  # so a later commit reads it
     text = record.text
     empty_prompt = None
     if text is not None and text.empty_prompt is not None:
         empty_prompt = (text.empty_prompt.embeddings.astype(config.output.storage_dtype), text.empty_prompt.lengths)
     cache_config = CacheConfig.for_build(config, total_shape, record.tokenizer_fingerprint, text,
-                                         record.latent_channels)
+                                         record.latent_channels, record.conditioning)
     cache_config = dataclasses.replace(cache_config, conv_plans=recorded_books(build_dir) or None)
     unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]  # pulled just before
     readme_context = {"text_note": text.provenance_note if text is not None else None}

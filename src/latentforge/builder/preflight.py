@@ -43,3 +43,7 @@ def preflight(config: BuildConfig, executor: Executor) -> None:
     registry.resolve("tokenizer", config.tokenizer.name).preflight(config.tokenizer, executor.main_device())
     if config.text.name != "none":
         registry.resolve("text", config.text.name).preflight(config.text)
+    conditioning = config.conditioning
+    if conditioning.image_embeds != "none":
+        registry.resolve("image_encoder", conditioning.image_embeds).preflight(
+            conditioning.image_encoder_path, conditioning.image_encoder_sha256)

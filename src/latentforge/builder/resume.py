@@ -20,7 +20,7 @@ from typing import Any
 from .. import registry
 from ..cache.layout import CACHE_CONFIG
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
-from ..config import BuildConfig
+from ..config import BuildConfig, ConditioningConfig
 from ..config.schema import single_shape_frames
 from ..errors import DamagedFile, DamagedFileWarning, LatentforgeError, one_line
 from ..executor.base import Executor
@@ -50,6 +50,11 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     # allow_slow_cpu_bf16 only lets a slow machine run the same function
     data["tokenizer"] = {k: v for k, v in data["tokenizer"].items()
                          if k not in ("sha256", "conv_plans_dir", "conv_plans_file", "allow_slow_cpu_bf16")}
+    # a build without conditioning keeps the key it always had; image_encoder_sha256 is a check, like tokenizer.sha256
+    if config.conditioning == ConditioningConfig():
+        del data["conditioning"]
+    else:
+        del data["conditioning"]["image_encoder_sha256"]
     return {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
 
 

@@ -22,6 +22,7 @@ from ..io import write_text_atomic
 from ..text.base import POSITIONS
 from ..text.pickles import uses_pickles
 from ..version import __version__
+from .conditioning_streams import ConditioningSection
 from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
 from .encoded_by import EncodedBy
 from .layout import CACHE_CONFIG, ShardSchema
@@ -58,6 +59,7 @@ class CacheConfig:
     # equal num_planned (None in caches written before the counts were recorded)
     num_planned: int | None = None
     num_rejected: int | None = None
+    conditioning: ConditioningSection | None = None  # image conditioning beside the latent; None: none built
 
     # ------------------------------------------------------------------------------- typed views
     @property
@@ -127,6 +129,7 @@ class CacheConfig:
             text_dim=None if text is None else text.dim,
             max_length=0 if text is None else text.max_length,
             text_storage=PADDED if text is None else text.storage,
+            conditioning=() if self.conditioning is None else self.conditioning.streams,
         )
 
     def shard_paths(self) -> list[tuple[str, int, int]]:
@@ -150,7 +153,8 @@ class CacheConfig:
     # --------------------------------------------------------------------------------- writing
     @classmethod
     def for_build(cls, config: BuildConfig, latent_shape: tuple[int, ...], tokenizer_fingerprint: dict[str, Any],
-                  text: TextRecord | None, latent_channels: int) -> CacheConfig:
+                  text: TextRecord | None, latent_channels: int,
+                  conditioning: ConditioningSection | None = None) -> CacheConfig:
         """What a build writes, with num_samples/num_shards at 0 until commit counts them."""
         names = list(config.modalities.names)
         modalities = tuple(ModalityEntry(name, (i * latent_channels, (i + 1) * latent_channels),
@@ -174,6 +178,7 @@ class CacheConfig:
             dataset=_dataset_record(config),
             build={"unit_size": config.output.unit_size, "batch_size": config.output.batch_size,
                    "seed": config.run.seed},
+            conditioning=conditioning,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -193,6 +198,8 @@ class CacheConfig:
             "text": None if self.text is None else self.text.to_json(),
             "frames": self.frames,
         }
+        if self.conditioning is not None:  # only then: a cache without conditioning keeps its bytes
+            data["conditioning"] = self.conditioning.to_json()
         for name in ("modalities", "dataset", "build"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
@@ -242,6 +249,8 @@ class CacheConfig:
                     for digest, book in data["conv_plans"].items()},
                 num_planned=_count(data, "num_planned") if "num_planned" in data else None,
                 num_rejected=_count(data, "num_rejected") if "num_planned" in data else None,
+                conditioning=None if data.get("conditioning") is None else ConditioningSection.from_json(
+                    data["conditioning"]),
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CacheIntegrityError(f"{CACHE_CONFIG} lacks or garbles what the format needs: {exc!r}; "
@@ -297,6 +306,9 @@ class CacheConfig:
                        "storage_dtype": self.storage_dtype, "unit_size": (self.build or {})["unit_size"],
                        "batch_size": (self.build or {})["batch_size"]},
             "run": {"seed": (self.build or {})["seed"]},
+            **({} if self.conditioning is None else {"conditioning": {
+                "image_latent": self.conditioning.image_latent, "image_embeds": self.conditioning.image_embeds,
+                "precision": self.conditioning.precision}}),
         }
 
 

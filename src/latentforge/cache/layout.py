@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .conditioning_streams import ConditioningStream
 from .text_rows import PADDED, TRIMMED, trimmed_dtype
 
 # --------------------------------------------------------------------------------------- the root
@@ -145,6 +146,7 @@ class ShardSchema:
     text_storage: str = PADDED  # padded: [N, max_length, D]; trimmed: [N] variable-length (text_rows.py)
     latent_dtype: str | None = None  # the token ids' unsigned integer dtype; None: storage_dtype
     vocabulary: int | None = None  # token ids: every stored id is below it; None: float latents
+    conditioning: tuple[ConditioningStream, ...] = ()  # per-sample conditioning datasets (conditioning_streams.py)
 
     @property
     def embeddings_dataset(self) -> str:
@@ -162,6 +164,8 @@ class ShardSchema:
                 (trimmed_dtype(self.storage_dtype), (rows,)) if self.text_storage == TRIMMED
                 else (np.dtype(self.storage_dtype), (rows, self.max_length, self.text_dim)))
             specs[self.length_dataset] = (np.dtype("uint16"), (rows,))
+        for stream in self.conditioning:
+            specs[stream.name] = (np.dtype(stream.dtype), (rows, *stream.shape))
         specs[SOURCE_INDEX_DATASET] = (np.dtype("int64"), (rows,))
         return specs
 

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import DamagedFileWarning, one_line
 from ..io import atomic_path, canonical_json, write_text_atomic
 from ..text.base import TextBatch
+from .conditioning_streams import ConditioningSection
 from .layout import MODEL_EMPTY_PROMPT, MODEL_RECORD
 
 
@@ -42,6 +43,7 @@ class ModelRecord:
     tokenizer_fingerprint: dict[str, Any]
     latent_channels: int  # per modality
     text: TextRecord | None
+    conditioning: ConditioningSection | None = None  # the conditioning streams and their producers' fingerprints
 
 
 def write_model_record(build_dir: Path, record: ModelRecord) -> None:
@@ -65,7 +67,8 @@ def write_model_record(build_dir: Path, record: ModelRecord) -> None:
                     np.savez(handle, embeddings=text.empty_prompt.embeddings, lengths=text.empty_prompt.lengths,
                              truncated=text.empty_prompt.truncated)
     payload = {"tokenizer_fingerprint": record.tokenizer_fingerprint, "latent_channels": record.latent_channels,
-               "text": text_part}
+               "text": text_part,
+               **({} if record.conditioning is None else {"conditioning": record.conditioning.to_json()})}
     write_text_atomic(build_dir / MODEL_RECORD, canonical_json(payload))
 
 
@@ -96,4 +99,6 @@ def _parse(build_dir: Path, payload: dict[str, Any]) -> ModelRecord | None:
                 empty = TextBatch(data["embeddings"], data["lengths"], data["truncated"])
         record = TextRecord(text["embeddings_dataset"], text["length_dataset"], text["prefix"], text["dim"],
                             text["fingerprint"], empty, text["provenance_note"])
-    return ModelRecord(payload["tokenizer_fingerprint"], payload["latent_channels"], record)
+    conditioning = payload.get("conditioning")
+    return ModelRecord(payload["tokenizer_fingerprint"], payload["latent_channels"], record,
+                       None if conditioning is None else ConditioningSection.from_json(conditioning))

@@ -32,6 +32,9 @@ class ManifestRow:
     batch: int
     provenance: dict[str, Any]
     extra: dict[str, Any]
+    # the source frame index the image conditioning was taken from (pixel frame 0 of the window); only in the rows
+    # of a cache that stores conditioning, so other manifests keep their bytes
+    condition_frame: int | None = None
 
     @property
     def batch_key(self) -> tuple[int, int]:
@@ -51,7 +54,10 @@ class ManifestRow:
         return None if fps is None else float(fps)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.condition_frame is None:
+            del data["condition_frame"]
+        return data
 
     def to_line(self) -> str:
         return canonical_json(self.to_json())
@@ -59,8 +65,8 @@ class ManifestRow:
     @classmethod
     def from_json(cls, data: Any) -> ManifestRow:
         """ValueError unless `data` is an object with exactly the row's keys, in order."""
-        if not isinstance(data, dict) or list(data) != MANIFEST_KEYS:
-            raise ValueError(f"not an object with keys {', '.join(MANIFEST_KEYS)}")
+        if not isinstance(data, dict) or list(data) not in (MANIFEST_KEYS, MANIFEST_KEYS[:-1]):
+            raise ValueError(f"not an object with keys {', '.join(MANIFEST_KEYS[:-1])} (and {MANIFEST_KEYS[-1]})")
         return cls(**data)
 
     @classmethod

@@ -4,6 +4,7 @@ configure/, runs them and the backends' own)."""
 from .schema import (
                      MODALITIES,
                      BuildConfig,
+                     ConditioningConfig,
                      DatasetConfig,
                      DepthConfig,
                      FramesConfig,
@@ -20,6 +21,7 @@ from .schema import (
 __all__ = [
     "MODALITIES",
     "BuildConfig",
+    "ConditioningConfig",
     "DatasetConfig",
     "DepthConfig",
     "FramesConfig",

@@ -13,7 +13,15 @@ from ..devices import check_device_name
 from ..errors import ConfigError
 from ..locations import is_url
 from .buckets import parse_buckets
-from .schema import MODALITIES, TEXT_PADDINGS, TEXT_STORAGES, BuildConfig, window_step
+from .schema import (
+    CONDITIONING_PRECISIONS,
+    IMAGE_LATENTS,
+    MODALITIES,
+    TEXT_PADDINGS,
+    TEXT_STORAGES,
+    BuildConfig,
+    window_step,
+)
 
 AUTO_WORKERS = "auto"
 
@@ -29,6 +37,8 @@ _CHOICES = {
     "text.padding": TEXT_PADDINGS,
     "output.storage_dtype": ("float16", "float32"),
     "modalities.depth.normalize": ("minmax",),
+    "conditioning.image_latent": IMAGE_LATENTS,
+    "conditioning.precision": CONDITIONING_PRECISIONS,
 }
 _FILTERS = {"swscale": ("bilinear", "bicubic", "area", "lanczos"), "torch": ("bilinear", "bicubic", "area"),
             "device": ("bilinear", "bicubic", "area")}
@@ -77,6 +87,28 @@ def _validate_buckets(config: BuildConfig) -> None:
     if buckets and window_step(config.frames) is not None:
         raise ConfigError(f"frames.windows={config.frames.windows!r} cuts windows of one length, but "
                           "frames.buckets gives several; use frames.windows=one with buckets")
+
+
+def _validate_conditioning(config: BuildConfig) -> None:
+    """The image conditioning's own keys; whether the tokenizer builds the image latent is its class's answer
+    (configure/backend_checks.py)."""
+    conditioning = config.conditioning
+    if conditioning.image_embeds != "none":
+        allowed = registry.names("image_encoder")
+        if conditioning.image_embeds not in allowed:
+            raise ConfigError(f"conditioning.image_embeds={conditioning.image_embeds!r}; allowed: none"
+                              f"{''.join(', ' + name for name in allowed)}")
+        if not conditioning.image_encoder_path:
+            raise ConfigError(f"conditioning.image_embeds={conditioning.image_embeds} needs its weights: give "
+                              "conditioning.image_encoder_path (a diffusers Wan I2V pipeline folder, its "
+                              "image_encoder/ folder, or the official .pth)")
+    elif conditioning.image_encoder_path or conditioning.image_encoder_sha256:
+        raise ConfigError("conditioning.image_encoder_path/image_encoder_sha256 are set but conditioning.image_embeds"
+                          "=none, so no image encoder runs; name the encoder (clip-vit-h14) or drop the path")
+    if (conditioning.image_embeds != "none" or conditioning.image_latent != "none") and config.frames.buckets:
+        raise ConfigError("conditioning is built for single-shape caches only, but frames.buckets is set; build one "
+                          "cache per shape (frames.num_frames/height/width) or set conditioning.image_latent=none "
+                          "and conditioning.image_embeds=none")
 
 
 def _validate_output(config: BuildConfig) -> None:
@@ -158,6 +190,7 @@ def validate(config: BuildConfig) -> None:
         raise ConfigError("output.root is empty; give the cache root folder with --out")
     _validate_output(config)
     _validate_buckets(config)
+    _validate_conditioning(config)
 
 
 def parse_workers(setting: str) -> int | None:

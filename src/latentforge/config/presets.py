@@ -70,12 +70,48 @@ PRESETS: dict[str, dict[str, Any]] = {
         "output": {"latent_dataset": "video_latent_state"},
     },
     # Wan2.2 TI2V-5B fine-tuning: its own VAE (48 channels, 4x16x16) in fp32 as official Wan2.2 runs it, umT5 text
-    # (d_model 4096), 121 frames of 704x1280 at 24 fps -> latent [48, 31, 44, 80] per modality.
+    # (d_model 4096), 121 frames of 704x1280 at 24 fps -> latent [48, 31, 44, 80] per modality (official Wan2.2
+    # wan/configs/wan_ti2v_5B.py: frame_num 121, sample_fps 24; SUPPORTED_SIZES 'ti2v-5B': 704*1280, 1280*704).
+    # Its image condition is the latent of frame 0 alone (wan/textimage2video.py), which in fp32 is latent frame 0
+    # of the clip bit for bit (tests/pipeline/test_image_condition.py): nothing extra is stored.
     "wan2.2-ti2v-5b": {
         "frames": {"num_frames": 121, "height": 704, "width": 1280, "fps": "24", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "wan2.2", "precision": "fp32"},
         "text": {"name": "umt5", "max_length": 512},
+        "conditioning": {"image_latent": "first-frame"},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+    # Wan2.1 I2V-14B: 81 frames at 16 fps (official wan/configs shared_config: frame_num 81, sample_fps 16;
+    # diffusers' WanImageToVideoPipeline defaults num_frames=81, height=480, width=832). Beside the latent: the
+    # CLIP ViT-H/14 tokens of frame 0 and the conditioning latent y (mask + encode of [frame 0, zeros]) ->
+    # [20, 21, 60, 104]. Give the CLIP weights with conditioning.image_encoder_path.
+    "wan2.1-i2v-480p": {
+        "frames": {"num_frames": 81, "height": 480, "width": 832, "fps": "16", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "wan2.1", "precision": "fp32"},
+        "text": {"name": "umt5", "max_length": 512},
+        "conditioning": {"image_embeds": "clip-vit-h14", "image_latent": "wan-i2v", "precision": "fp32"},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+    # the same at 720p (the Wan2.1 I2V-14B-720P model; 720*1280 is among the official supported sizes)
+    "wan2.1-i2v-720p": {
+        "frames": {"num_frames": 81, "height": 720, "width": 1280, "fps": "16", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "wan2.1", "precision": "fp32"},
+        "text": {"name": "umt5", "max_length": 512},
+        "conditioning": {"image_embeds": "clip-vit-h14", "image_latent": "wan-i2v", "precision": "fp32"},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+    # Wan2.2 I2V-A14B: the Wan2.1 VAE (wan/configs/wan_i2v_A14B.py: vae_checkpoint Wan2.1_VAE.pth, vae_stride
+    # 4x8x8), 81 frames at 16 fps (shared_config), 480*832 among its SUPPORTED_SIZES (720*1280 too: override
+    # frames.height/width). The same y as Wan2.1 I2V, no CLIP (wan/image2video.py of Wan2.2 encodes no image tokens).
+    "wan2.2-i2v-a14b": {
+        "frames": {"num_frames": 81, "height": 480, "width": 832, "fps": "16", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "wan2.1", "precision": "fp32"},
+        "text": {"name": "umt5", "max_length": 512},
+        "conditioning": {"image_latent": "wan-i2v", "precision": "fp32"},
         "output": {"latent_dataset": "video_latent_state"},
     },
 }

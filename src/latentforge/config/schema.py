@@ -104,6 +104,26 @@ class TextConfig:
     padding: str = "none"  # none | max_length: bit-identical to Cosmos' own encoder call (docs/text.md)
 
 
+IMAGE_LATENTS = ("none", "wan-i2v", "first-frame")  # what conditioning.image_latent may name (docs/conditioning.md)
+CONDITIONING_PRECISIONS = ("fp32", "bf16")
+
+
+@dataclass
+class ConditioningConfig:
+    """What an image-to-video trainer needs beside the clip's latent, built from the clip's own frame 0."""
+
+    # a registered image encoder (clip-vit-h14: CLIP ViT-H/14 image tokens, as Wan2.1 I2V) or none
+    image_embeds: str = "none"
+    # the image encoder's weights: a diffusers Wan I2V pipeline folder, its image_encoder/ folder, or the official
+    # models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth
+    image_encoder_path: str | None = None
+    image_encoder_sha256: str | None = None  # refuse image encoder weights whose SHA-256 differs
+    # wan-i2v: the 4-channel frame mask + the VAE encode of [frame 0, zeros] (Wan2.1 I2V, Wan2.2 I2V-A14B);
+    # first-frame: latent frame 0 of the clip (Wan2.2 TI2V-5B; nothing extra stored); none
+    image_latent: str = "none"
+    precision: str = "fp32"  # fp32 | bf16: the conditioning encodes (the extra VAE encode, the image encoder)
+
+
 @dataclass
 class OutputConfig:
     root: str = ""
@@ -159,6 +179,7 @@ class BuildConfig:
     modalities: ModalitiesConfig = field(default_factory=ModalitiesConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     text: TextConfig = field(default_factory=TextConfig)
+    conditioning: ConditioningConfig = field(default_factory=ConditioningConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     run: RunConfig = field(default_factory=RunConfig)
 

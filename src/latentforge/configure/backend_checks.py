@@ -28,3 +28,20 @@ def check_backends(config: BuildConfig) -> None:
         except ConfigError as error:
             raise ConfigError(f"frames.buckets[{i}] {bucket.name}: {error}") from None
     registry.resolve("executor", config.run.executor).check_config(config)
+    _check_image_latent(config, tokenizer_cls)
+
+
+def _check_image_latent(config: BuildConfig, tokenizer_cls: type) -> None:
+    """The tokenizer declares which conditioning latents it builds (Tokenizer.conditioning_latents)."""
+    conditioning = config.conditioning
+    if conditioning.image_latent == "none":
+        return
+    if conditioning.image_latent not in tokenizer_cls.conditioning_latents:
+        builds = ", ".join(tokenizer_cls.conditioning_latents) or "none"
+        raise ConfigError(
+            f"conditioning.image_latent={conditioning.image_latent} is not built by tokenizer {config.tokenizer.name} "
+            f"(it builds: {builds}); wan-i2v needs the Wan2.1 VAE (tokenizer.name=wan2.1, as Wan2.1 I2V and Wan2.2 "
+            "I2V-A14B use), first-frame the Wan2.2 VAE (tokenizer.name=wan2.2, as Wan2.2 TI2V-5B uses)")
+    if conditioning.precision not in tokenizer_cls.precisions:
+        raise ConfigError(f"conditioning.precision={conditioning.precision} is not a precision of tokenizer "
+                          f"{config.tokenizer.name}; allowed: {', '.join(tokenizer_cls.precisions)}")

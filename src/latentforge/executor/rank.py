@@ -71,8 +71,6 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
         torch.set_num_threads(spec.torch_threads)
     device = torch.device(spec.device)
     tokenizer, text = load_models(spec.config, device, spec.plans)
-    if spec.rank == 0:  # commit then needs no models of its own
-        record_models(Path(spec.build_dir), spec.config, tokenizer, text, device)
 
     def next_unit() -> Unit | None:
         index = next_index()
@@ -104,6 +102,8 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
     writer = StagingWriter(Path(spec.build_dir), staged, spec.config.output.staging_url)
     live.update(decode=lambda: stream.queued_samples, staging=lambda: writer.pending)
     ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, writer)
+    if spec.rank == 0:  # commit then needs no models of its own
+        record_models(Path(spec.build_dir), spec.config, tokenizer, text, device, ctx.conditioning)
     profiler = UnitProfiler(spec.rank, device)
     try:
         for unit, decoded in stream.units():

@@ -20,14 +20,17 @@ import torch
 
 from ..devices import DeviceClock, wait_for_device
 from ..tokenizers.base import Tokenizer, expand_frames, upload_frames
+from .conditioning import ConditioningStage
 from .sample import SamplePixels
 
 
-def encode_on_device(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, ...]) -> torch.Tensor:
+def encode_on_device(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, ...],
+                     conditioning: ConditioningStage | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """[B, C_total, T', H', W'] float32 (a token tokenizer: int64 ids, one stream per modality) on the tokenizer's
-    device, each modality through the tokenizer and the channels concatenated; launched, not waited for."""
+    device, each modality through the tokenizer and the channels concatenated, and the conditioning streams built
+    from the rgb frames ({} without conditioning); launched, not waited for."""
     with torch.inference_mode():
-        return _encode_uploaded(_upload(batch, tokenizer, names), tokenizer)
+        return _encode_uploaded(_upload(batch, tokenizer, names), tokenizer, conditioning)
 
 
 def _upload(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, ...]) -> dict:
@@ -35,20 +38,30 @@ def _upload(batch: list[SamplePixels], tokenizer: Tokenizer, names: tuple[str, .
     return {name: [upload_frames(pixels.modalities[name], tokenizer.device) for pixels in batch] for name in names}
 
 
-def _encode_uploaded(uploaded: dict, tokenizer: Tokenizer) -> torch.Tensor:
-    latents = [tokenizer.encode(expand_frames(frames)) for frames in uploaded.values()]
+def _encode_uploaded(uploaded: dict, tokenizer: Tokenizer, conditioning: ConditioningStage | None
+                     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    latents, streams = [], {}
+    for name, frames in uploaded.items():
+        video = expand_frames(frames)
+        latents.append(tokenizer.encode(video))
+        if conditioning is not None and name == "rgb":  # the conditioning is built from the clip's own frames
+            streams = conditioning.encode(video)
+        del video  # the next modality's frames may take its memory
     if tokenizer.output == "latents":
         latents = [latent.float() for latent in latents]
-    return torch.cat(latents, dim=1)
+    return torch.cat(latents, dim=1), streams
 
 
 class BatchQueue:
     """Encodes a unit's batches back to back on the tokenizer's device; `finish` returns their latents."""
 
-    def __init__(self, tokenizer: Tokenizer, names: tuple[str, ...], seconds: dict[str, float]):
+    def __init__(self, tokenizer: Tokenizer, names: tuple[str, ...], seconds: dict[str, float],
+                 conditioning: ConditioningStage | None = None):
         self._tokenizer, self._names, self._seconds = tokenizer, names, seconds
+        self._conditioning = conditioning
         self._cuda = tokenizer.device.type == "cuda"
         self._latents: list[torch.Tensor] = []
+        self._streams: dict[str, list[torch.Tensor]] = {}  # each conditioning stream's batches
         self._unread: list[tuple[torch.cuda.Event, list[Callable[[], None]]]] = []  # slots the device may still read
         self._clocks: list[DeviceClock] = []  # each batch's device time
 
@@ -57,7 +70,7 @@ class BatchQueue:
         self._release_read()
         if not self._cuda:
             started = time.perf_counter()
-            self._latents.append(encode_on_device(batch, self._tokenizer, self._names))
+            self._keep(*encode_on_device(batch, self._tokenizer, self._names, self._conditioning))
             self._seconds["encode"] += time.perf_counter() - started
             for release in releases:
                 release()
@@ -67,9 +80,20 @@ class BatchQueue:
             clock = DeviceClock(self._tokenizer.device)
             uploaded = _upload(batch, self._tokenizer, self._names)
             read.record()
-            self._latents.append(_encode_uploaded(uploaded, self._tokenizer))
+            self._keep(*_encode_uploaded(uploaded, self._tokenizer, self._conditioning))
             self._clocks.append(clock.stop())
         self._unread.append((read, list(releases)))
+
+    def _keep(self, latents: torch.Tensor, streams: dict[str, torch.Tensor]) -> None:
+        self._latents.append(latents)
+        for name, values in streams.items():
+            self._streams.setdefault(name, []).append(values)
+
+    def finish_conditioning(self, storage_dtype: np.dtype) -> dict[str, np.ndarray]:
+        """The unit's conditioning streams in `storage_dtype`, after `finish` (which waited for the device)."""
+        streams = {name: torch.cat(parts).cpu().numpy().astype(storage_dtype) for name, parts in self._streams.items()}
+        self._streams.clear()
+        return streams
 
     def finish(self, storage_dtype: np.dtype) -> np.ndarray | None:
         """Wait for the device, release every slot, and return the unit's latents in `storage_dtype` (None when

@@ -12,6 +12,7 @@ from ..cache.model_record import ModelRecord, write_model_record
 from ..config import BuildConfig
 from ..text.base import TextEncoder
 from ..tokenizers.base import Tokenizer
+from .conditioning import ConditioningStage
 from .plan_pass import DecidedPlans
 from .text_stage import build_text_record
 
@@ -31,12 +32,14 @@ def load_models(config: BuildConfig, device: torch.device | str,
 
 
 def model_record(config: BuildConfig, tokenizer: Tokenizer, text: TextEncoder | None,
-                 device: torch.device | str) -> ModelRecord:
-    """What commit needs from the models: fingerprints, text datasets and the empty prompt's row."""
+                 device: torch.device | str, conditioning: ConditioningStage | None = None) -> ModelRecord:
+    """What commit needs from the models: fingerprints, text datasets, the empty prompt's row, and the
+    conditioning streams with their producers."""
     return ModelRecord(tokenizer.fingerprint(), type(tokenizer).latent_channels,
-                       build_text_record(config, text, device))
+                       build_text_record(config, text, device),
+                       None if conditioning is None else conditioning.section())
 
 
 def record_models(build_dir: Path, config: BuildConfig, tokenizer: Tokenizer, text: TextEncoder | None,
-                  device: torch.device | str) -> None:
-    write_model_record(build_dir, model_record(config, tokenizer, text, device))
+                  device: torch.device | str, conditioning: ConditioningStage | None = None) -> None:
+    write_model_record(build_dir, model_record(config, tokenizer, text, device, conditioning))

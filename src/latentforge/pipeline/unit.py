@@ -26,6 +26,7 @@ from ..tokenizers.base import Tokenizer
 from ..writers.remote_staging import stage_unit
 from ..writers.staging import StagedRow
 from .batch_queue import BatchQueue, encode_on_device
+from .conditioning import ConditioningStage
 from .environment import environment_record
 from .probe import ProbeResult
 from .sample import SamplePixels, load_sample_pixels
@@ -54,6 +55,7 @@ class StagedPayload:
     rejects: list[Reject]
     num_samples: int  # planned samples of the unit, accepted or not
     encoded_by: dict[str, Any]  # {"function": tokenizer fingerprint digest, "environment": device and software}
+    conditioning: dict[str, np.ndarray] = field(default_factory=dict)  # stream name -> [n, ...] storage dtype
 
 
 def stage_now(build_dir: Path, staging_url: str = "") -> Callable[[StagedPayload], None]:
@@ -62,7 +64,7 @@ def stage_now(build_dir: Path, staging_url: str = "") -> Callable[[StagedPayload
 
     def stage(payload: StagedPayload) -> None:
         stage_unit(build_dir, staging_url, payload.unit, payload.rows, payload.latents, payload.text_embeddings,
-                   payload.text_lengths, payload.rejects, payload.encoded_by)
+                   payload.text_lengths, payload.rejects, payload.encoded_by, conditioning=payload.conditioning)
 
     return stage
 
@@ -81,8 +83,11 @@ class UnitContext:
     # text.source=encoder: the unit's prompts go through the encoder while its batches run
     text_prefetch: TextPrefetch | None = field(init=False)
     encoded_by: dict[str, Any] = field(init=False)  # recorded with every staged unit
+    # the image conditioning config.conditioning asks for (its models loaded here, once); None: none
+    conditioning: ConditioningStage | None = field(init=False)
 
     def __post_init__(self) -> None:
+        self.conditioning = ConditioningStage.load(self.config, self.tokenizer)
         self.text_source = text_source(self.config, self.text)
         prefetch = self.text_source is not None and self.text_source.mode == "encoder"
         self.text_prefetch = TextPrefetch(self.text_source, self.tokenizer.device) if prefetch else None
@@ -147,12 +152,13 @@ def decode_sample(sample: Sample, probe: ProbeResult | Reject, config: BuildConf
     return Decoded(sample.source_index, result, time.perf_counter() - wall, time.process_time() - cpu)
 
 
-def encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> np.ndarray:
+def encode_batch(batch: list[SamplePixels], ctx: UnitContext) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """[B, C_total, T', H', W'] in the storage dtype, waited for: each modality through the tokenizer, channels
-    concatenated."""
-    latents = encode_on_device(batch, ctx.tokenizer, ctx.config.modalities.names).cpu()
+    concatenated; and the conditioning streams in the storage dtype."""
+    latents, streams = encode_on_device(batch, ctx.tokenizer, ctx.config.modalities.names, ctx.conditioning)
     fault_point("encode")
-    return latents.numpy().astype(ctx.latent_dtype)
+    return (latents.cpu().numpy().astype(ctx.latent_dtype),
+            {name: values.cpu().numpy().astype(ctx.storage_dtype) for name, values in streams.items()})
 
 
 def _row_shape(ctx: UnitContext) -> tuple[int, ...]:
@@ -168,7 +174,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     """
     batch_size = ctx.config.output.batch_size
     rows: list[StagedRow] = []  # prompt_truncated is known only after text encoding
-    queue = BatchQueue(ctx.tokenizer, ctx.config.modalities.names, ctx.seconds)
+    queue = BatchQueue(ctx.tokenizer, ctx.config.modalities.names, ctx.seconds, ctx.conditioning)
     rejects: list[Reject] = []
     prompts: list[str] = []
     pickled: list[PickledText | None] = []
@@ -208,7 +214,9 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         rows.append(StagedRow(sample_id=sample.sample_id, source_index=sample.source_index, prompt=probe.caption,
                               prompt_truncated=False, source_path=sample.entry.video_rel, unit=unit.index,
                               batch=len(rows) // batch_size, provenance=pixels.provenance,
-                              extra=dict(sample.entry.extra)))
+                              extra=dict(sample.entry.extra),
+                              condition_frame=None if ctx.conditioning is None
+                              else int(pixels.provenance["frame_indices"][0])))
         prompts.append(probe.caption)
         pickled.append(pickled_text)
         pending.append(pixels)
@@ -235,6 +243,9 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     stacked = queue.finish(ctx.latent_dtype)
     if stacked is None:
         stacked = np.zeros((0, *_row_shape(ctx)), dtype=ctx.latent_dtype)
+    streams = queue.finish_conditioning(ctx.storage_dtype)
+    for stream in ctx.conditioning.streams if ctx.conditioning is not None and not rows else ():
+        streams[stream.name] = np.zeros((0, *stream.shape), dtype=ctx.storage_dtype)  # a unit of rejects only
     if text_clock is not None:
         ctx.seconds["text"] += text_clock.seconds()
     text_embeddings = text_lengths = None
@@ -248,6 +259,6 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
 
     started = time.perf_counter()
     ctx.stage(StagedPayload(unit.index, rows, stacked, text_embeddings, text_lengths, rejects,
-                            len(unit.samples), ctx.encoded_by))
+                            len(unit.samples), ctx.encoded_by, streams))
     ctx.seconds["stage_handoff"] += time.perf_counter() - started
     ctx.samples_done += len(unit.samples)

@@ -39,6 +39,9 @@ class Tokenizer(ABC):
     temporal_factor: int = 4
     spatial_factor: int = 8
     causal: bool = True  # latent frame 0 depends only on pixel frame 0
+    # the conditioning.image_latent kinds this tokenizer builds beside the clip's latent (docs/conditioning.md):
+    # "wan-i2v" (mask + the encode of [frame 0, zeros], Wan I2V's `y`), "first-frame" (latent frame 0 of the clip)
+    conditioning_latents: ClassVar[tuple[str, ...]] = ()
     # precision mode -> the relative L2 by which a re-encode on another device or software stack may differ
     # (docs/verify.md); the keys are the allowed values of tokenizer.precision.
     precisions: ClassVar[dict[str, float]] = {"fp32": 1e-5}

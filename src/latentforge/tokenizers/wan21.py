@@ -68,6 +68,7 @@ class Wan21Tokenizer(WanTokenizer):
     temporal_factor = 4
     spatial_factor = 8
     causal = True
+    conditioning_latents = ("wan-i2v",)  # Wan2.1 I2V-14B and Wan2.2 I2V-A14B run this VAE
     precisions = {"fp32": 1e-5, "bf16": 2e-2, "cosmos-bf16": 2e-2}
     missing_checkpoint = (
         "tokenizer.checkpoint is required for wan2.1: give Wan2.1_VAE.pth, Cosmos-Predict2's "

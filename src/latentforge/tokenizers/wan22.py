@@ -46,6 +46,7 @@ class Wan22Tokenizer(WanTokenizer):
     temporal_factor = 4
     spatial_factor = 16
     causal = True
+    conditioning_latents = ("first-frame",)  # Wan2.2 TI2V-5B conditions on the latent of frame 0
     precisions = {"fp32": 1e-5, "bf16": 2e-2}
     missing_checkpoint = (
         "tokenizer.checkpoint is required for wan2.2: give Wan2.2_VAE.pth (hub repo Wan-AI/Wan2.2-TI2V-5B), "

@@ -36,6 +36,7 @@ from ..pipeline.unit import UnitContext, encode_batch
 from ..reporting import Progress, start_step
 from ..sinks.hdf5.integrity import verify_integrity
 from ..tokenizers.base import Tokenizer, pixels_to_input
+from .conditioning_check import check_streams, close_check, stream_comparison
 from .quality import Quality, QualityThresholds, measure
 from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
 from .tolerances import Comparison, choose_comparison, equal_id_fraction, tolerance_for
@@ -111,6 +112,7 @@ class _DeepRun:
         self.latent_dtype = cache_config.latent_dtype
         self.channels = {m.name: m.channels for m in cache_config.latent.modalities}
         self.latent_dataset = cache_config.latent.dataset
+        self.streams = () if cache_config.conditioning is None else cache_config.conditioning.names
         self.precision = cache_config.precision
         self.execution_changes: list[str] = []
 
@@ -164,14 +166,19 @@ class _DeepRun:
         batches: dict[tuple[int, int], list[ManifestRow]] = {}
         for row in rows:
             batches.setdefault(row.batch_key, []).append(row)
-        identical = 0
+        identical = same_streams = 0
+        streams_comparison = stream_comparison(comparison, type(tokenizer).precisions, self.cache_config)
         advance = start_step(self.progress, "reencode", len(rows))
         for members in batches.values():
             if any(row.dataset_index not in pixels for row in members):
                 advance(len(members))
                 continue  # a member's sources failed (reported): the batch cannot be reproduced
-            fresh = encode_batch([pixels[row.dataset_index] for row in members], ctx)
-            for row, latent in zip(members, fresh):
+            fresh, streams = encode_batch([pixels[row.dataset_index] for row in members], ctx)
+            for i, (row, latent) in enumerate(zip(members, fresh)):
+                same_streams += check_streams(self.rec, row, {name: stored_row(self.root, row, name)
+                                                              for name in self.streams},
+                                              {name: values[i] for name, values in streams.items()},
+                                              streams_comparison)
                 stored = stored_row(self.root, row, self.latent_dataset)
                 identical += int(np.array_equal(stored, latent))
                 if self.tokens:
@@ -182,6 +189,7 @@ class _DeepRun:
                     self.rec.fail("reencode", f"dataset_index {row.dataset_index} (unit {row.unit}, batch "
                                   f"{row.batch}): {problem}", row.dataset_index)
             advance(len(members))
+        close_check(self.rec, self.cache_config, len(rows), same_streams)
         fraction = equal_ids / total_ids if total_ids else None
         ids = "" if fraction is None else f", {fraction:.4f} of the token ids equal"
         self.rec.close("reencode", f"{len(rows)} samples in {len(batches)} recorded batches re-encoded ({identical} "

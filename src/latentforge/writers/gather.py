@@ -45,6 +45,15 @@ def _check_unit_arrays(path: Path, staged: OpenStagedUnit, schema: ShardSchema) 
         if got_text != want[schema.embeddings_dataset]:
             problems.append(f"text embeddings are {got_text[0]} {list(got_text[1])}, "
                             f"want {want[schema.embeddings_dataset]}")
+    for stream in schema.conditioning:
+        values = staged.conditioning.get(stream.name)
+        got = None if values is None else (values.dtype, values.shape)
+        if got != want[stream.name]:
+            problems.append(f"conditioning {stream.name} is {'missing' if got is None else f'{got[0]} {list(got[1])}'}"
+                            f", want {want[stream.name]}")
+    extra = sorted(set(staged.conditioning) - {stream.name for stream in schema.conditioning})
+    if extra:
+        problems.append(f"conditioning {extra} staged but not in the cache's conditioning streams")
     if problems:
         raise CacheIntegrityError(f"staged unit {path}: " + "; ".join(problems))
 

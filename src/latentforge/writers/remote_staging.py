@@ -148,14 +148,14 @@ def claim_staging(output: OutputConfig, key: dict[str, Any], overwrite: bool) ->
         _staging(output.staging_url).claim({"root": output.root, "key_sha256": digest}, overwrite)
 
 
-def stage_unit(build_dir: Path, staging_url: str, unit: int, *arrays: Any) -> None:
+def stage_unit(build_dir: Path, staging_url: str, unit: int, *arrays: Any, **named: Any) -> None:
     """write_staged_unit into build_dir/staging, or, with `staging_url`, through a node-local temp folder to
     that URL (the build folder may not exist on this machine)."""
     if not staging_url:
-        write_staged_unit(build_dir, unit, *arrays)
+        write_staged_unit(build_dir, unit, *arrays, **named)
         return
     with tempfile.TemporaryDirectory(prefix="latentforge-unit-") as tmp:
-        _staging(staging_url).put(write_staged_unit(Path(tmp), unit, *arrays))
+        _staging(staging_url).put(write_staged_unit(Path(tmp), unit, *arrays, **named))
 
 
 def staged_units(build_dir: Path, staging_url: str, units: Iterable[int]) -> dict[int, Path]:

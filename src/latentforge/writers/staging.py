@@ -12,7 +12,7 @@ import json
 import os
 import re
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,6 +28,7 @@ from ..testing.fault_points import fault_point
 
 _UNIT_FILE = re.compile(r"^unit-(\d{6,})\.h5$")
 _DONE_SUFFIX = ".done.json"
+_CONDITIONING = "conditioning"  # the group of a staged unit holding its conditioning streams, one dataset each
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class StagedRow:
     batch: int
     provenance: dict[str, Any]
     extra: dict[str, Any]
+    condition_frame: int | None = None  # the source frame of the image conditioning; None: no conditioning
 
 
 @dataclass
@@ -54,6 +56,7 @@ class StagedUnit:
     text_lengths: np.ndarray | None  # [n]
     rejects: list[Reject]
     encoded_by: dict[str, Any] | None  # {"function", "environment"} of the rank that encoded it
+    conditioning: dict[str, np.ndarray] = field(default_factory=dict)  # stream name -> [n, ...] storage dtype
 
 
 @dataclass
@@ -67,6 +70,7 @@ class OpenStagedUnit:
     text_lengths: h5py.Dataset | None
     rejects: list[Reject]
     encoded_by: dict[str, Any] | None
+    conditioning: dict[str, h5py.Dataset] = field(default_factory=dict)
 
 
 def staged_unit_path(build_dir: Path, unit: int) -> Path:
@@ -83,10 +87,12 @@ def _jsonl_bytes(items: list[dict[str, Any]]) -> np.ndarray:
 
 
 def _check_shapes(
-    unit: int, rows: list[StagedRow], latents: np.ndarray, embeddings: np.ndarray | None, lengths: np.ndarray | None
+    unit: int, rows: list[StagedRow], latents: np.ndarray, embeddings: np.ndarray | None, lengths: np.ndarray | None,
+    conditioning: dict[str, np.ndarray],
 ) -> None:
     n = len(rows)
-    problems = []
+    problems = [f"conditioning {name} has {len(values)} rows, not {n}" for name, values in conditioning.items()
+                if len(values) != n]
     if latents.ndim != 5 or latents.shape[0] != n:
         problems.append(f"latents shape {list(latents.shape)} is not [{n}, C, T', H', W']")
     if (embeddings is None) != (lengths is None):
@@ -109,10 +115,13 @@ def write_staged_unit(
     text_lengths: np.ndarray | None,
     rejects: list[Reject],
     encoded_by: dict[str, Any] | None = None,
+    conditioning: dict[str, np.ndarray] | None = None,
 ) -> Path:
     """Stage one finished unit; it counts for completed_units() only once its sidecar is written.
-    `encoded_by` says which function in which environment encoded it (cache/encoded_by.py)."""
-    _check_shapes(unit, rows, latents, text_embeddings, text_lengths)
+    `encoded_by` says which function in which environment encoded it (cache/encoded_by.py); `conditioning` holds
+    its conditioning streams (cache/conditioning_streams.py), one row per row."""
+    conditioning = conditioning or {}
+    _check_shapes(unit, rows, latents, text_embeddings, text_lengths, conditioning)
     path = staged_unit_path(build_dir, unit)
     sidecar = sidecar_path(path)
     # A sidecar from an earlier attempt must never vouch for the file being replaced.
@@ -125,6 +134,8 @@ def write_staged_unit(
             if text_embeddings is not None:
                 handle.create_dataset("text_embeddings", data=text_embeddings, track_times=False)
                 handle.create_dataset("text_lengths", data=text_lengths, track_times=False)
+            for name, values in sorted(conditioning.items()):
+                handle.create_dataset(f"{_CONDITIONING}/{name}", data=values, track_times=False)
             handle.create_dataset("rows_jsonl", data=_jsonl_bytes([asdict(r) for r in rows]), track_times=False)
             handle.create_dataset("rejects_jsonl", data=_jsonl_bytes([r.to_json() for r in rejects]), track_times=False)
             if encoded_by is not None:  # a small dataset: an attribute of this size grows the file by 4 KiB
@@ -189,6 +200,7 @@ def open_staged_unit(path: Path) -> Iterator[OpenStagedUnit]:
             text_lengths=handle.get("text_lengths"),
             rejects=[Reject.from_json(row) for row in _read_jsonl(handle, "rejects_jsonl")],
             encoded_by=_read_jsonl(handle, "encoded_by_json")[0] if "encoded_by_json" in handle else None,
+            conditioning=dict(handle[_CONDITIONING].items()) if _CONDITIONING in handle else {},
         )
 
 
@@ -203,6 +215,7 @@ def read_staged_unit(path: Path) -> StagedUnit:
             text_lengths=None if staged.text_lengths is None else staged.text_lengths[()],
             rejects=staged.rejects,
             encoded_by=staged.encoded_by,
+            conditioning={name: values[()] for name, values in staged.conditioning.items()},
         )
 
 

@@ -74,8 +74,6 @@ class RankWorker:
             if spec.torch_threads is not None:
                 torch.set_num_threads(spec.torch_threads)
             tokenizer, text = load_models(spec.config, torch.device(spec.device), spec.plans)
-            if not (Path(spec.build_dir) / MODEL_RECORD).exists():  # any worker may record; the contents are equal
-                record_models(Path(spec.build_dir), spec.config, tokenizer, text, torch.device(spec.device))
             write = stage_now(Path(spec.build_dir), spec.config.output.staging_url)
 
             def stage(payload: StagedPayload) -> None:
@@ -85,6 +83,9 @@ class RankWorker:
                 stats.add_rejects(r.reason for r in payload.rejects)
 
             ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, stage)
+            if not (Path(spec.build_dir) / MODEL_RECORD).exists():  # any worker may record; the contents are equal
+                record_models(Path(spec.build_dir), spec.config, tokenizer, text, torch.device(spec.device),
+                              ctx.conditioning)
             stream = DecodeStream(spec.config, self._take, spec.workers, device=torch.device(spec.device),
                                   frame_bytes=spec.frame_bytes)
             stats.transport = stream.transport

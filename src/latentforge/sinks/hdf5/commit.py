@@ -70,6 +70,8 @@ def _fill_shard(schema: ShardSchema, rows: list[PlacedRow], units: dict[Path, Op
             staged = units[first.unit_path]
             src = slice(first.position, first.position + j - i)
             datasets[schema.latent_dataset][i:j] = staged.latents[src]
+            for stream in schema.conditioning:
+                datasets[stream.name][i:j] = staged.conditioning[stream.name][src]
             if schema.text_prefix is not None:
                 lengths = staged.text_lengths[src]
                 if lengths.min() < 0 or lengths.max() > schema.max_length:

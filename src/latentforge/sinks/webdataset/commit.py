@@ -42,6 +42,7 @@ from .layout import (
     cut_shards,
     npy_bytes,
     sample_key,
+    stream_member,
     tar_shard_path,
 )
 
@@ -79,6 +80,7 @@ def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rej
     lengths = _text_lengths(placed)
     text_row = 0 if schema.text_dim is None else schema.text_dim * np.dtype(schema.storage_dtype).itemsize
     latent_bytes = int(np.prod(schema.latent_shape)) * np.dtype(schema.latent_dtype or schema.storage_dtype).itemsize
+    latent_bytes += sum(int(np.prod(stream.shape)) * np.dtype(stream.dtype).itemsize for stream in schema.conditioning)
     ranges = cut_shards([latent_bytes + int(n) * text_row for n in lengths], options.shard_bytes)
     shards = [(tar_shard_path(k, len(ranges), s, e), s, e) for k, (s, e) in enumerate(ranges)]
     rejects = ordered_rejects(plan_rejects, unit_rejects)
@@ -141,6 +143,8 @@ def _sample(placed: PlacedRow, staged: OpenStagedUnit, row: ManifestRow, text: b
         length = int(staged.text_lengths[placed.position])
         sample[TEXT] = npy_bytes(staged.text_embeddings[placed.position][:length])
         sample[LENGTH] = str(length).encode()
+    for name, values in staged.conditioning.items():  # gather_staged checked them against the cache's streams
+        sample[stream_member(name)] = npy_bytes(values[placed.position])
     sample[ROW] = canonical_json(row.to_json()).encode("utf-8")
     return sample
 

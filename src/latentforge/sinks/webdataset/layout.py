@@ -7,7 +7,8 @@ ROOT/empty_prompt.tar  manifest.jsonl  rejects.jsonl  cache_config.json  README.
 ```
 A sample `KEY` (its dataset_index, nine digits) is the members `KEY.latent.npy` ([C, T', H', W'], storage dtype),
 `KEY.text.npy` (its first `length` tokens, [length, D]), `KEY.length.cls` (the length, ASCII) and `KEY.json`
-(its manifest row), in that name order, as webdataset's TarWriter writes them (mtime 0, so the bytes are a
+(its manifest row); a cache with conditioning streams adds `KEY.NAME.npy` per stream (`image_cond_latent`,
+`clip_image_embeds`: docs/conditioning.md); members in name order, as webdataset's TarWriter writes them (mtime 0, so the bytes are a
 function of the content alone).
 """
 
@@ -23,6 +24,13 @@ SINK = "webdataset"
 EMPTY_PROMPT_TAR = "empty_prompt.tar"
 EMPTY_PROMPT_KEY = "empty_prompt"
 LATENT, TEXT, LENGTH, ROW = "latent.npy", "text.npy", "length.cls", "json"
+
+
+def stream_member(name: str) -> str:
+    """The member of a conditioning stream (cache/conditioning_streams.py): its name as a .npy."""
+    return f"{name}.npy"
+
+
 # What Megatron-Energon's `energon prepare ROOT` adds to a WebDataset root: its index folder, and beside each tar an
 # index of the tar's byte offsets (megatron/energon/flavors/webdataset/config.py MAIN_FOLDER_NAME, itar.py
 # ITAR_SUFFIX). Not part of the cache; verify notes them instead of failing (docs/webdataset.md).
