@@ -11,10 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 IMAGE_COND_LATENT = "image_cond_latent"  # Wan I2V's y: frame mask + the encode of [frame 0, zeros]
 CLIP_IMAGE_EMBEDS = "clip_image_embeds"  # the image encoder's tokens of frame 0
 MASK_CHANNELS = 4  # y's mask: one channel per pixel frame of a latent frame (the temporal factor)
 CONDITION_FRAME = "condition_frame"  # the manifest field: the source frame index frame 0 was taken from
+CONDITIONING_CHECK = "conditioning_rows"  # the integrity check of every sink over the stored streams
+CONDITIONING_DETAIL = ("conditioning streams have their recorded shapes, no NaN or Inf, image_cond_latent's mask "
+                       "ones over latent frame 0 only; each manifest row's condition_frame is its first source frame")
 
 
 @dataclass(frozen=True)
@@ -68,3 +73,27 @@ class ConditioningSection:
         return cls(str(data["image_latent"]), str(data["image_embeds"]), str(data["precision"]),
                    tuple(ConditioningStream.from_json(s) for s in data.get("streams") or ()),
                    None if data.get("in_latent") is None else dict(data["in_latent"]))
+
+
+def stream_row_problem(stream: ConditioningStream, values: np.ndarray) -> str | None:
+    """What is wrong with one stored row of a stream (integrity verify, every sink), or None: its shape, finite
+    values, and for image_cond_latent the mask channels (ones over latent frame 0, zeros elsewhere)."""
+    if tuple(values.shape) != stream.shape:
+        return f"{stream.name} row has shape {list(values.shape)}, cache_config.json says {list(stream.shape)}"
+    if not np.isfinite(values).all():
+        return f"{stream.name} holds NaN or Inf"
+    if stream.name == IMAGE_COND_LATENT:
+        mask = values[:MASK_CHANNELS]
+        if not (mask[:, :1] == 1).all() or (mask[:, 1:] != 0).any():
+            return f"{stream.name}'s {MASK_CHANNELS} mask channels are not ones over latent frame 0 and zeros elsewhere"
+    return None
+
+
+def condition_frame_problem(conditioned: bool, condition_frame: int | None, frame_indices: list[int]) -> str | None:
+    """A manifest row's condition_frame against its window (pixel frame 0's source index), or its absence in a
+    cache without conditioning."""
+    if not conditioned:
+        return None if condition_frame is None else f"{CONDITION_FRAME} {condition_frame!r} without conditioning"
+    if condition_frame != frame_indices[0]:
+        return f"{CONDITION_FRAME} {condition_frame!r} is not the window's first source frame {frame_indices[0]}"
+    return None

@@ -47,6 +47,10 @@ class CacheExpectation:
     text_max_length: int | None = None
     vocabulary: int | None = None  # token caches: ids are in [0, vocabulary); a float-latent cache has none (0)
     token_grid: tuple[int, ...] | None = None  # token caches: [T', H', W'] of one modality's ids; latents: ()
+    # conditioning streams the trainer reads, e.g. ("image_cond_latent", "clip_image_embeds"): the cache must hold
+    # every one (it may hold more)
+    conditioning: tuple[str, ...] | None = None
+    image_latent: str | None = None  # wan-i2v | first-frame | none: how the cache's image condition was built
 
     @classmethod
     def coerce(cls, value: "CacheExpectation | dict[str, Any] | None") -> "CacheExpectation":
@@ -62,7 +66,7 @@ class CacheExpectation:
         if unknown:
             raise ConfigError(f"unknown expect= key {unknown[0]!r}; allowed keys: {', '.join(allowed)}")
         data = dict(value)
-        for key in ("modalities", "latent_shape", "token_grid"):
+        for key in ("modalities", "latent_shape", "token_grid", "conditioning"):
             if data.get(key) is not None:
                 data[key] = tuple(data[key])
         return cls(**data)
@@ -96,6 +100,8 @@ def _found(config: CacheConfig, modalities: tuple[str, ...]) -> dict[str, Any]:
         "text_max_length": None if text is None else text.max_length,
         "vocabulary": 0 if config.tokens is None else config.tokens.vocabulary,
         "token_grid": () if config.tokens is None else config.tokens.grid,
+        "conditioning": () if config.conditioning is None else config.conditioning.names,
+        "image_latent": "none" if config.conditioning is None else config.conditioning.image_latent,
     }
 
 
@@ -105,6 +111,8 @@ def _same(field: str, want: Any, have: Any) -> bool:
             return float(want) == float(have)
         except (TypeError, ValueError):
             return False
+    if field == "conditioning":  # the streams the trainer reads, among those stored
+        return set(want) <= set(have)
     if field == "tokenizer_sha256" and isinstance(want, str) and isinstance(have, str):
         return want.lower() == have.lower()
     return want == have

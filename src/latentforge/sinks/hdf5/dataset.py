@@ -83,6 +83,7 @@ class LatentCacheDataset(Dataset):
         self._reads = _merged_reads(ranges)
         self.latent_shape = (cursor, *self.config.latent.shape[1:])
         self.text = text and self.config.text is not None
+        self.streams = () if self.config.conditioning is None else self.config.conditioning.streams
         self.index: ManifestIndex = read_manifest_index(self.root, self.config.num_samples)
         self.rows: np.ndarray = np.asarray(query_indices(self.root, where) if where is not None else
                                            range(len(self.index)), dtype=np.int64)
@@ -113,6 +114,8 @@ class LatentCacheDataset(Dataset):
             fields["tokens"] = raster_sequence(latent)
         if self.config.latent.conditioning_modality is not None:
             fields["conditioning_latent"] = self._conditioning(reader, locations, latent)
+        for stream in self.streams:  # conditioning streams (docs/conditioning.md), whole rows under their names
+            fields[stream.name] = reader.gather(locations, stream.name, stream.shape, [(0, stream.shape[0], 0)])
         text = self.config.text
         if self.text:
             shape = (text.max_length, text.dim)
@@ -201,6 +204,7 @@ class LatentCacheDataset(Dataset):
         elif self.text:
             expected[text.embeddings_dataset] = (self.config.storage_dtype, (text.max_length, text.dim))
             expected[text.length_dataset] = ("uint16", ())
+        expected.update({stream.name: (stream.dtype, stream.shape) for stream in self.streams})
         expected[SOURCE_INDEX_DATASET] = ("int64", ())
         for name, (dtype, shape) in expected.items():
             if name not in handle:

@@ -15,6 +15,12 @@ import numpy as np
 
 from ...cache.check_report import CheckRecorder, VerifyReport
 from ...cache.checksums import find_sum_problems
+from ...cache.conditioning_streams import (
+    CONDITIONING_CHECK,
+    CONDITIONING_DETAIL,
+    condition_frame_problem,
+    stream_row_problem,
+)
 from ...cache.config_file import CacheConfig
 from ...cache.count_check import check_counts
 from ...cache.encoded_by import function_digest
@@ -94,7 +100,7 @@ def _check_sums(root: Path, shards: Shards, rec: CheckRecorder, progress: Progre
     rec.close("sha256sums", "every file matches SHA256SUMS and every file is listed")
 
 
-def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckRecorder
+def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckRecorder, conditioned: bool = False
                     ) -> tuple[dict[int, int], set[int]]:
     """{dataset_index: source_index} of the rows that parse, and the units they name."""
     boundaries = {i: (rel, i - start) for rel, start, end in shards for i in range(start, end)}
@@ -130,6 +136,8 @@ def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckReco
         else:
             previous_source = row.source_index
             source_of[index] = row.source_index
+        if problem := condition_frame_problem(conditioned, row.condition_frame, row.frame_indices):
+            rec.fail(CONDITIONING_CHECK, f"dataset_index {index}: {problem}", index)
         if row.sample_id in ids:
             rec.fail("manifest", f"dataset_index {index}: sample_id {row.sample_id!r} appears twice", index)
         ids.add(row.sample_id)
@@ -223,6 +231,10 @@ def _check_rows(handle: h5py.File, schema: ShardSchema, start: int, source_of: d
             rec.fail("latents_finite", f"dataset_index {index}: {schema.latent_dataset} holds NaN or Inf", index)
         if schema.text_prefix is not None:
             _check_text_row(handle, schema, row, index, rec)
+        for stream in schema.conditioning:
+            problem = stream_row_problem(stream, handle[stream.name][row])
+            if problem:
+                rec.fail(CONDITIONING_CHECK, f"dataset_index {index}: {problem}", index)
 
 
 def _check_text_row(handle: h5py.File, schema: ShardSchema, row: int, index: int | None, rec: CheckRecorder) -> None:
@@ -265,6 +277,8 @@ def _check_shards(root: Path, schema: ShardSchema, shards: Shards, source_of: di
         rec.close("token_ids", f"every token id is below the vocabulary {schema.vocabulary}")
     else:
         rec.close("latents_finite", "no NaN or Inf in latents")
+    if schema.conditioning:
+        rec.close(CONDITIONING_CHECK, CONDITIONING_DETAIL)  # also over the manifest's condition_frame
     if schema.text_prefix is not None:
         rec.close("text_finite", "no NaN or Inf in text embeddings")
         rec.close("text_padding", "text rows at and past each length are zero")
@@ -339,7 +353,7 @@ def verify_integrity(root: Path, require_complete: bool = True, progress: Progre
     shards = config.shard_paths()
     _check_shard_files(root, config, shards, rec)
     _check_sums(root, shards, rec, progress)
-    source_of, units = _check_manifest(root, config.num_samples, shards, rec)
+    source_of, units = _check_manifest(root, config.num_samples, shards, rec, config.conditioning is not None)
     _check_manifest_table(root, rec)
     _check_encoded_by(config, units, rec)
     _check_shards(root, schema, shards, source_of, rec, progress)

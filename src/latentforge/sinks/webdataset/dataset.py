@@ -28,7 +28,7 @@ from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, SUMS
 from ...cache.root import sink_in
 from ...cache.token_ids import check_flatten_tokens, raster_sequence
 from ...errors import CacheIntegrityError, ConfigError
-from .layout import EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array
+from .layout import EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array, stream_member
 from .store import CacheStore
 
 
@@ -68,6 +68,7 @@ class StreamingLatentDataset(IterableDataset):
         self._channels = [self.config.modality(name).channels for name in self.modalities]
         check_expectation(url, self.config, self.modalities, CacheExpectation.coerce(expect))
         self.text = text and self.config.text is not None
+        self.streams = () if self.config.conditioning is None else self.config.conditioning.streams
         listed = self.store.read(SUMS).decode("utf-8").splitlines()
         self.shards = sorted(line.split("  ", 1)[1] for line in listed if line.endswith(".tar")
                              and line.split("  ", 1)[1].startswith("shards/"))
@@ -152,6 +153,8 @@ class StreamingLatentDataset(IterableDataset):
         if self.flatten_tokens:
             item["tokens"] = raster_sequence(item["latent"])
             item["token_length"] = torch.tensor(item["tokens"].shape[-1], dtype=torch.int64)
+        for stream in self.streams:  # conditioning streams (docs/conditioning.md), under their own names
+            item[stream.name] = torch.from_numpy(npy_array(raw[stream_member(stream.name)]))
         if self.text:
             item.update(self._text_fields(raw))
         item.update({"dataset_index": int(row["dataset_index"]), "source_index": int(row["source_index"]),

@@ -19,9 +19,17 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ...cache.check_report import CheckRecorder, VerifyReport
+from ...cache.conditioning_streams import (
+    CONDITIONING_CHECK,
+    CONDITIONING_DETAIL,
+    ConditioningStream,
+    condition_frame_problem,
+    stream_row_problem,
+)
 from ...cache.config_file import CacheConfig
 from ...cache.count_check import check_counts
 from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, NOT_CHECKSUMMED, PUBLISHED_MARKER, REJECTS, SUMS
+from ...cache.rows import ManifestRow
 from ...cache.token_ids import id_range_problem
 from ...errors import CacheIntegrityError, ConfigError
 from ...hashing import compare_sums, parse_sums
@@ -39,6 +47,7 @@ from .layout import (
     npy_array,
     reader_index_files,
     sample_key,
+    stream_member,
 )
 from .store import CacheStore
 
@@ -107,6 +116,8 @@ def verify_webdataset(url: str, require_complete: bool = True, progress: Progres
                          _latent_check(config),
                          ("text_finite", "no NaN or Inf in text embeddings")):
         rec.close(name, detail)
+    if config.conditioning is not None:
+        rec.close(CONDITIONING_CHECK, CONDITIONING_DETAIL)
     return rec.report
 
 
@@ -218,6 +229,7 @@ def _check_tar(reader: _HashingReader, rel: str, span: tuple[int, int], config: 
                manifest: list[bytes], rec: CheckRecorder, advance: Advance) -> None:
     start, end = span
     expected = {LATENT, ROW} | ({TEXT, LENGTH} if config.text is not None else set())
+    expected |= {stream_member(stream.name) for stream in _streams(config)}
     index = start
     try:
         for key, members in _samples(reader):
@@ -259,6 +271,34 @@ def _check_sample(members: dict[str, bytes], index: int, config: CacheConfig, ma
         rec.fail("latents_finite", "NaN or Inf in the latent", index)
     if config.text is not None:
         _check_text(members, f"sample {sample_key(index)}", config, rec, index)
+    _check_streams(members, index, config, rec)
+
+
+def _streams(config: CacheConfig) -> tuple[ConditioningStream, ...]:
+    return () if config.conditioning is None else config.conditioning.streams
+
+
+def _check_streams(members: dict[str, bytes], index: int, config: CacheConfig, rec: CheckRecorder) -> None:
+    """Each conditioning member: a .npy of the recorded dtype and shape, finite, its mask as built; and the row's
+    condition_frame."""
+    for stream in _streams(config):
+        member = stream_member(stream.name)
+        try:
+            values = npy_array(members[member])
+        except ValueError as error:
+            rec.fail("samples", f"{sample_key(index)}.{member} is not a .npy array ({error})", index)
+            continue
+        if values.dtype != np.dtype(stream.dtype):
+            rec.fail(CONDITIONING_CHECK, f"dataset_index {index}: {stream.name} is {values.dtype}, cache_config.json "
+                     f"promises {stream.dtype}", index)
+        elif problem := stream_row_problem(stream, values):
+            rec.fail(CONDITIONING_CHECK, f"dataset_index {index}: {problem}", index)
+    try:
+        row = ManifestRow.from_json(json.loads(members[ROW]))
+    except (ValueError, TypeError):
+        return  # the row differs from the manifest's or does not parse: reported as samples
+    if problem := condition_frame_problem(config.conditioning is not None, row.condition_frame, row.frame_indices):
+        rec.fail(CONDITIONING_CHECK, f"dataset_index {index}: {problem}", index)
 
 
 def _check_text(members: dict[str, bytes], what: str, config: CacheConfig, rec: CheckRecorder,

@@ -8,8 +8,8 @@ ROOT/empty_prompt.tar  manifest.jsonl  rejects.jsonl  cache_config.json  README.
 A sample `KEY` (its dataset_index, nine digits) is the members `KEY.latent.npy` ([C, T', H', W'], storage dtype),
 `KEY.text.npy` (its first `length` tokens, [length, D]), `KEY.length.cls` (the length, ASCII) and `KEY.json`
 (its manifest row); a cache with conditioning streams adds `KEY.NAME.npy` per stream (`image_cond_latent`,
-`clip_image_embeds`: docs/conditioning.md); members in name order, as webdataset's TarWriter writes them (mtime 0, so the bytes are a
-function of the content alone).
+`clip_image_embeds`: docs/conditioning.md); members in name order, as webdataset's TarWriter writes them
+(mtime 0, so the bytes are a function of the content alone).
 """
 
 from __future__ import annotations

@@ -1,0 +1,165 @@
+"""A CPU build with image conditioning (conditioning.image_latent=wan-i2v and a plugged-in image encoder) through
+both sinks: the stored y and image tokens equal what the frames PyAV decodes give through diffusers' own
+prepare_latents and the encoder, `verify --deep` passes, the training readers return them, and integrity verify
+catches a tampered or non-finite condition."""
+
+from __future__ import annotations
+
+import shutil
+from types import SimpleNamespace
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from builder.test_build_wan21 import recorded_frames
+
+from helpers.builds import build_quietly, read_manifest
+from helpers.exec_world import make_table
+from helpers.random_wan import save_random_wan_vae
+from helpers.tiny_image_encoder import TOKENS, WIDTH, TinyImageEncoder, project, register_tiny_image_encoder
+from latentforge import CacheExpectation, LatentCacheDataset, verify
+from latentforge.cache.expect import CacheMismatch
+from latentforge.configure import load_config
+from latentforge.dataset.collate import collate_latent_batch
+from latentforge.streaming import StreamingLatentDataset
+from latentforge.verification.quality import QualityThresholds
+
+FRAMES, HEIGHT, WIDTH_PX = 5, 16, 32
+WAN21 = dict(base_dim=8, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
+             temperal_downsample=[False, True, True], dropout=0.0)  # fmt: skip
+Y_SHAPE = (20, 2, HEIGHT // 8, WIDTH_PX // 8)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("i2v")
+    table = make_table(folder / "data", count=3, frames=7, width=WIDTH_PX, height=HEIGHT)
+    vae, _ = save_random_wan_vae(folder / "wan" / "vae", WAN21, seed=9)
+    encoder = folder / "encoder"
+    encoder.mkdir()
+    return SimpleNamespace(folder=folder, table=table, vae=vae, checkpoint=folder / "wan", encoder=encoder,
+                           name=register_tiny_image_encoder())
+
+
+def _config(world, root, *overrides):
+    extra = {"dataset": {"reader": "table", "path": [str(world.table)], "id_column": "id"},
+             "frames": {"num_frames": FRAMES, "height": HEIGHT, "width": WIDTH_PX, "resize": "stretch",
+                        "window": "center"},
+             "tokenizer": {"name": "wan2.1", "checkpoint": str(world.checkpoint), "precision": "fp32"},
+             "text": {"name": "none"},
+             "conditioning": {"image_latent": "wan-i2v", "image_embeds": world.name,
+                              "image_encoder_path": str(world.encoder)},
+             "output": {"root": str(root), "rows_per_shard": 2, "unit_size": 2, "batch_size": 1,
+                        "min_free_bytes": 0},
+             "run": {"workers_per_gpu": 0}}
+    return load_config(extra=extra, overrides=list(overrides))
+
+
+@pytest.fixture(scope="module")
+def hdf5_cache(world):
+    root = world.folder / "cache"
+    TinyImageEncoder.calls.clear()
+    build_quietly(_config(world, root))
+    return root
+
+
+def _diffusers_y(vae, frame0: torch.Tensor) -> torch.Tensor:
+    from diffusers import WanImageToVideoPipeline
+
+    pipeline = SimpleNamespace(vae=vae, vae_scale_factor_temporal=4, vae_scale_factor_spatial=8,
+                               config=SimpleNamespace(expand_timesteps=False))
+    with torch.no_grad():
+        return WanImageToVideoPipeline.prepare_latents(pipeline, frame0, 1, 16, HEIGHT, WIDTH_PX, FRAMES,
+                                                       torch.float32, torch.device("cpu"))[1]
+
+
+def test_stored_conditioning_equals_the_references_of_the_recorded_frame_0(world, hdf5_cache):
+    """Batches of one, as diffusers' pipeline encodes one image: a batch of two changes the CPU convolutions'
+    summation order (tests/pipeline/test_image_condition.py bounds that)."""
+    manifest = read_manifest(hdf5_cache)
+    assert len(manifest) == 3
+    for row in manifest:
+        indices = row["provenance"]["frame_indices"]
+        assert row["condition_frame"] == indices[0] == 1  # the centre window of 7 frames starts at frame 1
+        frame0 = recorded_frames(world.table.parent / row["source_path"], indices[:1])  # uint8 [1, H, W, 3]
+        pixels = torch.from_numpy((frame0.astype(np.float64) / 127.5 - 1.0).astype(np.float32)).permute(0, 3, 1, 2)
+        with h5py.File(hdf5_cache / row["shard_path"], "r") as shard:
+            y = shard["image_cond_latent"][row["cache_row"]]
+            embeds = shard["clip_image_embeds"][row["cache_row"]]
+        assert y.dtype == embeds.dtype == np.float16 and y.shape == Y_SHAPE and embeds.shape == (TOKENS, WIDTH)
+        np.testing.assert_array_equal(y, _diffusers_y(world.vae, pixels)[0].numpy().astype(np.float16))
+        np.testing.assert_array_equal(embeds, project(torch.from_numpy(frame0))[0].numpy().astype(np.float16))
+    handed = torch.cat(TinyImageEncoder.calls)
+    assert handed.dtype == torch.uint8 and handed.shape == (3, HEIGHT, WIDTH_PX, 3)
+
+
+def test_cache_config_describes_the_conditioning(world, hdf5_cache):
+    from latentforge.cache.config_file import CacheConfig
+
+    section = CacheConfig.load(hdf5_cache).conditioning
+    assert (section.image_latent, section.image_embeds, section.precision) == ("wan-i2v", world.name, "fp32")
+    assert {s.name: (s.shape, s.dtype) for s in section.streams} == {
+        "image_cond_latent": (Y_SHAPE, "float16"), "clip_image_embeds": ((TOKENS, WIDTH), "float16")}
+    assert section.stream("clip_image_embeds").producer["name"] == world.name
+    assert section.stream("image_cond_latent").producer["tokenizer"]["name"] == "wan2.1"
+
+
+def test_deep_verify_re_encodes_the_conditioning_exactly(hdf5_cache):
+    anything = QualityThresholds(-np.inf, -np.inf, -np.inf, -np.inf)  # random weights decode to noise
+    report = verify(hdf5_cache, deep=True, spot=2, thresholds=anything)
+    assert report.ok, [f"{c.name}: {c.detail}" for c in report.failures]
+    checks = {c.name: c for c in report.checks}
+    assert checks["conditioning"].ok and "bit for bit" in checks["conditioning"].detail
+    assert report.comparison.startswith("exact")
+
+
+def test_the_training_dataset_returns_and_batches_the_streams(hdf5_cache):
+    dataset = LatentCacheDataset(hdf5_cache, expect={"conditioning": ("image_cond_latent", "clip_image_embeds"),
+                                                     "image_latent": "wan-i2v"})
+    batch = collate_latent_batch([dataset[i] for i in range(3)])
+    assert batch["image_cond_latent"].shape == (3, *Y_SHAPE) and batch["clip_image_embeds"].shape == (3, 3, 4)
+    with h5py.File(hdf5_cache / read_manifest(hdf5_cache)[2]["shard_path"], "r") as shard:
+        np.testing.assert_array_equal(batch["image_cond_latent"][2].numpy(), shard["image_cond_latent"][0])
+
+
+def test_a_cache_without_the_stream_is_refused_by_the_expectation(world, hdf5_cache, tmp_path):
+    root = tmp_path / "plain"
+    build_quietly(_config(world, root, "conditioning.image_latent=none", "conditioning.image_embeds=none",
+                          "conditioning.image_encoder_path=null"))
+    assert "condition_frame" not in read_manifest(root)[0]
+    with pytest.raises(CacheMismatch, match="conditioning"):
+        LatentCacheDataset(root, expect=CacheExpectation(conditioning=("image_cond_latent",)))
+
+
+@pytest.mark.slow  # a third build (12 s on 2 cores)
+def test_webdataset_sink_stores_the_same_conditioning(world, hdf5_cache, tmp_path):
+    root = tmp_path / "wds"
+    build_quietly(_config(world, root, "output.sink=webdataset", f"output.staging_dir={tmp_path / 'stage'}"))
+    assert verify(str(root)).ok
+    items = {item["dataset_index"]: item for item in StreamingLatentDataset(str(root))}
+    reference = LatentCacheDataset(hdf5_cache)
+    for index, item in items.items():
+        for name in ("image_cond_latent", "clip_image_embeds"):
+            assert torch.equal(item[name], reference[index][name])
+
+
+def _tampered(source, target, change):
+    shutil.copytree(source, target)
+    row = read_manifest(target)[0]
+    with h5py.File(target / row["shard_path"], "r+") as shard:
+        change(shard)
+    return verify(target)
+
+
+def test_integrity_verify_catches_a_non_finite_or_tampered_condition(hdf5_cache, tmp_path):
+    def nan(shard):
+        shard["clip_image_embeds"][0, 0, 0] = np.nan
+
+    def unmask(shard):
+        shard["image_cond_latent"][0, 0, 1] = 1.0  # the mask says latent frame 1 is given
+
+    for name, change in (("nan", nan), ("unmask", unmask)):
+        report = _tampered(hdf5_cache, tmp_path / name, change)
+        failed = {c.name: c.detail for c in report.failures}
+        assert "conditioning_rows" in failed, failed
