@@ -18,7 +18,7 @@ from helpers.builds import build_quietly, read_manifest
 from helpers.exec_world import make_table
 from helpers.random_wan import save_random_wan_vae
 from helpers.tiny_image_encoder import TOKENS, WIDTH, TinyImageEncoder, project, register_tiny_image_encoder
-from latentforge import CacheExpectation, LatentCacheDataset, verify
+from latentforge import CacheExpectation, LatentCacheDataset, stats, verify
 from latentforge.cache.expect import CacheMismatch
 from latentforge.configure import load_config
 from latentforge.dataset.collate import collate_latent_batch
@@ -163,3 +163,16 @@ def test_integrity_verify_catches_a_non_finite_or_tampered_condition(hdf5_cache,
         report = _tampered(hdf5_cache, tmp_path / name, change)
         failed = {c.name: c.detail for c in report.failures}
         assert "conditioning_rows" in failed, failed
+
+
+def test_stats_summarise_the_streams(hdf5_cache, tmp_path):
+    summary = stats(hdf5_cache, out=tmp_path / "stats").stats.to_json()["conditioning"]
+    rows = [LatentCacheDataset(hdf5_cache)[i] for i in range(3)]
+    latent = torch.stack([row["image_cond_latent"][4:] for row in rows]).double()  # the mask channels left out
+    np.testing.assert_allclose(summary["image_cond_latent"]["latent_channel_mean"],
+                               latent.mean(dim=(0, 2, 3, 4)).numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(summary["image_cond_latent"]["latent_channel_std"],
+                               latent.std(dim=(0, 2, 3, 4), unbiased=False).numpy(), rtol=1e-6, atol=1e-9)
+    norms = torch.stack([row["clip_image_embeds"] for row in rows]).double().norm(dim=-1)
+    assert summary["clip_image_embeds"]["token_norm_mean"] == pytest.approx(float(norms.mean()), rel=1e-9)
+    assert summary["clip_image_embeds"]["samples"] == 3

@@ -26,6 +26,7 @@ from ..cache.rows import read_manifest, read_rejects
 from ..errors import ConfigError
 from ..io import atomic_path
 from ..reporting import Progress, start_step
+from .conditioning_statistics import conditioning_stats
 from .token_statistics import TokenAccumulator, TokenStats
 
 HISTOGRAM_EDGES = np.linspace(-8.0, 8.0, 65)  # beyond these, values count as under/overflow
@@ -101,6 +102,7 @@ class CacheStats:
     samples_per_source: dict[str, int]  # parent folder of source_path -> samples
     rows_read: list[int] = field(default_factory=list)  # [first, step] of the rows used
     tokens: TokenStats | None = None  # a discrete-token cache's (its `modalities` is then empty)
+    conditioning: dict[str, Any] | None = None  # each conditioning stream's summary (conditioning_statistics.py)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -108,6 +110,8 @@ class CacheStats:
             del data["tokens"]  # a latent cache's stats.json as before
         else:
             data["tokens"]["sequence_lengths"] = {str(k): v for k, v in self.tokens.sequence_lengths.items()}
+        if self.conditioning is None:
+            del data["conditioning"]
         if self.text_lengths is not None:
             data["text_lengths"] = {str(k): v for k, v in sorted(self.text_lengths.items())}
         return data
@@ -200,7 +204,8 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
         text_lengths=dict(sorted(lengths.items())) if text is not None else None,
         max_length=text.max_length if text is not None else None, truncated_prompts=truncated,
         rejects_by_reason=dict(sorted(rejects.items())), samples_per_source=dict(sorted(sources.items())),
-        rows_read=[0, every], tokens=None if tokens is None else tokens.result(sample_ids))
+        rows_read=[0, every], tokens=None if tokens is None else tokens.result(sample_ids),
+        conditioning=conditioning_stats(root, config, every))
 
 
 def check_cosmos_tokenizer(config: CacheConfig, root: Path) -> None:
