@@ -176,3 +176,22 @@ def test_stats_summarise_the_streams(hdf5_cache, tmp_path):
     norms = torch.stack([row["clip_image_embeds"] for row in rows]).double().norm(dim=-1)
     assert summary["clip_image_embeds"]["token_norm_mean"] == pytest.approx(float(norms.mean()), rel=1e-9)
     assert summary["clip_image_embeds"]["samples"] == 3
+
+
+def test_first_frame_stores_nothing_extra_and_records_where_the_condition_is(world, tmp_path):
+    from latentforge.cache.config_file import CacheConfig
+    from latentforge.tokenizers import wan22_checkpoint
+
+    save_random_wan_vae(tmp_path / "wan22" / "vae", wan22_checkpoint.diffusers_config(8, 8), seed=2)
+    root = tmp_path / "ti2v"
+    build_quietly(_config(world, root, "tokenizer.name=wan2.2", f"tokenizer.checkpoint={tmp_path / 'wan22'}",
+                          "conditioning.image_latent=first-frame", "conditioning.image_embeds=none",
+                          "conditioning.image_encoder_path=null"))
+    section = CacheConfig.load(root).conditioning
+    assert section.streams == () and section.in_latent["latent_frames"] == [0, 1]
+    assert section.in_latent["dataset"] == "video_latent_state"
+    with h5py.File(root / read_manifest(root)[0]["shard_path"], "r") as shard:
+        assert sorted(shard) == ["source_index", "video_latent_state"]
+    assert [row["condition_frame"] for row in read_manifest(root)] == [1, 1, 1]
+    assert verify(root).ok
+    assert "image_cond_latent" not in LatentCacheDataset(root, expect={"image_latent": "first-frame"})[0]
