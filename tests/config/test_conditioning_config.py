@@ -79,3 +79,15 @@ def test_image_to_video_presets(preset, frames, fps, tokenizer, image_latent, im
     if image_embeds is None:  # loads as it stands (a CLIP preset needs the image encoder's weights too)
         config = load_config(preset=preset, extra={**BASE, "tokenizer": {"checkpoint": "vae.pth"}})
         assert config.conditioning.image_latent == image_latent
+
+
+def test_the_size_estimate_counts_the_conditioning_streams():
+    from latentforge.builder.estimate import IMAGE_EMBEDS_VALUES, conditioning_values, estimate_output_bytes
+
+    config = _load("conditioning.image_latent=wan-i2v", "frames.num_frames=81", "frames.height=480",
+                   "frames.width=832")
+    assert conditioning_values(config) == (20 * 21 * 60 * 104, 1)
+    plain = estimate_output_bytes(10, (16, 21, 60, 104), None, "float16")
+    with_y = estimate_output_bytes(10, (16, 21, 60, 104), None, "float16", conditioning=conditioning_values(config))
+    assert with_y - plain >= 10 * 20 * 21 * 60 * 104 * 2
+    assert IMAGE_EMBEDS_VALUES == 257 * 1280

@@ -26,7 +26,7 @@ from ..records import Reject, Sample
 from ..sinks.base import SinkCommit, StagedCache
 from ..writers.remote_staging import staged_units
 from ..writers.staging import completed_units, read_staged_rejects
-from .estimate import check_free_disk, estimate_output_bytes, output_shapes
+from .estimate import check_free_disk, conditioning_values, estimate_output_bytes, output_shapes
 from .progress import BuildProgress
 from .reject_limit import reject_problem
 from .resume import check_environment
@@ -59,7 +59,8 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     _check_rejects(candidates, earlier + plan_rejects + probe_rejects, config, "by the plan and the probe")
     total_shape, text_shape = output_shapes(config)
     needed = estimate_output_bytes(len(samples) - len(probe_rejects), total_shape, text_shape,
-                                   config.output.storage_dtype, rows_per_shard=config.output.rows_per_shard)
+                                   config.output.storage_dtype, rows_per_shard=config.output.rows_per_shard,
+                                   conditioning=conditioning_values(config))
     # staged units take about the output's size on the disk that holds the build records (ROOT/build for hdf5)
     check_free_disk(build_dir.parent, needed, config.output.min_free_bytes)
 

@@ -45,6 +45,24 @@ def output_shapes(config: BuildConfig) -> tuple[tuple[int, ...], tuple[int, int]
     return total, text
 
 
+# The released CLIP ViT-H/14's tokens per image (257 x 1280): the estimate's size of one image encoder row, known
+# exactly only once the encoder is loaded
+IMAGE_EMBEDS_VALUES = 257 * 1280
+
+
+def conditioning_values(config: BuildConfig) -> tuple[int, int]:
+    """(values, datasets) one row's conditioning streams add (docs/conditioning.md)."""
+    values = datasets = 0
+    if config.conditioning.image_latent == "wan-i2v":
+        tokenizer_cls = registry.resolve("tokenizer", config.tokenizer.name)
+        channels, *grid = tokenizer_cls.latent_shape(config.frames.num_frames, config.frames.height,
+                                                     config.frames.width)
+        values, datasets = values + (4 + channels) * math.prod(grid), datasets + 1
+    if config.conditioning.image_embeds != "none":
+        values, datasets = values + IMAGE_EMBEDS_VALUES, datasets + 1
+    return values, datasets
+
+
 def estimate_output_bytes(
     num_samples: int,
     latent_shape: tuple[int, ...],
@@ -52,11 +70,13 @@ def estimate_output_bytes(
     storage_dtype: str,
     *,
     rows_per_shard: int = 3000,
+    conditioning: tuple[int, int] = (0, 0),
 ) -> int:
     """Upper estimate of the finished cache's size: shards, empty_prompt.h5, manifest and small files.
 
     latent_shape is one row's [C, T', H', W'] (all modalities); text_shape one row's [max_length, D], or
-    None without text. Staging under build/ is not counted: the caller adds it if staged batches and
+    None without text; conditioning the (values, datasets) of a row's conditioning streams (conditioning_values).
+    Staging under build/ is not counted: the caller adds it if staged batches and
     shards coexist on the same disk.
     """
     if storage_dtype not in STORAGE_ITEMSIZE:
@@ -65,7 +85,8 @@ def estimate_output_bytes(
         raise LatentforgeError(f"num_samples={num_samples} must be >= 0")
     itemsize = STORAGE_ITEMSIZE[storage_dtype]
     row = math.prod(latent_shape) * itemsize + SOURCE_INDEX_BYTES
-    chunks_per_row = 2
+    chunks_per_row = 2 + conditioning[1]
+    row += conditioning[0] * itemsize
     text_row = 0
     if text_shape is not None:
         text_row = math.prod(text_shape) * itemsize + TEXT_LENGTH_BYTES
