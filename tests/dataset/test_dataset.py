@@ -100,13 +100,14 @@ TRUE = CacheExpectation(
     tokenizer_family="wan2.1", tokenizer_sha256="0" * 64, precision="cosmos-bf16", num_frames=9, height=32,
     width=48, fps="source", modalities=("rgb", "mask", "depth"), latent_shape=(48, 3, 4, 6),
     normalization="tokenizer", storage_dtype="float16", text_encoder="t5", text_dim=32, text_max_length=16,
-    vocabulary=0, token_grid=(),
+    vocabulary=0, token_grid=(), conditioning=(), image_latent="none",
 )
 WRONG = {
     "tokenizer_family": "wan2.2", "tokenizer_sha256": "f" * 64, "precision": "fp32", "num_frames": 93,
     "height": 480, "width": 832, "fps": "16", "modalities": ("rgb", "depth"), "latent_shape": (48, 24, 60, 104),
     "normalization": "none", "storage_dtype": "float32", "text_encoder": "umt5", "text_dim": 4096,
-    "text_max_length": 512, "vocabulary": 64000, "token_grid": (3, 4, 6),
+    "text_max_length": 512, "vocabulary": 64000, "token_grid": (3, 4, 6), "conditioning": ("image_cond_latent",),
+    "image_latent": "wan-i2v",
 }
 
 
