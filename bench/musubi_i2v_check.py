@@ -17,7 +17,8 @@ musubi's model modules (wan.modules: the VAE, CLIP, T5 and DiT) are replaced by 
 they need weights, and wan/modules/t5.py calls torch.cuda.current_device() at import, which a CPU torch refuses.
 
 The interpreter needs latentforge (src/ first on PYTHONPATH) and musubi-tuner's dataset dependencies (toml,
-voluptuous, opencv, easydict, accelerate, ftfy). It prints a table and exits 1 when a check fails.
+voluptuous, opencv, easydict, accelerate, ftfy, wcwidth, regex: docs/export.md has the command). It prints a
+table and exits 1 when a check fails.
 """
 
 from __future__ import annotations

@@ -38,17 +38,13 @@ def wan_i2v_mask(frames: int, height: int, width: int, dtype: torch.dtype = torc
     return mask
 
 
-def missing_for_task(item: dict[str, Any], task: str) -> list[str]:
-    """The sample keys `task` trains on that `item` lacks."""
-    return [key for key in MUSUBI_I2V_TASKS[task] if key not in item]
-
-
 def musubi_i2v_tensors(name: str, item: dict[str, Any], latent: torch.Tensor,
                        task: str | None = None) -> dict[str, torch.Tensor]:
     """The `latents_image_*` and `clip_*` tensors of the sample `item` (named `name` in errors), beside its exported
-    `latent` [C, F', H', W']: what the sample carries, as it carries it (the caller copies). `task` (a MUSUBI_I2V_TASKS key)
-    also requires the streams that task trains on; a missing one, or one no Wan DiT takes, raises ConfigError."""
-    missing = missing_for_task(item, task) if task is not None else []
+    `latent` [C, F', H', W']: what the sample carries, as it carries it (the caller copies). `task` (a
+    MUSUBI_I2V_TASKS key) also requires the streams that task trains on. A missing one, or one no Wan DiT takes,
+    raises ConfigError."""
+    missing = [key for key in MUSUBI_I2V_TASKS[task] if key not in item] if task is not None else []
     if missing:
         fixes = " and ".join(_BUILD_WITH[key] for key in missing)
         raise ConfigError(f"sample {name} has no {' or '.join(missing)}, which musubi-tuner's {task} training "
