@@ -184,3 +184,10 @@ def test_a_task_for_another_target_or_an_unknown_task_is_refused(cache, tmp_path
     with pytest.raises(ConfigError, match="'flf2v-14B' is not an image-to-video task.*i2v-14B, i2v-A14B"):
         export_cache(cache, "musubi", tmp_path / "m", ["rgb"], musubi_task="flf2v-14B")
     assert not (tmp_path / "p").exists() and not (tmp_path / "m").exists()
+
+
+def test_conditioning_that_does_not_fit_the_export_is_refused_before_the_folder_exists(cache, tmp_path, monkeypatch):
+    _with_conditioning(monkeypatch, (CLIP_KEY, Y_KEY))
+    with pytest.raises(ConfigError, match=r"sample 000000000 \(clips/vid_000\): image_cond_latent.*--modality rgb"):
+        export_cache(cache, "musubi", tmp_path / "m")  # every modality stacked: 48 channels, not Wan's 16
+    assert not (tmp_path / "m").exists()

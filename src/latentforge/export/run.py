@@ -74,7 +74,7 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
         raise ConfigError(f"{dataset.root}: {problem}; or pass --force to export it anyway")
     if problem is not None:
         warnings.warn(f"{dataset.root}: exporting anyway (forced): {problem}", ForcedWarning, stacklevel=2)
-    if musubi_task is not None and len(dataset):  # conditioning is cache-wide: refuse before the folder exists
+    if target == MUSUBI and len(dataset):  # conditioning is cache-wide: sample 0 refuses before the folder exists
         musubi_files(dataset.config, 0, dataset.__getitems__([0])[0], math.nan, musubi_task)
     folder = Path(folder)
     _claim(folder, dataset, target)
