@@ -97,6 +97,9 @@ def official(tmp_path_factory):
     return tiny_official_clip(tmp_path_factory.mktemp("wan_official_clip"), seed=3)
 
 
+# the official CLIPModel.visual wraps its ViT in torch.cuda.amp.autocast, deprecated and disabled without CUDA
+@pytest.mark.filterwarnings("ignore:`torch.cuda.amp.autocast:FutureWarning")
+@pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")
 def test_official_pth_tokens_equal_the_official_visual_tower(official):
     wrapper, path = official
     encoder = ClipVisionH14.load(str(path), "cpu", "fp32", None)

@@ -7,12 +7,13 @@ of block 31 of 32, the same tensor. Precisions:
 - fp32: weights and compute in float32;
 - bf16: weights cast to bfloat16 (round to nearest) and the forward under `torch.autocast(bfloat16)`, as the
   official `CLIPModel` runs (weights in its dtype, autocast around the ViT): matmuls in bf16, layer norms and
-  softmax in float32. The preprocessing runs in float32 either way.
+  softmax in float32. The preprocessing runs in float32 either way, and TF32 is off (fp32 stays fp32 on CUDA).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import torch
 
@@ -22,6 +23,18 @@ from .clip_preprocess import OfficialPreprocess, ProcessorPreprocess
 from .image_encoder import ImageEncoder
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+@contextlib.contextmanager
+def _tf32_off() -> Iterator[None]:
+    """Both TF32 switches off, restored afterwards: on Ampere and later cuDNN runs fp32 convolutions (the patch
+    embedding) in TF32 by default, which would make fp32 tokens differ from CPU's by about 1e-3."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 class ClipVisionH14(ImageEncoder):
@@ -77,9 +90,10 @@ class ClipVisionH14(ImageEncoder):
         if frames.dtype != torch.uint8 or frames.ndim != 4 or frames.shape[-1] != 3:
             raise ValueError(f"{self.name} encodes uint8 [B, H, W, 3] RGB frames, got {frames.dtype} "
                              f"{list(frames.shape)}")
-        pixels = self.preprocess(frames, self.device)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
-            states = self.model(pixel_values=pixels, output_hidden_states=True).hidden_states[-2]
+        with _tf32_off():
+            pixels = self.preprocess(frames, self.device)
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+                states = self.model(pixel_values=pixels, output_hidden_states=True).hidden_states[-2]
         return states.float()
 
     def fingerprint(self) -> dict[str, Any]:
