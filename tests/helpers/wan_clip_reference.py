@@ -75,8 +75,8 @@ def _torchvision_stub() -> dict[str, types.ModuleType]:
             std = torch.as_tensor(self.std, dtype=tensor.dtype, device=tensor.device)[:, None, None]
             return tensor.sub_(mean).div_(std)
 
-    transforms.Compose, transforms.Resize, transforms.ToTensor, transforms.Normalize = Compose, Recorded, Recorded, \
-        Normalize
+    transforms.Compose, transforms.Normalize = Compose, Normalize
+    transforms.Resize = transforms.ToTensor = Recorded
     transforms.InterpolationMode = types.SimpleNamespace(BICUBIC="bicubic")
     torchvision = types.ModuleType("torchvision")
     torchvision.transforms = transforms
