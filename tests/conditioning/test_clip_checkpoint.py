@@ -3,6 +3,7 @@ checkpoint's SHA-256 is checked against `sha256sum`'s and the pinned release dig
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -31,9 +32,11 @@ def _sha256sum(path) -> str:
     return subprocess.run(["sha256sum", str(path)], capture_output=True, text=True, check=True).stdout.split()[0]
 
 
-def test_fingerprint_records_the_sha256_sum_prints(encoder_folder):
+def test_fingerprint_records_the_sha256_sum_prints_as_json(encoder_folder):
     encoder = ClipVisionH14.load(str(encoder_folder), "cpu", "fp32", None)
-    assert encoder.fingerprint()["checkpoint_sha256"] == _sha256sum(encoder_folder / "model.safetensors")
+    fingerprint = encoder.fingerprint()
+    assert fingerprint["checkpoint_sha256"] == _sha256sum(encoder_folder / "model.safetensors")
+    assert json.loads(json.dumps(fingerprint)) == fingerprint  # cache_config.json records it as it is
 
 
 def test_a_wrong_sha256_is_refused_before_loading_naming_file_values_and_fix(encoder_folder):

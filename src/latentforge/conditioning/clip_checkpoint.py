@@ -70,8 +70,9 @@ def resolve(path: str) -> ClipSource:
     weights = tuple(sorted(folder.glob("*.safetensors"))) or tuple(sorted(folder.glob("pytorch_model*.bin")))
     if not weights:
         raise ConfigError(f"{folder} holds config.json but no *.safetensors or pytorch_model*.bin weights; {ADVICE}")
+    # a pipeline's image_encoder/ has the pipeline's image_processor/ beside it; any other folder stands alone
     processor = folder.parent / "image_processor"
-    has_processor = (processor / "preprocessor_config.json").is_file()
+    has_processor = folder.name == "image_encoder" and (processor / "preprocessor_config.json").is_file()
     return ClipSource("diffusers-folder", folder, weights, processor if has_processor else None)
 
 
