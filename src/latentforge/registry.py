@@ -39,6 +39,9 @@ _BACKENDS: dict[str, dict[str, str]] = {
         "local": "executor.local:LocalExecutor",
         "ray": "executor.ray.executor:RayExecutor",
     },
+    "image_encoder": {
+        "clip-vit-h14": "conditioning.clip_vision:ClipVisionH14",
+    },
     "sink": {
         "hdf5": "sinks.hdf5.sink:Hdf5Sink",
         "webdataset": "sinks.webdataset.sink:WebDatasetSink",
