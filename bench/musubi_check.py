@@ -13,7 +13,8 @@ count read from the file names) and then:
    a list of [length, D];
 3. loads the same TOML without `video_directory` and shows musubi's error: the entry is then an image dataset.
 It prints a table and exits 1 when a check fails. The documented-TOML helpers import nothing from musubi, so
-the test suite reads the same TOML through them.
+the test suite reads the same TOML through them. bench/musubi_i2v_check.py does the same for exports with
+image-to-video conditioning.
 """
 
 from __future__ import annotations

@@ -40,7 +40,9 @@ _BACKENDS: dict[str, dict[str, str]] = {
         "ray": "executor.ray.executor:RayExecutor",
     },
     # image encoders for conditioning.image_embeds (docs/conditioning.md): frame 0 of each clip -> [tokens, width]
-    "image_encoder": {},
+    "image_encoder": {
+        "clip-vit-h14": "conditioning.clip_vision:ClipVisionH14",
+    },
     "sink": {
         "hdf5": "sinks.hdf5.sink:Hdf5Sink",
         "webdataset": "sinks.webdataset.sink:WebDatasetSink",

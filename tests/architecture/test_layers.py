@@ -17,7 +17,7 @@ LAYERS = [
     {"version", "errors", "records", "registry", "io", "hashing", "testing", "devices", "hub", "reporting",
      "locations"},
     {"config"},
-    {"readers", "decode", "text", "tokenizers"},
+    {"readers", "decode", "text", "tokenizers", "conditioning"},
     {"transforms"},
     {"cache"},
     {"writers", "transfer"},

@@ -39,6 +39,8 @@ def test_changed_config_is_refused_with_a_diff(built):
     text = str(error.value)
     assert "different config" in text and "config.frames.width: 48 -> 64" in text
     assert "config.output.storage_dtype: 'float16' -> 'float32'" in text and "--overwrite" in text
+    # the flags that give the staged build's values back, for a preset whose default moved or a mistyped flag
+    assert "to resume it, give its values back: --set frames.width=48 --set output.storage_dtype=float16;" in text
     assert records() == before  # refused before any work: not even the plan was rewritten
 
 

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# The GPU suite on a CUDA machine, from any folder (docs/gpu-tests.md): installs the wheels carried in .whl/ (if
-# any) into /tmp/site, prints the software and the GPUs, runs tests/gpu, and when $OUT is set writes the JUnit XML
-# and the log there. Extra arguments go to pytest, e.g. -m "gpu and not slow" or -k nvdec.
+# The GPU suite on a CUDA machine, from any folder (docs/gpu-tests.md): installs the wheels and unpacks the
+# .tar.xz package trees carried in .whl/ (if any) into /tmp/site, prints the software and the GPUs, runs
+# tests/gpu, and when $OUT is set writes the JUnit XML and the log there. Extra arguments go to pytest, e.g. -m "gpu and not slow" or -k nvdec.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 if compgen -G ".whl/*.whl" > /dev/null; then
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
+for pack in .whl/*.tar.xz; do  # installed package trees, packed smaller than their wheels for a capped upload
+  [ -e "$pack" ] || continue
+  mkdir -p /tmp/site && tar -xJf "$pack" -C /tmp/site || exit 1
+done
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 "$PYTHON" - <<'PY'
 import importlib
@@ -18,7 +22,7 @@ import torch
 
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
       f"{torch.cuda.device_count()} GPU(s) visible to torch")
-for name in ("triton", "cudnn", "av", "diffusers"):
+for name in ("triton", "cudnn", "av", "diffusers", "ray"):
     try:
         print(f"{name} {importlib.import_module(name).__version__}")
     except Exception as error:  # the tests that need it skip and say so

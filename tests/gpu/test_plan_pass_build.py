@@ -15,6 +15,11 @@ its released width with random weights, bf16 with recorded cuDNN plans:
   shared book never written (nothing was timed).
 - (slow, needs ray) build R: run.executor=ray on a Ray of its own, another empty shared-book folder and A's book
   file as conv_plans_file: A's SHA256SUMS, one book in the driver's records and cache_config.json, nothing timed.
+- (slow, needs ray) build N: two Ray nodes on this host (both claim its GPU), each with its own TMPDIR, so each
+  keeps the build's records in its own node-local folder, the WebDataset sink at a file:// URL and
+  output.staging_url, an empty shared-book folder: the plan task decides the book once; the driver's records,
+  cache_config.json and every node-local folder hold that one book; a local build given N's book as
+  conv_plans_file gives N's SHA256SUMS and times nothing.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ import pytest
 
 from helpers.exec_world import make_table, run_cli, sums
 from helpers.random_wan import save_random_wan_vae
+from helpers.ray_nodes import add_nodes, start_head
 from latentforge.cache.layout import MODEL_RECORD
 
 WAN21 = dict(base_dim=96, decoder_base_dim=16)
 FRAMES, SIZE = 9, 64
 
 
-def build_args(table: Path, checkpoint: Path, root: Path, shared: Path, *extra: str) -> list[str]:
+def build_args(table: Path, checkpoint: Path, root: Path | str, shared: Path, *extra: str) -> list[str]:
     return ["build", "--reader", "table", "--dataset", str(table), "--out", str(root), "--tokenizer", "wan2.1",
             "--tokenizer-checkpoint", str(checkpoint), "--precision", "bf16", "--text", "none", "--device", "cuda",
             "--workers-per-gpu", "0", "--quiet", "--set", "dataset.id_column=id",
@@ -105,3 +111,43 @@ def test_a_ray_build_runs_the_one_decided_book(cudnn_frontend, world, first_buil
     _, recorded = only_book(root_r / "build" / "conv_plans")
     assert recorded == decided and list(cache_plans(root_r).values()) == [decided]
     assert not list(shared_r.glob("*.json")), "a Ray worker or the plan task timed plans the carried book held"
+
+
+@pytest.mark.slow
+def test_ray_nodes_with_their_own_records_replay_the_one_book_the_plan_task_decided(cudnn_frontend, world, tmp_path):
+    pytest.importorskip("ray")
+    folder, table, checkpoint = world
+    temps = {name: tmp_path / f"tmp-{name}" for name in ("driver", "node_a", "node_b")}
+    for temp in temps.values():
+        temp.mkdir()
+    store = tmp_path / "store"
+    wds = ["--set", "output.sink=webdataset", "--set", f"output.staging_url=file://{store}/stage"]
+    nodes = start_head()
+    try:
+        for name in ("node_a", "node_b"):
+            add_nodes(nodes, [name], gpus=1, env={"TMPDIR": str(temps[name])})
+        shared = tmp_path / "shared-nodes"
+        done = run_cli(build_args(table, checkpoint, f"file://{store}/cache", shared, *wds, "--executor", "ray",
+                                  "--ray-address", nodes.address), timeout=420,
+                       RAY_AUTH_MODE="disabled", TMPDIR=str(temps["driver"]))
+        assert done.returncode == 0, done.stderr[-3000:] + nodes.worker_logs()[-3000:]
+    finally:
+        nodes.close()
+    root_n = store / "cache"
+    decided = cache_plans(root_n)
+    assert len(decided) == 1, f"the cache records {len(decided)} books: {list(decided)}"
+    (book,) = decided.values()
+    driver_books = sorted(temps["driver"].rglob("conv_plans/*.json"))
+    assert [json.loads(p.read_text()) for p in driver_books] == [book], driver_books
+    for name in ("node_a", "node_b"):  # a node's folder holds the handed book, or none; never one of its own
+        for found in temps[name].rglob("conv_plans/*.json"):
+            assert json.loads(found.read_text()) == book, f"{name} recorded another book: {found}"
+    _, timed = only_book(shared)  # written by the plan task, the only process that timed
+    assert timed == book
+
+    root_l, shared_l = folder / "local-of-nodes", folder / "shared-local-of-nodes"
+    done = run_cli(build_args(table, checkpoint, root_l, shared_l, "--set", "output.sink=webdataset",
+                              "--set", f"tokenizer.conv_plans_file={root_n / 'cache_config.json'}"), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sums(root_l) == sums(root_n), "the nodes' cache differs from a local build with their book"
+    assert not list(shared_l.glob("*.json")), "the local build timed plans although the carried book held them all"

@@ -125,13 +125,15 @@ def start_head() -> RayNodes:
     return nodes
 
 
-def add_nodes(nodes: RayNodes, names: list[str], hide: Path | None = None, env: dict[str, str] | None = None) -> None:
-    """One `ray start --address` per name, started together, each with 1 CPU; `hide`: a folder they do not see;
-    `env`: more environment for the node's processes (its workers inherit it)."""
+def add_nodes(nodes: RayNodes, names: list[str], hide: Path | None = None, env: dict[str, str] | None = None,
+              gpus: int = 0) -> None:
+    """One `ray start --address` per name, started together, each with 1 CPU and `gpus` GPUs (nodes on one host
+    may all claim the same GPU); `hide`: a folder they do not see; `env`: more environment for the node's processes
+    (its workers inherit it)."""
     starting = []
     for name in names:
         nodes.markers[name] = uuid.uuid4().hex
-        args = [f"--address={nodes.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--num-gpus=0",
+        args = [f"--address={nodes.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1", f"--num-gpus={gpus}",
                 "--disable-usage-stats", *_own_ports()]
         starting.append(subprocess.Popen(_hidden([*RAY, "start", *args], hide),
                                          env={**_ray_env(), **(env or {}), MARKER: nodes.markers[name]},

@@ -13,6 +13,7 @@ software) the run's ranks will record is compared with the staged units' own.
 from __future__ import annotations
 
 import json
+import shlex
 import warnings
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,19 @@ def check_config(build_dir: Path, key: dict[str, Any], may_differ: tuple[str, ..
     if changed:
         lines = "\n".join(f"  {k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
         raise LatentforgeError(f"this cache root holds a build with a different config; refusing to resume:\n"
-                               f"{lines}\n{RESTART}")
+                               f"{lines}\n{_old_values(changed, old)}{RESTART}")
+
+
+def _old_values(changed: list[str], old: dict[str, Any]) -> str:
+    """The --set flags that give the staged build's values back (a preset whose default changed, a mistyped flag),
+    for the changed keys a flag can set."""
+    flags = [f"--set {shlex.quote(k.removeprefix('config.') + '=' + _flag_value(old[k]))}"
+             for k in changed if k.startswith("config.") and k in old]
+    return f"to resume it, give its values back: {' '.join(flags)}; or " if flags else ""
+
+
+def _flag_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def check_existing_cache(root: Path, config: BuildConfig, key: dict[str, Any], build_dir: Path) -> None:

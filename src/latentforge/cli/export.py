@@ -17,6 +17,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "order given; default: all of the cache's)")
     parser.add_argument("--force", action="store_true", help="export a cache the target's model cannot take (text "
                         "no Wan DiT takes, for musubi) anyway, with a warning")
+    parser.add_argument("--musubi-task", help="musubi-tuner's image-to-video --task the export is for: i2v-14B "
+                        "(Wan2.1: CLIP tokens and y) or i2v-A14B (Wan2.2: y); refuses a cache without them")
     parser.set_defaults(run=run)
 
 
@@ -26,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from .progress import progress_bars
 
     with progress_bars("samples") as bars:
-        report = export_cache(args.root, args.to, args.folder, args.modality, bars.start, args.force)
+        report = export_cache(args.root, args.to, args.folder, args.modality, bars.start, args.force,
+                              args.musubi_task)
     say(f"exported {report.samples} samples to {report.folder}: {report.written} files written, "
         f"{report.skipped} already there")
     return 0

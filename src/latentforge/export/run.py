@@ -9,8 +9,10 @@ its SHA256SUMS), the target and the modalities; an export into a folder made fro
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -22,7 +24,8 @@ from ..io import canonical_json, write_text_atomic
 from ..reporting import Progress, start_step
 from ..sinks.dispatch import local_hdf5_cache
 from ..sinks.hdf5.dataset import LatentCacheDataset
-from .targets import MUSUBI, RENAMED, TARGETS, ExportFile, wan_text_width_problem
+from .musubi_i2v import MUSUBI_I2V_TASKS
+from .targets import MUSUBI, RENAMED, TARGETS, ExportFile, musubi_files, wan_text_width_problem
 from .write import write_verified
 
 EXPORT_RECORD = "latentforge-export.json"
@@ -38,16 +41,24 @@ class ExportReport:
 
 
 def export_cache(root: str | Path, target: str, folder: str | Path, modalities: Sequence[str] | None = None,
-                 progress: Progress | None = None, force: bool = False) -> ExportReport:
+                 progress: Progress | None = None, force: bool = False,
+                 musubi_task: str | None = None) -> ExportReport:
     """Export every sample of the cache at `root` (all its modalities, or `modalities` stacked in that order).
 
     `force` exports a cache the target's model cannot take (a text width no Wan DiT takes), with a warning.
+    `musubi_task` (musubi-tuner's `--task`: i2v-14B or i2v-A14B) refuses a cache without the image-to-video
+    streams that task trains on; without it, the musubi target writes whichever of them the cache holds.
     """
     if target in RENAMED:
         raise ConfigError(f"export target {target!r} is now {RENAMED[target]!r} (generic per-sample .pt dicts, not "
                           "the LTX-2 trainer's format: docs/export.md); use --to " + RENAMED[target])
     if target not in TARGETS:
         raise ConfigError(f"export target {target!r} is not known; allowed: {', '.join(TARGETS)}")
+    if musubi_task is not None and target != MUSUBI:
+        raise ConfigError(f"--musubi-task names a musubi-tuner training task; the {target} target takes none")
+    if musubi_task is not None and musubi_task not in MUSUBI_I2V_TASKS:
+        raise ConfigError(f"musubi task {musubi_task!r} is not an image-to-video task this export checks; allowed: "
+                          f"{', '.join(MUSUBI_I2V_TASKS)} (leave it out for text-to-video)")
     root = local_hdf5_cache(root, "export")
     tokens = CacheConfig.load(root).tokens
     if tokens is not None:
@@ -63,17 +74,20 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
         raise ConfigError(f"{dataset.root}: {problem}; or pass --force to export it anyway")
     if problem is not None:
         warnings.warn(f"{dataset.root}: exporting anyway (forced): {problem}", ForcedWarning, stacklevel=2)
+    if target == MUSUBI and len(dataset):  # conditioning is cache-wide: sample 0 refuses before the folder exists
+        musubi_files(dataset.config, 0, dataset.__getitems__([0])[0], math.nan, musubi_task)
     folder = Path(folder)
     _claim(folder, dataset, target)
     config, index = dataset.config, dataset.index
     target_fps = None if config.fps in (None, "source") else float(str(config.fps))
+    files_of = partial(musubi_files, task=musubi_task) if target == MUSUBI else TARGETS[target]
     advance = start_step(progress, "samples", len(dataset), unit="samples")
     written = skipped = 0
     for start in range(0, len(dataset), _BATCH):
         indices = list(range(start, min(start + _BATCH, len(dataset))))
         files: list[ExportFile] = []
         for i, item in zip(indices, dataset.__getitems__(indices)):
-            files += TARGETS[target](config, i, item, target_fps or float(index.source_fps[i]))
+            files += files_of(config, i, item, target_fps or float(index.source_fps[i]))
         for file in files:
             if (folder / file.rel).is_file():
                 skipped += 1

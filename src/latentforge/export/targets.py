@@ -3,7 +3,8 @@
 - `musubi`: musubi-tuner's Wan cache. Per sample, a latent file
   `{stem}_{start:05d}-{frames:03d}_{W:04d}x{H:04d}_wan.safetensors` holding `latents_{F}x{H'}x{W'}_{dtype}`
   ([C, F, H', W']) and a text file `{stem}_wan_te.safetensors` holding `varlen_t5_{dtype}` (the valid tokens only,
-  [length, D], as Wan's T5 returns them); safetensors metadata as musubi-tuner writes it.
+  [length, D], as Wan's T5 returns them); safetensors metadata as musubi-tuner writes it. A sample carrying
+  image-to-video conditioning also gets `latents_image_*` and `clip_*` in its latent file (musubi_i2v.py).
 - `pt-dicts`: generic per-sample `.pt` dicts under the keys of latentforge's own Dataset items,
   `latents/{stem}.pt` = {latent [C, F, H', W'], fps} and `text/{stem}.pt` = {text_embeddings [max_length, D]
   zero-padded, text_length, text_mask bool [max_length], prompt}. No trainer's own layout: LTX-2's trainer reads
@@ -23,6 +24,7 @@ from typing import Any, Callable
 import torch
 
 from ..cache.config_file import CacheConfig
+from .musubi_i2v import musubi_dtype_name, musubi_i2v_tensors
 
 MUSUBI, PT_DICTS = "musubi", "pt-dicts"
 RENAMED = {"pt": PT_DICTS}  # old name -> new name: refused with a message naming the new one
@@ -49,10 +51,6 @@ def _own(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.clone(memory_format=torch.contiguous_format)
 
 
-def _dtype_name(tensor: torch.Tensor) -> str:
-    return str(tensor.dtype).split(".")[-1]  # "float16", as musubi-tuner's dtype_to_str
-
-
 def wan_text_width_problem(config: CacheConfig) -> str | None:
     """Why a Wan DiT cannot take this cache's text, or None: its text_embedding is a Linear(4096, dim), so any
     other width exports fine and then fails inside the model's first matmul."""
@@ -62,14 +60,18 @@ def wan_text_width_problem(config: CacheConfig) -> str | None:
             f"{WAN_TEXT_WIDTH}-wide umT5 text; build the cache with text.name=umt5 (--text umt5)")
 
 
-def musubi_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float) -> list[ExportFile]:
+def musubi_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float,
+                 task: str | None = None) -> list[ExportFile]:
+    """`task`, one of musubi_i2v.MUSUBI_I2V_TASKS, refuses a sample without the streams that task trains on."""
     latent = _own(item["latent"])
     _, frames, height, width = latent.shape
     stem = f"{index:09d}"
+    extras = musubi_i2v_tensors(f"{stem} ({item['sample_id']})", item, latent, task)
     pixels = f"{config.num_frames:03d}_{config.width:04d}x{config.height:04d}"
     latent_file = ExportFile(
         f"{stem}_00000-{pixels}_{_MUSUBI_ARCHITECTURE}.safetensors",
-        {f"latents_{frames}x{height}x{width}_{_dtype_name(latent)}": latent},
+        {f"latents_{frames}x{height}x{width}_{musubi_dtype_name(latent)}": latent,
+         **{key: _own(value) for key, value in extras.items()}},
         {"architecture": _MUSUBI_ARCHITECTURE, "width": str(config.width), "height": str(config.height),
          "format_version": _MUSUBI_FORMAT_VERSION, "frame_count": str(config.num_frames)},
     )
@@ -77,7 +79,7 @@ def musubi_files(config: CacheConfig, index: int, item: dict[str, Any], fps: flo
     text = _own(item["text_embeddings"][:length])
     text_file = ExportFile(
         f"{stem}_{_MUSUBI_ARCHITECTURE}_te.safetensors",
-        {f"varlen_t5_{_dtype_name(text)}": text},
+        {f"varlen_t5_{musubi_dtype_name(text)}": text},
         {"architecture": _MUSUBI_ARCHITECTURE, "caption1": item["prompt"], "format_version": _MUSUBI_FORMAT_VERSION},
     )
     return [latent_file, text_file]
