@@ -132,7 +132,6 @@ def test_a_cache_without_the_stream_is_refused_by_the_expectation(world, hdf5_ca
         LatentCacheDataset(root, expect=CacheExpectation(conditioning=("image_cond_latent",)))
 
 
-@pytest.mark.slow  # a third build (12 s on 2 cores)
 def test_webdataset_sink_stores_the_same_conditioning(world, hdf5_cache, tmp_path):
     root = tmp_path / "wds"
     build_quietly(_config(world, root, "output.sink=webdataset", f"output.staging_dir={tmp_path / 'stage'}"))
@@ -195,3 +194,35 @@ def test_first_frame_stores_nothing_extra_and_records_where_the_condition_is(wor
     assert [row["condition_frame"] for row in read_manifest(root)] == [1, 1, 1]
     assert verify(root).ok
     assert "image_cond_latent" not in LatentCacheDataset(root, expect={"image_latent": "first-frame"})[0]
+
+
+def test_clip_vit_h14_tokens_equal_diffusers_encode_image_of_the_recorded_frame_0(world, tmp_path):
+    """The registered CLIP encoder plugged into a build: its stored tokens are diffusers' own
+    WanImageToVideoPipeline.encode_image of frame 0 as PyAV decodes it (a tiny random CLIP ViT tower)."""
+    import PIL.Image
+    from diffusers import WanImageToVideoPipeline
+    from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModel
+
+    folder = tmp_path / "Wan2.1-I2V-tiny"
+    torch.manual_seed(0)
+    CLIPVisionModel(CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=3,
+                                     image_size=28, patch_size=14, hidden_act="gelu", layer_norm_eps=1e-5)
+                    ).save_pretrained(folder / "image_encoder")
+    CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}).save_pretrained(
+        folder / "image_processor")
+    root = tmp_path / "clip"
+    build_quietly(_config(world, root, "conditioning.image_embeds=clip-vit-h14",
+                          f"conditioning.image_encoder_path={folder}", "conditioning.image_latent=none"))
+    holder = SimpleNamespace(image_processor=CLIPImageProcessor.from_pretrained(folder / "image_processor"),
+                             image_encoder=CLIPVisionModel.from_pretrained(folder / "image_encoder").eval())
+    for row in read_manifest(root):
+        frame0 = recorded_frames(world.table.parent / row["source_path"], [row["condition_frame"]])
+        with torch.no_grad():
+            expected = WanImageToVideoPipeline.encode_image(holder, [PIL.Image.fromarray(frame0[0])],
+                                                            device=torch.device("cpu"))
+        with h5py.File(root / row["shard_path"], "r") as shard:
+            stored = shard["clip_image_embeds"][row["cache_row"]]
+            assert "image_cond_latent" not in shard
+        assert stored.shape == (5, 32)  # 2 x 2 patches + the class token, the tower's width
+        np.testing.assert_array_equal(stored, expected[0].numpy().astype(np.float16))
+    assert verify(root).ok

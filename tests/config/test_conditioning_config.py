@@ -43,11 +43,10 @@ def test_refusals_name_the_fix(overrides, fix):
     assert fix in str(error.value)
 
 
-def test_an_image_encoder_needs_its_weights(monkeypatch):
-    monkeypatch.setitem(registry._PLUGINS["image_encoder"], "some-encoder", object)
+def test_an_image_encoder_needs_its_weights():
     with pytest.raises(ConfigError, match="needs its weights: give conditioning.image_encoder_path"):
-        _load("conditioning.image_embeds=some-encoder")
-    assert _load("conditioning.image_embeds=some-encoder", "conditioning.image_encoder_path=clip").conditioning
+        _load("conditioning.image_embeds=clip-vit-h14")
+    assert _load("conditioning.image_embeds=clip-vit-h14", "conditioning.image_encoder_path=clip").conditioning
 
 
 def test_the_resume_key_keeps_its_bytes_without_conditioning_and_changes_with_it(tmp_path):
@@ -76,9 +75,24 @@ def test_image_to_video_presets(preset, frames, fps, tokenizer, image_latent, im
     if y_shape is not None:
         channels, *grid = cls.latent_shape(*frames)
         assert (4 + channels, *grid) == y_shape
-    if image_embeds is None:  # loads as it stands (a CLIP preset needs the image encoder's weights too)
-        config = load_config(preset=preset, extra={**BASE, "tokenizer": {"checkpoint": "vae.pth"}})
-        assert config.conditioning.image_latent == image_latent
+    extra = {**BASE, "tokenizer": {"checkpoint": "vae.pth"}}
+    if image_embeds is not None:  # a CLIP preset needs the image encoder's weights too
+        with pytest.raises(ConfigError, match="needs its weights"):
+            load_config(preset=preset, extra=extra)
+        extra["conditioning"] = {"image_encoder_path": "Wan2.1-I2V-14B-480P-Diffusers"}
+    config = load_config(preset=preset, extra=extra)
+    assert (config.conditioning.image_latent, config.conditioning.image_embeds) == (image_latent,
+                                                                                   image_embeds or "none")
+
+
+def test_the_image_encoder_s_precisions_are_checked(monkeypatch):
+    class Fp32Only:
+        precisions = {"fp32": 1e-5}
+
+    monkeypatch.setitem(registry._PLUGINS["image_encoder"], "fp32-only", Fp32Only)
+    with pytest.raises(ConfigError, match="not a precision of image encoder fp32-only; allowed: fp32"):
+        _load("conditioning.image_embeds=fp32-only", "conditioning.image_encoder_path=x",
+              "conditioning.precision=bf16")
 
 
 def test_the_size_estimate_counts_the_conditioning_streams():

@@ -10,13 +10,16 @@ from typing import Any
 import torch
 
 from latentforge import registry
+from latentforge.conditioning.image_encoder import ImageEncoder
 from latentforge.errors import ConfigError
 
 NAME = "tiny-image-encoder"
 TOKENS, WIDTH = 3, 4
 
 
-class TinyImageEncoder:
+class TinyImageEncoder(ImageEncoder):
+    name = NAME
+    precisions = {"fp32": 1e-5, "bf16": 2e-2}
     tokens, width = TOKENS, WIDTH
     calls: list[torch.Tensor] = []  # every batch of frames it was handed, as the build handed them
 

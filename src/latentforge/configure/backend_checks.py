@@ -29,6 +29,12 @@ def check_backends(config: BuildConfig) -> None:
             raise ConfigError(f"frames.buckets[{i}] {bucket.name}: {error}") from None
     registry.resolve("executor", config.run.executor).check_config(config)
     _check_image_latent(config, tokenizer_cls)
+    conditioning = config.conditioning
+    if conditioning.image_embeds != "none":
+        allowed = registry.resolve("image_encoder", conditioning.image_embeds).precisions
+        if conditioning.precision not in allowed:
+            raise ConfigError(f"conditioning.precision={conditioning.precision} is not a precision of image encoder "
+                              f"{conditioning.image_embeds}; allowed: {', '.join(allowed)}")
 
 
 def _check_image_latent(config: BuildConfig, tokenizer_cls: type) -> None:

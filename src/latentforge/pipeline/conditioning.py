@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
 
 import torch
 
@@ -25,6 +24,7 @@ from ..cache.conditioning_streams import (
     ConditioningSection,
     ConditioningStream,
 )
+from ..conditioning.image_encoder import ImageEncoder
 from ..config import BuildConfig
 from ..tokenizers.base import Tokenizer
 
@@ -32,20 +32,6 @@ WAN_I2V_RULE = ("mask: ones over latent frame 0, zeros elsewhere (4 channels); t
                 "encode of [pixel frame 0, zeros x (F - 1)]")
 FIRST_FRAME_RULE = ("latent frame 0 of the clip's rgb latent: the tokenizer's encode of pixel frame 0 alone equals "
                     "it bit for bit in fp32 (causal encoder, a first chunk of one frame)")
-
-
-class ImageEncoder(Protocol):
-    """What the build calls on a registered image encoder (registry kind `image_encoder`; its base class is
-    conditioning/image_encoder.ImageEncoder)."""
-
-    tokens: int
-    width: int
-
-    def encode(self, frames: torch.Tensor) -> torch.Tensor:
-        """uint8 [B, H, W, 3] RGB on any device -> float32 [B, tokens, width]."""
-
-    def fingerprint(self) -> dict[str, Any]:
-        """Name, checkpoint SHA-256, preprocessing and precision: what deep verify and resume compare."""
 
 
 def wan_i2v_mask(batch: int, latent_frames: int, height: int, width: int, device: torch.device) -> torch.Tensor:

@@ -36,7 +36,7 @@ from ..pipeline.unit import UnitContext, encode_batch
 from ..reporting import Progress, start_step
 from ..sinks.hdf5.integrity import verify_integrity
 from ..tokenizers.base import Tokenizer, pixels_to_input
-from .conditioning_check import check_streams, close_check, stream_comparison
+from .conditioning_check import check_streams, close_check, stream_comparisons
 from .quality import Quality, QualityThresholds, measure
 from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
 from .tolerances import Comparison, choose_comparison, equal_id_fraction, tolerance_for
@@ -167,7 +167,7 @@ class _DeepRun:
         for row in rows:
             batches.setdefault(row.batch_key, []).append(row)
         identical = same_streams = 0
-        streams_comparison = stream_comparison(comparison, type(tokenizer).precisions, self.cache_config)
+        streams_comparison = stream_comparisons(comparison, type(tokenizer).precisions, self.cache_config)
         advance = start_step(self.progress, "reencode", len(rows))
         for members in batches.values():
             if any(row.dataset_index not in pixels for row in members):
