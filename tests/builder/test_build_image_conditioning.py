@@ -22,6 +22,7 @@ from latentforge import CacheExpectation, LatentCacheDataset, stats, verify
 from latentforge.cache.expect import CacheMismatch
 from latentforge.configure import load_config
 from latentforge.dataset.collate import collate_latent_batch
+from latentforge.demo.tiny_text_model import make_tiny_umt5
 from latentforge.streaming import StreamingLatentDataset
 from latentforge.verification.quality import QualityThresholds
 
@@ -38,8 +39,9 @@ def world(tmp_path_factory):
     vae, _ = save_random_wan_vae(folder / "wan" / "vae", WAN21, seed=9)
     encoder = folder / "encoder"
     encoder.mkdir()
+    text = make_tiny_umt5(folder / "umt5", d_model=64, corpus=[f"clip number {i}" for i in range(3)] * 4)
     return SimpleNamespace(folder=folder, table=table, vae=vae, checkpoint=folder / "wan", encoder=encoder,
-                           name=register_tiny_image_encoder())
+                           text=text, name=register_tiny_image_encoder())
 
 
 def _config(world, root, *overrides):
@@ -47,7 +49,7 @@ def _config(world, root, *overrides):
              "frames": {"num_frames": FRAMES, "height": HEIGHT, "width": WIDTH_PX, "resize": "stretch",
                         "window": "center"},
              "tokenizer": {"name": "wan2.1", "checkpoint": str(world.checkpoint), "precision": "fp32"},
-             "text": {"name": "none"},
+             "text": {"name": "umt5", "path": str(world.text), "max_length": 16},
              "conditioning": {"image_latent": "wan-i2v", "image_embeds": world.name,
                               "image_encoder_path": str(world.encoder)},
              "output": {"root": str(root), "rows_per_shard": 2, "unit_size": 2, "batch_size": 1,
@@ -190,7 +192,7 @@ def test_first_frame_stores_nothing_extra_and_records_where_the_condition_is(wor
     assert section.streams == () and section.in_latent["latent_frames"] == [0, 1]
     assert section.in_latent["dataset"] == "video_latent_state"
     with h5py.File(root / read_manifest(root)[0]["shard_path"], "r") as shard:
-        assert sorted(shard) == ["source_index", "video_latent_state"]
+        assert not {"image_cond_latent", "clip_image_embeds"} & set(shard)
     assert [row["condition_frame"] for row in read_manifest(root)] == [1, 1, 1]
     assert verify(root).ok
     assert "image_cond_latent" not in LatentCacheDataset(root, expect={"image_latent": "first-frame"})[0]
@@ -226,3 +228,24 @@ def test_clip_vit_h14_tokens_equal_diffusers_encode_image_of_the_recorded_frame_
         assert stored.shape == (5, 32)  # 2 x 2 patches + the class token, the tower's width
         np.testing.assert_array_equal(stored, expected[0].numpy().astype(np.float16))
     assert verify(root).ok
+
+
+def test_musubi_export_carries_the_built_conditioning(world, tmp_path):
+    """The musubi-tuner export of a Wan2.2 I2V-A14B cache (y, no image tokens) reads the y the build stored,
+    unchanged (export/musubi_i2v.py checks the file format against musubi-tuner itself)."""
+    from safetensors.torch import load_file
+
+    from latentforge.export.run import export_cache
+
+    root = tmp_path / "a14b"
+    build_quietly(_config(world, root, "conditioning.image_embeds=none", "conditioning.image_encoder_path=null"))
+    with pytest.warns(UserWarning, match="64 wide"):  # the tiny umT5's width; a Wan DiT takes 4096
+        export_cache(root, "musubi", tmp_path / "musubi", force=True, musubi_task="i2v-A14B")
+    dataset = LatentCacheDataset(root)
+    files = sorted((tmp_path / "musubi").glob("*_wan.safetensors"))
+    assert len(files) == 3
+    for index, path in enumerate(files):
+        tensors = load_file(path)
+        y = next(value for key, value in tensors.items() if key.startswith("latents_image_"))
+        assert torch.equal(y, dataset[index]["image_cond_latent"])
+        assert not any(key.startswith("clip_") for key in tensors)
