@@ -104,6 +104,7 @@ def test_cache_config_describes_the_conditioning(world, hdf5_cache):
     assert {s.name: (s.shape, s.dtype) for s in section.streams} == {
         "image_cond_latent": (Y_SHAPE, "float16"), "clip_image_embeds": ((TOKENS, WIDTH), "float16")}
     assert section.stream("clip_image_embeds").producer["name"] == world.name
+    assert "image_cond_latent  float16  [N, 20, 2, 2, 4]" in (hdf5_cache / "README.md").read_text()
     assert section.stream("image_cond_latent").producer["tokenizer"]["name"] == "wan2.1"
 
 
