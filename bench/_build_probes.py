@@ -79,6 +79,39 @@ def pure_encode(config: BuildConfig, device: str, batches: int) -> dict[str, Any
     return result
 
 
+def pure_encode_i2v(config: BuildConfig, device: str, batches: int) -> dict[str, Any]:
+    """Seconds per batch of an image-to-video build's encode: the clip's latent, then its conditioning (y and the
+    image tokens: pipeline/conditioning.py), on one rgb batch already on the device; the first batch untimed."""
+    from latentforge.pipeline.conditioning import ConditioningStage
+
+    dev = torch.device(device)
+    tokenizer = registry.resolve("tokenizer", config.tokenizer.name).from_config(config.tokenizer, dev)
+    stage = ConditioningStage.load(config, tokenizer)
+    batch = config.output.batch_size
+    pixels = [load_sample_pixels(s, p, config) for s, p in _first_probed(config, batch)]
+    frames = frames_to_input([px.modalities["rgb"] for px in pixels], dev)
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    parts: dict[str, list[float]] = {"clip": [], "conditioning": []}
+    for repeat in range(batches + 1):
+        for name, encode in (("clip", tokenizer.encode), ("conditioning", stage.encode)):
+            _sync(dev)
+            started = time.perf_counter()
+            with torch.inference_mode():
+                encode(frames)
+            _sync(dev)
+            if repeat:
+                parts[name].append(time.perf_counter() - started)
+    median = {name: statistics.median(values) for name, values in parts.items()}
+    result = {"batch": batch, "batches_timed": batches, "precision": config.conditioning.precision,
+              "seconds_per_batch": median, "samples_per_s": batch / sum(median.values()),
+              "peak_gpu_gib": torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None}
+    del tokenizer, stage, frames
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
 def text_cost(config: BuildConfig, device: str, prompts: list[str], unit_size: int) -> dict[str, Any]:
     """Text-encoder seconds over the same prompt stream, ours against Cosmos' padded call on this machine:
     - reference: every distinct prompt padded to max_length, 16 per call (Cosmos' encode_prompts);

@@ -1,6 +1,7 @@
 """End-to-end `latentforge build` throughput, CPU cost and multi-GPU scaling (issues 10 and 11), in one command.
 
-Phases (--phases; `throughput` and `scaling` are groups, `all` is both, sharing one generated dataset):
+Phases (--phases; `throughput` and `scaling` are groups, `all` is both, sharing one generated dataset; `i2v` runs
+only when named, and not with --tiny, whose haar tokenizer has no image-to-video conditioning):
   cpu         core-seconds of decode + resize (+ normalise) of one 1280x720 clip to the output, alone
   pure        pure-encode samples/s: the builds' tokenizer, batch and precision on batches already on the GPU
   t5          T5 seconds over the dataset's prompts: Cosmos' padded call vs ours (each prompt alone), and in the build
@@ -8,6 +9,8 @@ Phases (--phases; `throughput` and `scaling` are groups, `all` is both, sharing 
   rgb         the same build with RGB only
   rgb_device  the RGB build with frames.resize_backend=device (and frames.decoder=nvdec on a GPU): the workers only
               decode and copy YUV planes; colour conversion and resize run on the encoder's device
+  i2v         the RGB build with image-to-video conditioning (y of Wan I2V and CLIP ViT-H/14 tokens with random
+              weights, conditioning.precision from --i2v-precision), and its own pure encode (clip + y + tokens)
   scaling     the perception build on each N of --gpus-list (N=1 is the perception run), efficiency
   sha         SHA-256 of every shard of the first two units, committed from each scaling run's staged units
 
@@ -46,10 +49,10 @@ import _build_probes as probes  # noqa: E402
 import _build_report as report  # noqa: E402
 import _build_run as runner  # noqa: E402
 
-PHASES = ("cpu", "pure", "t5", "perception", "rgb", "rgb_device", "scaling", "sha")
+PHASES = ("cpu", "pure", "t5", "perception", "rgb", "rgb_device", "i2v", "scaling", "sha")
 GROUPS = {"throughput": ("cpu", "pure", "t5", "perception", "rgb", "rgb_device"),
           "scaling": ("perception", "scaling", "sha"),
-          "all": PHASES}
+          "all": tuple(p for p in PHASES if p != "i2v")}  # i2v needs the Wan VAE: named on its own, on a GPU
 # gen_procs=1: two tiny clips render in milliseconds, a spawned pool of renderers takes seconds to start
 TINY = dict(clips=2, rows=8, src_size="96x64", src_frames=20, frames=9, size="48x64", batch=2, unit_size=2,
             workers_per_gpu=0, warmup=0.0, duration=60.0, scale_duration=60.0, gpus_list=[1, 2], cpu_reps=1,
@@ -84,6 +87,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="upper guess of perception samples/s per GPU, sizes each build's --limit")
     p.add_argument("--device-resize-decoder", choices=("nvdec", "cpu"), default="nvdec",
                    help="frames.decoder of the rgb_device build on a GPU")
+    p.add_argument("--i2v-precision", choices=("fp32", "bf16"), default="bf16",
+                   help="conditioning.precision of the i2v build")
     p.add_argument("--cpu-reps", type=int, default=3)
     p.add_argument("--pure-batches", type=int, default=2, help="timed batches after one untimed")
     p.add_argument("--tick", type=float, default=2.0, help="seconds between RSS/CPU/unit samples")
@@ -107,6 +112,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 p.error(f"unknown phase {phase!r}; allowed: {', '.join(PHASES)}, {', '.join(GROUPS)}")
             chosen.append(phase)
     args.phase_list = [ph for ph in PHASES if ph in chosen]
+    if args.tiny and "i2v" in args.phase_list:
+        p.error("--phases i2v needs the Wan VAE; --tiny builds with haar-4x8x8 (run it on a GPU without --tiny)")
     args.workdir = args.workdir or args.out / "work"
     return args
 
@@ -123,7 +130,8 @@ def device_resize_frames(args) -> dict[str, str]:
 
 
 def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, gpus: int, rgb_only: bool,
-                 limit: int, frames: dict[str, Any] | None = None) -> dict[str, Any]:
+                 limit: int, frames: dict[str, Any] | None = None,
+                 conditioning: dict[str, Any] | None = None) -> dict[str, Any]:
     height, width = _wh(args.size)
     cuda = args.device.startswith("cuda")
     dataset = {"reader": "table", "path": [str(table)], "id_column": "id", "limit": limit}
@@ -134,6 +142,7 @@ def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, gp
     run = {"gpus": ",".join(str(i) for i in range(gpus))} if cuda else {"device": "cpu", "procs": gpus}
     return {
         "preset": "openvid-perception-stage1",
+        **({"conditioning": conditioning} if conditioning else {}),
         "dataset": dataset,
         "frames": {"num_frames": args.frames, "height": height, "width": width, **(frames or {})},
         "modalities": {"names": ["rgb"] if rgb_only else ["rgb", "mask", "depth"], "mask": {"ids": data.MASK_IDS}},
@@ -155,6 +164,7 @@ class Bench:
         self.table: Path | None = None
         self.vae: Path | None = None
         self.text: Path | None = None
+        self.clip: Path | None = None
 
     def phase(self, name: str, fn: Callable[[], Any]) -> None:
         started = time.time()
@@ -195,30 +205,47 @@ class Bench:
         started = time.time()
         if not a.tiny:
             self.vae = data.make_wan21_vae(a.workdir / "models" / "wan21-random")
+        if "i2v" in a.phase_list:
+            from encode_i2v import RELEASED_CLIP, make_clip_folder
+
+            self.clip = make_clip_folder(a.workdir / "models" / "clip", RELEASED_CLIP)
         corpus = sorted(set(data.table_captions(self.table)))
         self.text = data.make_text_model(a.workdir / "models" / a.text, corpus, a.device, a.text == "t5-11b")
         return {"rows": rows, "clips": a.clips, "dataset_s": generated, "models_s": time.time() - started}
 
-    def config_file(self, name: str, gpus: int, rgb_only: bool, limit: int,
-                    frames: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    def config_file(self, name: str, gpus: int, rgb_only: bool, limit: int, frames: dict[str, Any] | None = None,
+                    conditioning: dict[str, Any] | None = None) -> tuple[Path, Path]:
         root = self.args.workdir / "caches" / name
-        config = build_config(self.args, self.table, self.vae, self.text, root, gpus, rgb_only, limit, frames)
+        config = build_config(self.args, self.table, self.vae, self.text, root, gpus, rgb_only, limit, frames,
+                              conditioning)
         path = self.args.workdir / "configs" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path, root
 
-    def loaded_config(self, rgb_only: bool = False):
+    def loaded_config(self, rgb_only: bool = False, conditioning: dict[str, Any] | None = None):
         from latentforge.configure import load_config
 
-        path, _ = self.config_file("probe-config", 1, rgb_only, self.args.batch)
+        path, _ = self.config_file("probe-config", 1, rgb_only, self.args.batch, conditioning=conditioning)
         return load_config(path)
 
+    def conditioning(self) -> dict[str, Any]:
+        return {"image_latent": "wan-i2v", "image_embeds": "clip-vit-h14", "image_encoder_path": str(self.clip),
+                "precision": self.args.i2v_precision}
+
+    def i2v(self) -> dict[str, Any]:
+        """Its pure encode (clip + y + image tokens on batches already on the device), then its steady build."""
+        pure = probes.pure_encode_i2v(self.loaded_config(True, self.conditioning()), self.args.device,
+                                      self.args.pure_batches)
+        build = self.steady_build("i2v", 1, True, self.args.duration, conditioning=self.conditioning())
+        return {**build, "pure": pure}
+
     def steady_build(self, name: str, gpus: int, rgb_only: bool, duration: float,
-                     frames: dict[str, Any] | None = None) -> dict[str, Any]:
+                     frames: dict[str, Any] | None = None,
+                     conditioning: dict[str, Any] | None = None) -> dict[str, Any]:
         a = self.args
         limit = min(self.rows_for(gpus, duration, rgb_only), self.results["phases"]["prepare"]["rows"])
-        path, root = self.config_file(name, gpus, rgb_only, limit, frames)
+        path, root = self.config_file(name, gpus, rgb_only, limit, frames, conditioning)
         (a.out / "logs").mkdir(parents=True, exist_ok=True)
         run = runner.run_build(name, path, root, gpus, a.unit_size, limit, a.warmup + duration, a.tick,
                                a.out / "logs" / f"{name}.log")
@@ -317,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         "perception": lambda: bench.steady_build("perception", 1, False, args.duration),
         "rgb": lambda: bench.steady_build("rgb", 1, True, args.duration),
         "rgb_device": lambda: bench.steady_build("rgb_device", 1, True, args.duration, device_resize_frames(args)),
+        "i2v": bench.i2v,
         "scaling": bench.scaling,
         "sha": bench.sha,
     }
