@@ -260,6 +260,7 @@ class Bench:
                 "sha256sums_equal": all(d["sha256sums"] == base["sha256sums"] for d in digests.values())}
 
     def subset_commit(self, source: runner.BuildRun, gpus: int) -> dict[str, Any]:
+        from latentforge.cache.layout import MODEL_EMPTY_PROMPT, MODEL_RECORD
         from latentforge.hashing import sha256_file
 
         a = self.args
@@ -272,6 +273,11 @@ class Bench:
         for unit in (0, 1):
             for suffix in ("", ".done.json"):
                 shutil.copy2(Path(source.root) / "build" / "staging" / f"unit-{unit:06d}.h5{suffix}", staging)
+        # with the record of the models that run's ranks encoded with (and its empty prompt), as a resume has it:
+        # without it the commit loads the tokenizer and text model only to describe them again
+        for name in (MODEL_RECORD, MODEL_EMPTY_PROMPT):
+            if (Path(source.root) / "build" / name).is_file():
+                shutil.copy2(Path(source.root) / "build" / name, root / "build")
         run = runner.run_build(name, path, root, gpus, a.unit_size, 2 * a.unit_size, None, a.tick,
                                a.out / "logs" / f"{name}.log", overwrite=False)
         if run.exit_code != 0:
