@@ -14,8 +14,9 @@ Phases (--phases; `throughput` and `scaling` are groups, `all` is both, sharing 
 Steady state: each build runs on more rows than its time allows and is stopped with SIGTERM after
 --warmup + --duration seconds (it stops cleanly and would resume); samples/s is the least-squares slope of
 staged samples against the staging time of each unit after the warm-up (bench/_build_run.py). The SHA check
-copies units 0 and 1 staged by each run into a fresh root and runs `latentforge build --limit <2 units>`
-there, which resumes from them and commits: the shards then hold exactly what that run's ranks encoded.
+copies units 0 and 1 staged by each run, with that run's record of its models, into a fresh root and runs
+`latentforge build --limit <2 units>` there, which resumes from them and commits: the shards then hold exactly
+what that run's ranks encoded.
 
     python bench/build.py --phases all --gpus-list 1 2 --out results/   # GPU machine
     python bench/build.py --tiny --out /tmp/bench                         # CPU, seconds (a test)
