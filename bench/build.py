@@ -17,8 +17,9 @@ only when named, and not with --tiny, whose haar tokenizer has no image-to-video
 Steady state: each build runs on more rows than its time allows and is stopped with SIGTERM after
 --warmup + --duration seconds (it stops cleanly and would resume); samples/s is the least-squares slope of
 staged samples against the staging time of each unit after the warm-up (bench/_build_run.py). The SHA check
-copies units 0 and 1 staged by each run into a fresh root and runs `latentforge build --limit <2 units>`
-there, which resumes from them and commits: the shards then hold exactly what that run's ranks encoded.
+copies units 0 and 1 staged by each run, with that run's record of its models, into a fresh root and runs
+`latentforge build --limit <2 units>` there, which resumes from them and commits: the shards then hold exactly
+what that run's ranks encoded.
 
     python bench/build.py --phases all --gpus-list 1 2 --out results/   # GPU machine
     python bench/build.py --tiny --out /tmp/bench                         # CPU, seconds (a test)
@@ -287,6 +288,7 @@ class Bench:
                 "sha256sums_equal": all(d["sha256sums"] == base["sha256sums"] for d in digests.values())}
 
     def subset_commit(self, source: runner.BuildRun, gpus: int) -> dict[str, Any]:
+        from latentforge.cache.layout import MODEL_EMPTY_PROMPT, MODEL_RECORD
         from latentforge.hashing import sha256_file
 
         a = self.args
@@ -299,6 +301,11 @@ class Bench:
         for unit in (0, 1):
             for suffix in ("", ".done.json"):
                 shutil.copy2(Path(source.root) / "build" / "staging" / f"unit-{unit:06d}.h5{suffix}", staging)
+        # with the record of the models that run's ranks encoded with (and its empty prompt), as a resume has it:
+        # without it the commit loads the tokenizer and text model only to describe them again
+        for name in (MODEL_RECORD, MODEL_EMPTY_PROMPT):
+            if (Path(source.root) / "build" / name).is_file():
+                shutil.copy2(Path(source.root) / "build" / name, root / "build")
         run = runner.run_build(name, path, root, gpus, a.unit_size, 2 * a.unit_size, None, a.tick,
                                a.out / "logs" / f"{name}.log", overwrite=False)
         if run.exit_code != 0:

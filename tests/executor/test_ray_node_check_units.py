@@ -1,6 +1,6 @@
 """The checks a Ray worker runs on its node before its first unit (executor/ray/node_check.py), run here on real
 files against the facts a driver collected: each failure names the check, the path, the value and the fix.
-The same checks on a real Ray node: tests/executor/test_ray_node_check.py."""
+The same checks on a real Ray node: tests/executor/test_ray_nodes.py."""
 
 from __future__ import annotations
 

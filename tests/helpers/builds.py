@@ -122,5 +122,7 @@ def read_manifest(root: Path) -> list[dict[str, Any]]:
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`latentforge ARGS` in a process of its own, as a user runs it (forked from a warm interpreter:
     helpers.cli_fork)."""
-    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # PYTHONPATH joined as helpers.exec_world.cli_env joins it (no empty entry when it was unset, which would put
+    # the working folder on the path): the same environment shares one warm interpreter
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)}
     return run_forked(list(args), env, cwd=cwd, timeout=300)

@@ -11,8 +11,11 @@ behaviour: tests of that (tests/cli/test_startup.py) and of signals sent from ou
 The warm interpreter is this module run with `python -c`, so a spawned rank imports no `__main__` of ours. It
 serves requests one at a time over a pipe: (args, env, cwd, timeout) in, (returncode, stdout, stderr) out. What
 an interpreter reads from its environment at start-up (PYTHONPATH, thread and CPU-capability settings) is the
-warm one's, so there is one warm interpreter per environment, variables named LATENTFORGE_* aside (latentforge
-reads those when it runs, never at import).
+warm one's, so there is one warm interpreter per environment, variables read only when the command runs aside:
+LATENTFORGE_* (latentforge reads those when it runs, never at import), RAY_* and AWS_* (read by Ray, boto and s3fs,
+which are not among the warm imports: serve() refuses to start if they become one) and TMPDIR (tempfile reads it
+once per process: the child forgets the warm interpreter's answer). A test's moto server, Ray cluster or temp folder
+then costs no warm interpreter of its own (each one spends seconds of CPU on its imports).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from typing import Any
 _WARM_IMPORTS = ("torch", "numpy", "h5py", "av", "pyarrow", "latentforge.cli.main", "latentforge.builder.run",
                  "latentforge.pipeline.unit", "latentforge.verification.entry",
                  "transformers.models.t5.modeling_t5", "transformers.models.auto.tokenization_auto")
+_READ_WHEN_RUN = ("LATENTFORGE_", "RAY_", "AWS_", "TMPDIR")  # environment no warm import keeps: not in a server's key
+_READ_WHEN_RUN_BY = ("ray", "boto3", "botocore", "aiobotocore", "s3fs")  # the modules that read RAY_* and AWS_*
 _servers: dict[frozenset, subprocess.Popen] = {}
 _servers_lock = threading.Lock()
 
@@ -58,8 +63,9 @@ def run_forked(args: list[str], env: dict[str, str], cwd: str | Path | None = No
 
 
 def _warm_server(env: dict[str, str]) -> subprocess.Popen:
-    """The warm interpreter started with `env` (LATENTFORGE_* aside), started now if there is none alive."""
-    start_env = {k: v for k, v in env.items() if not k.startswith("LATENTFORGE_")}
+    """The warm interpreter started with `env` (the variables of _READ_WHEN_RUN aside), started now if there is
+    none alive."""
+    start_env = {k: v for k, v in env.items() if not k.startswith(_READ_WHEN_RUN)}
     key = frozenset(start_env.items())
     server = _servers.get(key)
     if server is None or server.poll() is not None:
@@ -96,6 +102,9 @@ def serve() -> None:
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     for name in _WARM_IMPORTS:
         importlib.import_module(name)
+    early = [name for name in _READ_WHEN_RUN_BY if name in sys.modules]
+    if early:  # it would read RAY_* or AWS_* now, and every child would get this interpreter's values
+        raise RuntimeError(f"the warm imports imported {early}: take RAY_ and AWS_ out of _READ_WHEN_RUN")
     pipes = (requests.fileno(), replies.fileno())
     while (request := _receive(requests)) is not None:
         _send(replies, _run_child(*request, pipes))
@@ -141,6 +150,7 @@ def _child(args: list[str], env: dict[str, str], cwd: str | None, out: int, err:
         sys.stderr = open(2, "w", encoding=sys.__stderr__.encoding, errors="backslashreplace", closefd=False)
         os.environ.clear()
         os.environ.update(env)
+        tempfile.tempdir = None  # found again from this environment's TMPDIR, as a fresh interpreter would
         if cwd is not None:
             os.chdir(cwd)
         sys.argv = ["latentforge", *args]

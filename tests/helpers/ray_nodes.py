@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers import REPO
+from helpers.processes import GENEROUS, wait_for
 from latentforge.executor.ray.session import processes_with_env, with_descendants
 
 MARKER = "LATENTFORGE_TEST_RAY_NODE"
@@ -38,6 +39,7 @@ class RayNodes:
     address: str
     temp_dir: Path
     markers: dict[str, str] = field(default_factory=dict)  # node name -> marker value
+    killed: set[str] = field(default_factory=set)  # nodes SIGKILLed: the GCS counts them alive for ~16 s more
 
     def pids(self, name: str) -> set[int]:
         """The node's processes: those with its marker and their children (the raylet makes its agents' environment)."""
@@ -46,12 +48,29 @@ class RayNodes:
     def kill(self, name: str) -> set[int]:
         """SIGKILL every process of one node (raylet, agents, workers); returns the pids signalled."""
         pids = self.pids(name)
+        if pids:
+            self.killed.add(name)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         return pids
+
+    def stop(self, names: list[str]) -> None:
+        """Stop nodes as `ray stop` does: SIGTERM to each raylet, which takes its node out of the cluster at once
+        (a SIGKILLed node stays alive to the GCS until its health checks fail), and wait for its processes to
+        end; whatever is left after a generous deadline is SIGKILLed (and the node counted as killed)."""
+        for name in names:
+            for pid in self.pids(name):
+                try:
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == "raylet":
+                        os.kill(pid, signal.SIGTERM)
+                except (OSError, ProcessLookupError):
+                    pass
+        if not wait_for(lambda: not any(self.pids(name) for name in names), timeout=GENEROUS):
+            for name in names:
+                self.kill(name)
 
     def kill_all(self) -> None:
         for name in self.markers:
@@ -113,8 +132,12 @@ def start_head() -> RayNodes:
     try:
         nodes.markers["head"] = uuid.uuid4().hex
         port = nodes.address.rsplit(":", 1)[1]
+        # no autoscaler monitor (nothing here scales) and no dashboard modules: each is a Python process that
+        # costs seconds of a loaded two-core machine's CPU to start. This node's log monitor serves every node:
+        # they share the temp dir, and Ray wants one log monitor per machine
         args = ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=0", "--num-gpus=0",
-                "--include-dashboard=false", f"--temp-dir={nodes.temp_dir}", "--disable-usage-stats", *_own_ports()]
+                "--include-dashboard=false", "--no-monitor", f"--temp-dir={nodes.temp_dir}", "--disable-usage-stats",
+                *_own_ports()]
         done = subprocess.run([*RAY, "start", *args], env={**_ray_env(), MARKER: nodes.markers["head"]},
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
@@ -133,8 +156,9 @@ def add_nodes(nodes: RayNodes, names: list[str], hide: Path | None = None, env: 
     starting = []
     for name in names:
         nodes.markers[name] = uuid.uuid4().hex
+        # no log monitor of its own: the head's watches the shared temp dir (one per machine, as Ray wants)
         args = [f"--address={nodes.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1", f"--num-gpus={gpus}",
-                "--disable-usage-stats", *_own_ports()]
+                "--include-log-monitor=false", "--disable-usage-stats", *_own_ports()]
         starting.append(subprocess.Popen(_hidden([*RAY, "start", *args], hide),
                                          env={**_ray_env(), **(env or {}), MARKER: nodes.markers[name]},
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
