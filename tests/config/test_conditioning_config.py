@@ -58,6 +58,23 @@ def test_the_resume_key_keeps_its_bytes_without_conditioning_and_changes_with_it
     assert key["image_latent"] == "wan-i2v" and "image_encoder_sha256" not in key
 
 
+def test_the_resume_key_holds_the_image_encoders_weights_so_other_weights_at_the_path_are_refused(tmp_path):
+    """New weights at the same path would mix two encoders' tokens in one cache: the key holds their SHA-256 (what
+    sha256sum prints of the file), as it holds the tokenizer's."""
+    import hashlib
+
+    checkpoint = tmp_path / "Wan2.1_VAE.pth"
+    checkpoint.write_bytes(b"weights")
+    clip = tmp_path / "models_clip.pth"  # nothing loads it: the key holds its SHA-256
+    overrides = (f"tokenizer.checkpoint={checkpoint}", "conditioning.image_embeds=clip-vit-h14",
+                 f"conditioning.image_encoder_path={clip}")
+    clip.write_bytes(b"first weights")
+    first = resume_key(_load(*overrides))
+    assert first["image_encoder_sha256"] == hashlib.sha256(b"first weights").hexdigest()
+    clip.write_bytes(b"other weights")
+    assert resume_key(_load(*overrides))["image_encoder_sha256"] == hashlib.sha256(b"other weights").hexdigest()
+
+
 @pytest.mark.parametrize("preset, frames, fps, tokenizer, image_latent, image_embeds, y_shape", [
     ("wan2.1-i2v-480p", (81, 480, 832), "16", "wan2.1", "wan-i2v", "clip-vit-h14", (20, 21, 60, 104)),
     ("wan2.1-i2v-720p", (81, 720, 1280), "16", "wan2.1", "wan-i2v", "clip-vit-h14", (20, 21, 90, 160)),

@@ -16,9 +16,10 @@ from helpers.fake_rows import build_cache, make_samples
 from latentforge.cli.main import main
 from latentforge.errors import ConfigError
 from latentforge.export import export_cache, run
-from latentforge.export.musubi_i2v import CLIP_KEY, Y_KEY, musubi_i2v_tensors, wan_i2v_mask
+from latentforge.export.musubi_i2v import CLIP_KEY, Y_KEY, musubi_i2v_tensors
 from latentforge.export.targets import musubi_files
 from latentforge.export.write import write_verified
+from latentforge.pipeline.conditioning import wan_i2v_mask
 
 GRID = (3, 6, 8)  # latent frames, height, width of 9 frames at 64x48
 
@@ -26,7 +27,8 @@ GRID = (3, 6, 8)  # latent frames, height, width of 9 frames at 64x48
 def _sample(seed: int = 0, latent_channels: int = 16, dtype: torch.dtype = torch.float16) -> dict:
     generator = torch.Generator().manual_seed(seed)
     latent = torch.randn(latent_channels, *GRID, generator=generator).to(dtype)
-    y = torch.cat([wan_i2v_mask(*GRID), torch.randn(16, *GRID, generator=generator)]).to(dtype)
+    mask = wan_i2v_mask(1, *GRID, torch.device("cpu"))[0]
+    y = torch.cat([mask, torch.randn(16, *GRID, generator=generator)]).to(dtype)
     return {"latent": latent, Y_KEY: y, CLIP_KEY: torch.randn(257, 1280, generator=generator).half(),
             "text_embeddings": torch.randn(16, 4096, generator=generator).half(), "text_length": torch.tensor(5),
             "prompt": "a prompt", "sample_id": "clips/vid_007"}
@@ -42,7 +44,7 @@ def _musubi_mask(pixel_frames: int) -> torch.Tensor:
 @pytest.mark.parametrize("pixel_frames", [1, 9, 17, 81])
 def test_the_mask_is_wans_first_frame_mask(pixel_frames):
     latent_frames = (pixel_frames - 1) // 4 + 1
-    mask = wan_i2v_mask(latent_frames, 2, 3)
+    mask = wan_i2v_mask(1, latent_frames, 2, 3, torch.device("cpu"))[0]
     assert mask.shape == (4, latent_frames, 2, 3) and mask.dtype == torch.float32
     assert torch.equal(mask, _musubi_mask(pixel_frames)[:, :, None, None].expand(-1, -1, 2, 3))
 

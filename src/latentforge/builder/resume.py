@@ -51,12 +51,17 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     # allow_slow_cpu_bf16 only lets a slow machine run the same function
     data["tokenizer"] = {k: v for k, v in data["tokenizer"].items()
                          if k not in ("sha256", "conv_plans_dir", "conv_plans_file", "allow_slow_cpu_bf16")}
-    # a build without conditioning keeps the key it always had; image_encoder_sha256 is a check, like tokenizer.sha256
+    # a build without conditioning keeps the key it always had; image_encoder_sha256 is a check, like tokenizer.sha256,
+    # on the image encoder's weights, whose actual SHA-256 the key holds
+    key = {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
     if config.conditioning == ConditioningConfig():
         del data["conditioning"]
     else:
         del data["conditioning"]["image_encoder_sha256"]
-    return {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
+        if config.conditioning.image_embeds != "none":
+            encoder = registry.resolve("image_encoder", config.conditioning.image_embeds)
+            key["image_encoder_sha256"] = encoder.checkpoint_digest(config.conditioning.image_encoder_path)
+    return key
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import torch
 
 from ..errors import ConfigError
-from .clip_checkpoint import ClipSource, check_sha256, load_model, resolve
+from .clip_checkpoint import ClipSource, check_sha256, checkpoint_sha256, load_model, resolve
 from .clip_preprocess import OfficialPreprocess, ProcessorPreprocess
 from .image_encoder import ImageEncoder
 
@@ -78,6 +78,10 @@ class ClipVisionH14(ImageEncoder):
                 first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 raise ConfigError(f"cannot read the image encoder's config in {source.path} ({first}); give a "
                                   "diffusers Wan I2V pipeline folder or its image_encoder/ folder") from None
+
+    @classmethod
+    def checkpoint_digest(cls, path: str) -> str:
+        return checkpoint_sha256(resolve(path))
 
     @classmethod
     def load(cls, path: str, device: str, precision: str, expected_sha256: str | None) -> ClipVisionH14:

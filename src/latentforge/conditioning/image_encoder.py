@@ -31,6 +31,12 @@ class ImageEncoder(ABC):
 
     @classmethod
     @abstractmethod
+    def checkpoint_digest(cls, path: str) -> str:
+        """The SHA-256 of the weights `path` names, as `expected_sha256` is compared with: a resumed build refuses
+        other weights at the same path."""
+
+    @classmethod
+    @abstractmethod
     def load(cls, path: str, device: str, precision: str, expected_sha256: str | None) -> ImageEncoder:
         """The encoder of the checkpoint `path`, on `device`, running at `precision` (a key of `precisions`)."""
 

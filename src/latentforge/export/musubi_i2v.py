@@ -17,25 +17,18 @@ from typing import Any
 
 import torch
 
+from ..cache.conditioning_streams import CLIP_IMAGE_EMBEDS, IMAGE_COND_LATENT
+from ..cache.conditioning_streams import MASK_CHANNELS as WAN_MASK_CHANNELS
 from ..errors import ConfigError
+from ..pipeline.conditioning import wan_i2v_mask
 
-CLIP_KEY = "clip_image_embeds"  # the training readers' sample keys (and the cache's dataset names)
-Y_KEY = "image_cond_latent"
+CLIP_KEY = CLIP_IMAGE_EMBEDS  # the training readers' sample keys (and the cache's dataset names)
+Y_KEY = IMAGE_COND_LATENT
 WAN_CLIP_WIDTH = 1280  # Wan's img_emb is an MLPProj(1280, dim): only ViT-H/14's 1280-wide tokens fit
-WAN_MASK_CHANNELS = 4  # the first-frame mask ahead of the VAE channels in y
 # musubi-tuner's --task names for image-to-video and the sample keys each one trains on
 MUSUBI_I2V_TASKS = {"i2v-14B": (CLIP_KEY, Y_KEY),  # Wan2.1 I2V-14B: CLIP tokens and y
                     "i2v-A14B": (Y_KEY,)}  # Wan2.2 I2V-A14B: y only (musubi skips CLIP for Wan2.2)
 _BUILD_WITH = {CLIP_KEY: "conditioning.image_embeds=clip-vit-h14", Y_KEY: "conditioning.image_latent=wan-i2v"}
-
-
-def wan_i2v_mask(frames: int, height: int, width: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Wan's first-frame mask over a latent grid, [4, F', H', W']: one channel per pixel frame of the first
-    latent frame's chunk of four (the first pixel frame repeated four times), so all four are ones on latent
-    frame 0 and zeros on every later one."""
-    mask = torch.zeros(WAN_MASK_CHANNELS, frames, height, width, dtype=dtype)
-    mask[:, 0] = 1
-    return mask
 
 
 def musubi_i2v_tensors(name: str, item: dict[str, Any], latent: torch.Tensor,
@@ -66,7 +59,7 @@ def _checked_y(name: str, y: torch.Tensor, latent: torch.Tensor) -> torch.Tensor
         raise ConfigError(f"sample {name}: {Y_KEY} is {list(y.shape)}, and the exported latent {list(latent.shape)} "
                           f"pairs with a y of {list(wanted)} (mask and VAE channels over its grid); export the "
                           "modality the conditioning latent was encoded from (--modality rgb)")
-    if not torch.equal(y[:WAN_MASK_CHANNELS], wan_i2v_mask(frames, height, width, y.dtype)):
+    if not torch.equal(y[:WAN_MASK_CHANNELS], wan_i2v_mask(1, frames, height, width, y.device)[0].to(y.dtype)):
         raise ConfigError(f"sample {name}: the first {WAN_MASK_CHANNELS} channels of {Y_KEY} are not Wan's "
                           "first-frame mask (ones on latent frame 0, zeros after), which musubi-tuner passes to the "
                           "DiT as it is; rebuild the cache with conditioning.image_latent=wan-i2v")
