@@ -35,9 +35,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from latentforge.export.musubi_i2v import CLIP_KEY, MUSUBI_I2V_TASKS, Y_KEY, wan_i2v_mask
+from latentforge.export.musubi_i2v import CLIP_KEY, MUSUBI_I2V_TASKS, Y_KEY
 from latentforge.export.targets import musubi_files
 from latentforge.export.write import write_verified
+from latentforge.pipeline.conditioning import wan_i2v_mask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from musubi_check import _commit, _musubi_dataset_group, for_export  # noqa: E402  (a sibling script)
@@ -58,7 +59,8 @@ def synthetic_samples(count: int, seed: int = 0) -> list[dict]:
         latent = torch.randn(16, *LATENT_GRID, generator=generator).half()
         image_latent = torch.randn(16, *LATENT_GRID, generator=generator).half()
         length = 3 + index
-        samples.append({"latent": latent, Y_KEY: torch.cat([wan_i2v_mask(*LATENT_GRID, torch.float16), image_latent]),
+        mask = wan_i2v_mask(1, *LATENT_GRID, torch.device("cpu"))[0].half()
+        samples.append({"latent": latent, Y_KEY: torch.cat([mask, image_latent]),
                         CLIP_KEY: torch.randn(*CLIP_SHAPE, generator=generator).half(),
                         "text_embeddings": torch.randn(16, 4096, generator=generator).half(),
                         "text_length": torch.tensor(length), "prompt": f"prompt {index}",
