@@ -44,7 +44,7 @@ from _random_cosmos import random_dv_model, save_random_cv_diffusers  # noqa: E4
 
 from latentforge import registry  # noqa: E402
 from latentforge.demo.tiny_tokenizer import save_hub_folder  # noqa: E402
-from latentforge.tokenizers.wan_common import tf32_off  # noqa: E402
+from latentforge.devices import tf32_off  # noqa: E402
 
 CV, DV = "cosmos-cv8x8x8", "cosmos-dv8x16x16"
 SHAPES = {CV: "121x704x1280", DV: "33x640x1024"}

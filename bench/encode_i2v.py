@@ -18,9 +18,8 @@ import json
 import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _encode_probes import timed  # noqa: E402
 from _random_wan import random_wan_vae  # noqa: E402
 from encode import load_clips  # noqa: E402
 
@@ -57,30 +57,6 @@ def make_clip_folder(folder: Path, spec: dict[str, int | str], seed: int = 0) ->
     return folder
 
 
-def timed(fn: Callable[[], Any], device: str, reps: int) -> tuple[Any, float]:
-    """(the last result, the median seconds of `reps` runs after one untimed)."""
-    out = fn()
-    seconds = []
-    for _ in range(reps):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        started = time.perf_counter()
-        out = fn()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        seconds.append(time.perf_counter() - started)
-    return out, float(np.median(seconds))
-
-
-def peak_gib(device: str) -> float | None:
-    return torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None
-
-
-def reset_peak(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-
-
 def stage_for(args, vae: Path, clip: Path, precision: str) -> tuple[Any, ConditioningStage]:
     """The build's tokenizer (bf16 fast path on CUDA, fp32 on the CPU) and its conditioning stage at `precision`."""
     clip_precision = "bf16" if args.device.startswith("cuda") else "fp32"
@@ -107,18 +83,20 @@ def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
 def measure(args, vae: Path, clip: Path, clips: list[np.ndarray], precision: str) -> tuple[dict, list]:
     """One conditioning precision: (its row, y of every clip on the CPU)."""
     tokenizer, stage = stage_for(args, vae, clip, precision)
+    device = torch.device(args.device)
     clip_s, y_s, tokens_s, peaks, ys = [], [], [], [], []
     for frames in clips:
         video = pixels_to_input(frames, args.device).unsqueeze(0)
-        reset_peak(args.device)
-        clip_s.append(timed(lambda: tokenizer.encode(video), args.device, args.reps)[1])
-        y_s.append(timed(lambda: stage.tokenizer.encode(first_frame_video(video)), args.device, args.reps)[1])
-        tokens_s.append(timed(lambda: stage.image_encoder.encode(frame0_uint8(video)), args.device, args.reps)[1])
-        peaks.append(peak_gib(args.device))
+        for seconds, fn in ((clip_s, lambda: tokenizer.encode(video)),
+                            (y_s, lambda: stage.tokenizer.encode(first_frame_video(video))),
+                            (tokens_s, lambda: stage.image_encoder.encode(frame0_uint8(video)))):
+            took, peak, _ = timed(fn, device, args.reps)
+            seconds.append(took)
+            peaks.append(peak)
         ys.append(stage.encode(video)["image_cond_latent"].cpu())
     row = {"conditioning precision": precision, "clip encode s (build path)": float(np.median(clip_s)),
            "y encode s": float(np.median(y_s)), "CLIP ms": 1000 * float(np.median(tokens_s)),
-           "peak GiB": None if peaks[0] is None else max(peaks)}
+           "peak GiB": None if device.type != "cuda" else max(peaks)}
     return row, ys
 
 

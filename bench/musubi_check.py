@@ -130,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
             refused = f"{type(error).__name__}: {error}"
             rows.append(("without video_directory", f"refused: {refused}", "extra keys not allowed" in refused))
     print(f"musubi-tuner {_commit(args.musubi_checkout)}, export {export_dir}")
+    return print_checks(rows)
+
+
+def print_checks(rows: list[tuple[str, str, bool]]) -> int:
+    """The checks as a table; the exit code: 0 when every one is as expected."""
     print("| check | result | as expected |\n|---|---|---|")
     for name, result, ok in rows:
         print(f"| {name} | {result} | {'yes' if ok else 'NO'} |")

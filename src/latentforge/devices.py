@@ -6,9 +6,10 @@ core. torch is imported only where used, so checking a config's device name does
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError
@@ -123,3 +124,17 @@ class DeviceClock:
             self._end.synchronize()
             return self._start.elapsed_time(self._end) / 1e3
         return self._end - self._start
+
+
+@contextlib.contextmanager
+def tf32_off() -> Iterator[None]:
+    """Both TF32 switches off (fp32 convolutions and matmuls stay fp32 on Ampere and later), restored afterwards:
+    what an fp32 encode needs to equal its reference."""
+    import torch
+
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

@@ -68,7 +68,7 @@ class Reference:
 
 def normalised_mu(vae: AutoencoderKLWan, video: torch.Tensor, architecture: Architecture) -> torch.Tensor:
     """diffusers' encode (mu), then (mu - mean) * (1 / std) in fp32, as the tokenizers normalise."""
-    from latentforge.tokenizers.wan_common import tf32_off
+    from latentforge.devices import tf32_off
 
     with torch.inference_mode(), tf32_off():
         mu = vae.encode(video).latent_dist.mode().float()

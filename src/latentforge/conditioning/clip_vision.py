@@ -12,29 +12,17 @@ of block 31 of 32, the same tensor. Precisions:
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
+from ..devices import tf32_off
 from ..errors import ConfigError
 from .clip_checkpoint import ClipSource, check_sha256, checkpoint_sha256, load_model, resolve
 from .clip_preprocess import OfficialPreprocess, ProcessorPreprocess
 from .image_encoder import ImageEncoder
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-@contextlib.contextmanager
-def _tf32_off() -> Iterator[None]:
-    """Both TF32 switches off, restored afterwards: on Ampere and later cuDNN runs fp32 convolutions (the patch
-    embedding) in TF32 by default, which would make fp32 tokens differ from CPU's by about 1e-3."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 class ClipVisionH14(ImageEncoder):
@@ -94,7 +82,7 @@ class ClipVisionH14(ImageEncoder):
         if frames.dtype != torch.uint8 or frames.ndim != 4 or frames.shape[-1] != 3:
             raise ValueError(f"{self.name} encodes uint8 [B, H, W, 3] RGB frames, got {frames.dtype} "
                              f"{list(frames.shape)}")
-        with _tf32_off():
+        with tf32_off():  # cuDNN would run the fp32 patch embedding in TF32 (about 1e-3 from the CPU's)
             pixels = self.preprocess(frames, self.device)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"):
                 states = self.model(pixel_values=pixels, output_hidden_states=True).hidden_states[-2]

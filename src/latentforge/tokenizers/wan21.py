@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from diffusers.models.autoencoders.autoencoder_kl_wan import WanRMS_norm
 
 from ..config import TokenizerConfig
+from ..devices import tf32_off
 from ..errors import ConfigError
 from .wan21_checkpoint import LOCAL_FILE_ADVICE, check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
 from .wan_common import (
@@ -33,7 +34,6 @@ from .wan_common import (
     encode_mu,
     fast_encoder,
     prepare_fast_path,
-    tf32_off,
     wan_options,
 )
 

@@ -21,6 +21,7 @@ import torch
 from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
 
 from ..config import TokenizerConfig
+from ..devices import tf32_off
 from ..errors import ConfigError
 from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
 from .wan22_checkpoint import LATENTS_MEAN, LATENTS_STD, LOCAL_FILE_ADVICE, load_model
@@ -31,7 +32,6 @@ from .wan_common import (
     encode_mu,
     fast_encoder,
     prepare_fast_path,
-    tf32_off,
     wan_options,
 )
 

@@ -1,14 +1,13 @@
 """What the Wan2.1 and Wan2.2 tokenizers share: the bf16 fast path's settings (how its convolution kernels are
 chosen, checked and made reproducible) and its construction over a VAE's weights, the official causal chunk loop,
-TF32 switched off around every fp32 step, and WanTokenizer, their settings checks and pre-flight written once."""
+and WanTokenizer, their settings checks and pre-flight written once."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Iterator
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -172,18 +171,6 @@ def encode_mu(vae: AutoencoderKLWan, video: torch.Tensor, temporal_window: int) 
     moments = vae.quant_conv(torch.cat(outputs, dim=2))
     vae.clear_cache()
     return moments.chunk(2, dim=1)[0]
-
-
-@contextlib.contextmanager
-def tf32_off() -> Iterator[None]:
-    """Both TF32 switches off (fp32 convolutions and matmuls stay fp32 on Ampere+), restored afterwards."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 class WanTokenizer(Tokenizer):
