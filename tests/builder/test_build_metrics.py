@@ -8,6 +8,7 @@ running, with one unit done, whenever the test scrapes; SIGTERM then stops it an
 from __future__ import annotations
 
 import json
+import random
 import signal
 import socket
 import subprocess
@@ -39,6 +40,25 @@ def free_port_pair() -> int:
                     continue
             return port
     raise RuntimeError("no two adjacent free ports")
+
+
+def _below_ephemeral_ports(count: int) -> int:
+    """A port P with P .. P + count - 1 free on 127.0.0.1, below the kernel's ephemeral range: a port other
+    processes get by binding port 0 (Ray's daemons, moto, other tests) is never one of them, so none of the
+    block is taken between this check and the build's."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for base in random.Random().sample(range(20000, low - count), 50):
+        probes = [socket.socket() for _ in range(count)]
+        try:
+            for offset, probe in enumerate(probes):
+                probe.bind(("127.0.0.1", base + offset))
+            return base
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise RuntimeError(f"no {count} adjacent free ports below {low}")
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
@@ -121,10 +141,10 @@ def test_a_port_in_use_names_the_port_and_the_fix():
 @pytest.mark.parametrize("taken_offset, who", [(0, "the build's main process"), (1, "rank 0"), (2, "rank 1")])
 def test_every_port_is_checked_before_anything_is_written(tmp_path, cli, taken_offset, who):
     table = make_table(tmp_path / "data", count=2)
+    base = _below_ephemeral_ports(3)  # the main process's port, then rank 0's and rank 1's
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", base + taken_offset))
         taken.listen()
-        base = taken.getsockname()[1] - taken_offset  # the main process's port, or a rank's after it
         root = tmp_path / "cache"
         done = cli(build_args(table, root, "--procs", "2", "--device", "cpu", "--metrics-port", str(base)))
     assert done.returncode == 2, done.stderr
