@@ -93,7 +93,7 @@ def measure(args, vae: Path, clip: Path, clips: list[np.ndarray], precision: str
             took, peak, _ = timed(fn, device, args.reps)
             seconds.append(took)
             peaks.append(peak)
-        ys.append(stage.encode(video)["image_cond_latent"].cpu())
+        ys.append(stage.encode(video)[1]["image_cond_latent"].cpu())
     row = {"conditioning precision": precision, "clip encode s (build path)": float(np.median(clip_s)),
            "y encode s": float(np.median(y_s)), "CLIP ms": 1000 * float(np.median(tokens_s)),
            "peak GiB": None if device.type != "cuda" else max(peaks)}

@@ -95,6 +95,28 @@ def copy_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.to(device, non_blocking=True)
 
 
+def copy_to_host_soon(tensor: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """Start copying `tensor` to page-locked host memory and return a function that waits for that copy alone
+    (everything queued before it, not what is queued after) and gives the host tensor, sleeping while it waits.
+    Queue the device's next work between the two and the device stays busy while the host waits and then works
+    on the copy; `.cpu()` instead waits for all queued work, and the device idles while the host catches up.
+    A host tensor is given back as it is."""
+    if tensor.device.type != "cuda":
+        return lambda: tensor
+    import torch
+
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    host.copy_(tensor, non_blocking=True)
+    copied = torch.cuda.Event(blocking=True)
+    copied.record(torch.cuda.current_stream(tensor.device))
+
+    def wait() -> torch.Tensor:
+        copied.synchronize()
+        return host
+
+    return wait
+
+
 class DeviceClock:
     """The device's time between two points of its queue: the start at creation, `stop()` later, `seconds()` once
     the device has passed the stop (after a wait for it). On the CPU, where every step runs in order, wall time."""

@@ -59,7 +59,7 @@ def test_wan_i2v_y_equals_diffusers_prepare_latents_bit_for_bit(wan21):
     vae, tokenizer = wan21
     stage = ConditioningStage(_config("wan-i2v"), tokenizer, None)
     video = _video(1)
-    ours = stage.encode(video)["image_cond_latent"]
+    ours = stage.encode(video)[1]["image_cond_latent"]
     expected = _diffusers_y(vae, video)
     assert ours.shape == expected.shape == (1, 20, 2, HEIGHT // 8, WIDTH // 8)
     assert torch.equal(ours[:, :4], expected[:, :4])  # the mask: ones over latent frame 0 only
@@ -72,7 +72,7 @@ def test_wan_i2v_y_of_a_batch_is_each_sample_s_own(wan21):
     """A batch of two gives each sample the y of its own frame 0 (diffusers' batch of one each)."""
     vae, tokenizer = wan21
     video = _video(2, seed=1)
-    ours = ConditioningStage(_config("wan-i2v"), tokenizer, None).encode(video)["image_cond_latent"]
+    ours = ConditioningStage(_config("wan-i2v"), tokenizer, None).encode(video)[1]["image_cond_latent"]
     for i in range(2):
         torch.testing.assert_close(ours[i:i + 1], _diffusers_y(vae, video[i:i + 1]), rtol=0, atol=1e-5)
     assert not torch.equal(ours[0, 4:], ours[1, 4:])

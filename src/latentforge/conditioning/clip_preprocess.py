@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from ..devices import copy_to_device
+
 # OpenAI CLIP's normalisation, which the official Wan code (`_clip` in its clip.py) and CLIPImageProcessor share
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -40,10 +42,13 @@ class ProcessorPreprocess:
             )
         self.source = "image_processor folder" if folder is not None else "CLIPImageProcessor defaults"
 
+    on_host = True  # the processor works on host arrays: hand it host frames, or it waits for the device's queue
+
     def __call__(self, frames: torch.Tensor, device: torch.device) -> torch.Tensor:
-        """uint8 [B, H, W, 3] -> float32 [B, 3, S, S] on `device`. The processor works on host arrays."""
+        """uint8 [B, H, W, 3] -> float32 [B, 3, S, S] on `device`, sent without waiting for the device's queue."""
         images = list(frames.cpu().numpy())
-        return self.processor(images=images, return_tensors="pt")["pixel_values"].to(device, torch.float32)
+        pixels = self.processor(images=images, return_tensors="pt")["pixel_values"].to(torch.float32)
+        return copy_to_device(pixels, device)
 
     def record(self) -> dict[str, Any]:
         saved = json.loads(self.processor.to_json_string())  # what save_pretrained writes: plain JSON values
@@ -55,11 +60,14 @@ class ProcessorPreprocess:
 class OfficialPreprocess:
     """The official Wan preprocessing at `image_size` (224 for the released model), on the encoder's device."""
 
+    on_host = False  # every step runs where the frames are sent: the encoder's device
+
     def __init__(self, image_size: int):
         self.image_size = image_size
 
     def __call__(self, frames: torch.Tensor, device: torch.device) -> torch.Tensor:
-        pixels = frames.to(device).permute(0, 3, 1, 2)
+        on_device = copy_to_device(frames, device) if frames.device.type == "cpu" else frames.to(device)
+        pixels = on_device.permute(0, 3, 1, 2)
         # TF.to_tensor(img).sub_(0.5).div_(0.5) in wan/image2video.py: to float, / 255, then to [-1, 1]
         signed = pixels.to(torch.float32).div(255).sub_(0.5).div_(0.5)
         size = (self.image_size, self.image_size)

@@ -48,6 +48,7 @@ class ClipVisionH14(ImageEncoder):
             self.preprocess: ProcessorPreprocess | OfficialPreprocess = OfficialPreprocess(config.image_size)
         else:
             self.preprocess = ProcessorPreprocess(source.processor_folder, config.image_size)
+        self.host_frames = self.preprocess.on_host
 
     @classmethod
     def preflight(cls, path: str, expected_sha256: str | None) -> None:

@@ -22,6 +22,9 @@ class ImageEncoder(ABC):
     precisions: ClassVar[dict[str, float]] = {"fp32": 1e-5}
     tokens: int  # tokens per image (257 for the released ViT-H/14 at 224 x 224: 16 x 16 patches + the class token)
     width: int  # width of one token (1280 for the released ViT-H/14)
+    # where `encode` wants its frames: True when it preprocesses them on the host (then a build on a GPU copies
+    # frame 0 there without waiting for the device's queue), False when every step runs on its device
+    host_frames: bool = False
 
     @classmethod
     @abstractmethod

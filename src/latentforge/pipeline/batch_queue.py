@@ -43,9 +43,11 @@ def _encode_uploaded(uploaded: dict, tokenizer: Tokenizer, conditioning: Conditi
     latents, streams = [], {}
     for name, frames in uploaded.items():
         video = expand_frames(frames)
-        latents.append(tokenizer.encode(video))
         if conditioning is not None and name == "rgb":  # the conditioning is built from the clip's own frames
-            streams = conditioning.encode(video)
+            latent, streams = conditioning.encode(video, tokenizer.encode)
+        else:
+            latent = tokenizer.encode(video)
+        latents.append(latent)
         del video  # the next modality's frames may take its memory
     if tokenizer.output == "latents":
         latents = [latent.float() for latent in latents]

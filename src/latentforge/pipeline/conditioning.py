@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import torch
 
@@ -26,6 +27,7 @@ from ..cache.conditioning_streams import (
 )
 from ..conditioning.image_encoder import ImageEncoder
 from ..config import BuildConfig
+from ..devices import copy_to_host_soon
 from ..tokenizers.base import Tokenizer
 
 WAN_I2V_RULE = ("mask: ones over latent frame 0, zeros elsewhere (4 channels); then the tokenizer's normalised "
@@ -103,14 +105,24 @@ class ConditioningStage:
         return ConditioningSection(self.settings.image_latent, self.settings.image_embeds, self.settings.precision,
                                    self.streams, self._in_latent)
 
-    def encode(self, video: torch.Tensor) -> dict[str, torch.Tensor]:
-        """{stream name: float32 [B, ...] on the device} for a batch's rgb input [B, 3, F, H, W] in [-1, 1];
-        launched, not waited for."""
+    def encode(self, video: torch.Tensor, encode_clip: Callable[[torch.Tensor], torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+        """For a batch's rgb input [B, 3, F, H, W] in [-1, 1]: the clip's own latent, `encode_clip(video)` (None
+        without it), and {stream name: float32 [B, ...] on the device}; launched, not waited for.
+
+        An image encoder that preprocesses on the host gets frame 0 through a copy started before the clip's and
+        y's encodes are queued, and the host waits for that copy only after queueing them: the device stays busy
+        while the host preprocesses (a plain `.cpu()` there drained the device's queue once per batch)."""
+        take_frame0: Callable[[], torch.Tensor] | None = None
+        if self.image_encoder is not None:
+            frame0 = frame0_uint8(video)
+            take_frame0 = copy_to_host_soon(frame0) if self.image_encoder.host_frames else lambda: frame0
+        clip = encode_clip(video) if encode_clip is not None else None
         out: dict[str, torch.Tensor] = {}
         if self.tokenizer is not None:
             latent = self.tokenizer.encode(first_frame_video(video)).float()
             batch, _, frames, height, width = latent.shape
             out[IMAGE_COND_LATENT] = torch.cat([wan_i2v_mask(batch, frames, height, width, latent.device), latent], 1)
-        if self.image_encoder is not None:
-            out[CLIP_IMAGE_EMBEDS] = self.image_encoder.encode(frame0_uint8(video)).float()
-        return out
+        if self.image_encoder is not None and take_frame0 is not None:
+            out[CLIP_IMAGE_EMBEDS] = self.image_encoder.encode(take_frame0()).float()
+        return clip, out
