@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ from encode import load_clips  # noqa: E402
 
 from latentforge import registry  # noqa: E402
 from latentforge.configure import load_config  # noqa: E402
+from latentforge.devices import wait_for_device  # noqa: E402
 from latentforge.pipeline.conditioning import ConditioningStage, first_frame_video, frame0_uint8  # noqa: E402
 from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
 
@@ -100,6 +104,51 @@ def measure(args, vae: Path, clip: Path, clips: list[np.ndarray], precision: str
     return row, ys
 
 
+def host_cpu(args, vae: Path, clip: Path, clips: list[np.ndarray]) -> list[dict[str, Any]]:
+    """The host's CPU per sample while it queues an I2V encode the way a build does (batch after batch, one wait
+    at the end), part by part: the clip alone, + y, + the image tokens, the last again with torch at one CPU
+    thread; and CLIP's image processor alone on host frames. Each row: process CPU s and wall s per batch, torch's
+    threads, and the busiest threads' CPU s per batch (which thread burns it: the main one or torch's pool)."""
+    import psutil
+
+    tokenizer, stage = stage_for(args, vae, clip, args.host_cpu_precision)
+    device = torch.device(args.device)
+    video = pixels_to_input(clips[0], args.device).unsqueeze(0)
+    frame0 = frame0_uint8(video).cpu()
+    y_only = ConditioningStage.__new__(ConditioningStage)
+    y_only.__dict__.update(stage.__dict__, image_encoder=None)
+    variants = [("clip alone", lambda: tokenizer.encode(video)),
+                ("clip + y", lambda: y_only.encode(video, tokenizer.encode)),
+                ("clip + y + tokens", lambda: stage.encode(video, tokenizer.encode)),
+                ("image processor alone (host frames)", lambda: stage.image_encoder.preprocess(frame0, device)),
+                ("clip + y + tokens, torch threads 1", lambda: stage.encode(video, tokenizer.encode))]
+    process, rows, threads = psutil.Process(), [], torch.get_num_threads()
+    for name, fn in variants:
+        if name.endswith("threads 1"):
+            torch.set_num_threads(1)
+        with torch.inference_mode():
+            fn()
+            wait_for_device(device)
+            before = {t.id: t.user_time + t.system_time for t in process.threads()}
+            cpu, wall = time.process_time(), time.perf_counter()
+            for _ in range(args.host_cpu_batches):
+                fn()
+            wait_for_device(device)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        after = {t.id: t.user_time + t.system_time for t in process.threads()}
+        busiest = sorted(((after[i] - before.get(i, 0.0), i) for i in after), reverse=True)[:4]
+        per = args.host_cpu_batches
+        rows.append({"part": name, "torch threads": torch.get_num_threads(), "host CPU s/batch": cpu / per,
+                     "wall s/batch": wall / per,
+                     "busiest threads CPU s/batch": [round(t / per, 4) for t, i in busiest],
+                     "main thread is busiest": busiest[0][1] == threading.get_native_id()})
+    torch.set_num_threads(threads)
+    processor = getattr(stage.image_encoder.preprocess, "processor", None)
+    print(f"image processor: {type(processor).__name__}; torch threads {threads}; "
+          f"OMP/MKL env: { {k: v for k, v in os.environ.items() if k.startswith(('OMP_', 'MKL_', 'KMP_', 'GOMP'))} }")
+    return rows
+
+
 def run(args) -> dict[str, Any]:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="encode-i2v-"))
     vae = work / "wan21"
@@ -117,11 +166,13 @@ def run(args) -> dict[str, Any]:
         errors = [rel_l2(b[:, 4:], f[:, 4:]) for b, f in zip(outputs["bf16"], outputs["fp32"])]
         for row in rows:
             row["y rel-L2 vs fp32 (max of clips)"] = 0.0 if row["conditioning precision"] == "fp32" else max(errors)
+    host = host_cpu(args, vae, clip, clips) if args.host_cpu_batches else None
     for row in rows:
         pure = row["clip encode s (build path)"] + row["y encode s"] + row["CLIP ms"] / 1000
         row["i2v pure s/sample"] = pure
         row["i2v / rgb-only time"] = pure / row["clip encode s (build path)"]
-    return {"machine": machine(args), "shape": f"{args.frames}x{args.height}x{args.width}", "rows": rows}
+    return {"machine": machine(args), "shape": f"{args.frames}x{args.height}x{args.width}", "rows": rows,
+            "host_cpu": host}
 
 
 def machine(args) -> dict[str, Any]:
@@ -132,9 +183,14 @@ def machine(args) -> dict[str, Any]:
 
 
 def print_table(results: dict[str, Any]) -> None:
-    rows = results["rows"]
+    print_rows(results["rows"], f"shape {results['shape']}, {results['machine']}")
+    if results["host_cpu"]:
+        print_rows(results["host_cpu"], "host CPU while queueing batches back to back (one wait at the end)")
+
+
+def print_rows(rows: list[dict[str, Any]], title: str) -> None:
     keys = list(rows[0])
-    print(f"shape {results['shape']}, {results['machine']}")
+    print(title)
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))
     for row in rows:
@@ -152,6 +208,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--base-dim", type=int, default=96, help="the VAE's width (96: Wan2.1's)")
     p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], help="conditioning.precision values")
     p.add_argument("--workdir", help="where the random checkpoints are saved (a temp dir)")
+    p.add_argument("--host-cpu-batches", type=int, default=0,
+                   help="also measure the host's CPU per batch while queueing, over this many batches per part")
+    p.add_argument("--host-cpu-precision", choices=("fp32", "bf16"), default="bf16",
+                   help="conditioning.precision of the host CPU rows")
     p.add_argument("--out", type=Path)
     p.add_argument("--tiny", action="store_true", help="CPU, VAE width 8, a 2-layer CLIP, 5 frames of 16x32")
     args = p.parse_args(argv)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from latentforge.executor.input_waits import explain_input_waits
 from latentforge.executor.rank_stats import RankStats
-from latentforge.executor.worker_sizing import decode_workers
+from latentforge.executor.worker_sizing import decode_workers, rank_torch_threads
 
 
 def _stats(workers: int, **seconds: float) -> RankStats:
@@ -48,3 +48,11 @@ def test_auto_workers_follow_the_cores_per_gpu():
     assert decode_workers("auto", "cpu", ranks_on_host=1, cores=2) == 1
     assert decode_workers("auto", "cpu", ranks_on_host=2, cores=2) == 0
     assert decode_workers("5", "cuda:0", ranks_on_host=1, cores=2) == 5
+
+
+def test_rank_torch_threads_leave_the_cores_to_the_decode_workers():
+    assert rank_torch_threads("cuda:0", ranks_on_host=8, workers=3, cores=32) == 1
+    assert rank_torch_threads("cuda:0", ranks_on_host=1, workers=0, cores=16) is None  # it decodes itself
+    assert rank_torch_threads("cpu", ranks_on_host=1, workers=1, cores=16) is None
+    assert rank_torch_threads("cpu", ranks_on_host=4, workers=0, cores=16) == 4
+    assert rank_torch_threads("cpu", ranks_on_host=4, workers=0, cores=2) == 1

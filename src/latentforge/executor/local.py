@@ -28,7 +28,7 @@ from .metrics import check_port_free, rank_metrics_port
 from .plan_decision import decide_local_plans
 from .process_setup import child_signals_held, dump_stacks_on_sigusr1, remove_empty_stack_files
 from .rank import RankSpec, rank_process_main, run_rank
-from .worker_sizing import decode_workers
+from .worker_sizing import decode_workers, rank_torch_threads
 
 _POLL_SECONDS = 0.2
 _STOP_GRACE_SECONDS = 5.0
@@ -41,10 +41,7 @@ class Slots:
 
     @property
     def torch_threads(self) -> int | None:
-        """CPU slots share the cores; one slot keeps torch's default."""
-        if len(self.devices) == 1 or not self.devices[0].startswith("cpu"):
-            return None
-        return max(1, (os.cpu_count() or 1) // len(self.devices))
+        return rank_torch_threads(self.devices[0], len(self.devices), self.workers)
 
 
 def resolve_slots(config: BuildConfig) -> Slots:

@@ -33,7 +33,7 @@ from ..frame_slots import source_frame_bytes
 from ..lock_record import read_lock_record
 from ..rank import RankSpec
 from ..rank_stats import RankStats
-from ..worker_sizing import decode_workers
+from ..worker_sizing import decode_workers, rank_torch_threads
 from .dispatch import UnitDispatcher
 from .driver_guard import this_driver
 from .node_check import node_facts
@@ -180,7 +180,8 @@ class _RayRun:
 
     def start_worker(self) -> None:
         rank, self.next_rank = self.next_rank, self.next_rank + 1
-        spec = RankSpec(rank, self.shape.device, self.decode_workers, None, self.config, str(self.build_dir),
+        threads = rank_torch_threads(self.shape.device, 1, self.decode_workers)  # one rank per actor's slot
+        spec = RankSpec(rank, self.shape.device, self.decode_workers, threads, self.config, str(self.build_dir),
                         self.frame_bytes, self.plans)
         options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0,
                                    "runtime_env": {"env_vars": {BUILD_TOKEN_ENV: self.token, **_fault_env(rank)}}}
