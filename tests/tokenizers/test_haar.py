@@ -31,13 +31,34 @@ def _smooth_video(frames=17, height=48, width=64):
     return np.stack(colours)[None].astype(np.float32) * 0.9  # [1,3,T,H,W] in [-1,1]
 
 
+def test_latents_of_table_pixels_are_the_exact_sums_rounded_once(tok):
+    """The same bits on any CPU: the float64 sums equal the exact integer sums (pixels from the uint8 table are
+    float32 multiples of 2^-31), so only the last scale and the cast to float32 round, once each."""
+    from latentforge.tokenizers.base import PIXEL_TABLE
+    from latentforge.tokenizers.haar import block_patterns
+
+    values = torch.randint(0, 256, (2, 3, 5, 16, 24), generator=torch.Generator().manual_seed(3))
+    video = PIXEL_TABLE[values]
+    integers = (video.double() * 2**31).long()
+    assert torch.equal(integers.double() / 2**31, video.double())  # the table is on that grid
+    expected = []
+    for part, frames in ((integers[:, :, :1], 1), (integers[:, :, 1:], 4)):  # frame 0 alone, then groups of 4
+        part = part.reshape(2, 3, -1, frames, 2, 8, 3, 8)
+        patterns = block_patterns(frames)
+        signs = torch.sign(patterns).long()
+        sums = torch.einsum("bcngiyjx,kcgyx->bknij", part, signs)  # int64: exact in any order
+        scale = patterns.abs().amax(dim=(1, 2, 3, 4)).view(1, 16, 1, 1, 1) / (frames * 64)
+        expected.append((sums.double() / 2**31 * scale).float())
+    assert torch.equal(tok.encode(video), torch.cat(expected, dim=2))
+
+
 def test_registered_geometry_and_fingerprint(tok):
     assert registry.resolve("tokenizer", "haar-4x8x8") is HaarTokenizer
     z = tok.encode(_random_video(0, frames=13, height=24, width=40))
     assert tuple(z.shape[1:]) == HaarTokenizer.latent_shape(13, 24, 40) == (16, 4, 3, 5)
     assert z.dtype == torch.float32
     fp = tok.fingerprint()
-    assert fp["name"] == "haar-4x8x8" and fp["version"] == 1 and fp["latent_channels"] == 16
+    assert fp["name"] == "haar-4x8x8" and fp["version"] == 2 and fp["latent_channels"] == 16
     with pytest.raises(ConfigError, match="num_frames=10"):
         tok.encode(_random_video(0, frames=10))
     with pytest.raises(ConfigError, match="no weights"):

@@ -71,8 +71,16 @@ class HaarTokenizer(Tokenizer):
 
     def __init__(self, device: torch.device | str = "cpu"):
         super().__init__(device)
-        self._synthesis = {g: block_patterns(g).to(self.device, torch.float32) for g in (1, self.temporal_factor)}
-        self._analysis = {g: (p / (g * BLOCK * BLOCK)) for g, p in self._synthesis.items()}
+        patterns = {g: block_patterns(g) for g in (1, self.temporal_factor)}
+        self._synthesis = {g: p.to(self.device, torch.float32) for g, p in patterns.items()}
+        # encode: each block's pixels times the patterns' signs summed in float64, then one scale per channel (the
+        # block mean's 1 / (g x 64), and 1 / sqrt(3) for the luma checker). Pixels from the uint8 table are
+        # float32 multiples of 2^-31 below 1 in size, so every partial sum of a block's 768 of them is exact in
+        # float64's 53 bits: the latent is the same bits whatever order a CPU or GPU sums in (AVX2, AVX-512 and
+        # AMX machines rounded a float32 einsum differently)
+        self._signs = {g: torch.sign(p).to(self.device) for g, p in patterns.items()}
+        self._scales = {g: (p.abs().amax(dim=(1, 2, 3, 4)) / (g * BLOCK * BLOCK)).view(1, 16, 1, 1, 1).to(self.device)
+                        for g, p in patterns.items()}  # fmt: skip
 
     @classmethod
     def check_settings(cls, cfg: TokenizerConfig) -> None:
@@ -110,8 +118,9 @@ class HaarTokenizer(Tokenizer):
 
     def _analyse(self, video: torch.Tensor, frames: int) -> torch.Tensor:
         b, c, t, h, w = video.shape
-        blocks = video.reshape(b, c, t // frames, frames, h // BLOCK, BLOCK, w // BLOCK, BLOCK)
-        return torch.einsum("bcngiyjx,kcgyx->bknij", blocks, self._analysis[frames])
+        blocks = video.double().reshape(b, c, t // frames, frames, h // BLOCK, BLOCK, w // BLOCK, BLOCK)
+        sums = torch.einsum("bcngiyjx,kcgyx->bknij", blocks, self._signs[frames])
+        return (sums * self._scales[frames]).float()
 
     def _synthesise(self, latent: torch.Tensor, frames: int) -> torch.Tensor:
         b, _, n, hl, wl = latent.shape
@@ -121,7 +130,7 @@ class HaarTokenizer(Tokenizer):
     def fingerprint(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "version": 1,
+            "version": 2,  # 2: the exact float64 sums (1 rounded a float32 einsum, differently per CPU)
             "latent_channels": self.latent_channels,
             "temporal_factor": self.temporal_factor,
             "spatial_factor": self.spatial_factor,
