@@ -1,7 +1,8 @@
 """Golden caches that hold on any x86-64 CPU: the SHA256SUMS of a cache in its canonical form.
 
-What a build computes without CPU matmuls (frames, the haar tokenizer's latents, rows, manifest, rejects, the
-layout of every file) is the same bits on every CPU and is compared byte for byte. Two things are not:
+What a build computes without rounding that depends on the CPU (frames, the haar tokenizer's latents, whose
+sums are exact, rows, manifest, rejects, the layout of every file) is the same bits on every CPU and is compared
+byte for byte. Two things are not:
 - text embeddings: the text encoder's float32 matmuls and softmax round differently with another vector width
   (AVX2, AVX-512), which moves about 0.3 % of the float16 values stored by one step. They are compared with
   the golden values in tests/golden/<name>.text.npz within TEXT_TOLERANCE (the padding past each prompt's
