@@ -23,8 +23,10 @@ from latentforge.cache.expect import CacheMismatch
 from latentforge.configure import load_config
 from latentforge.dataset.collate import collate_latent_batch
 from latentforge.demo.tiny_text_model import make_tiny_umt5
+from latentforge.errors import ConfigError
 from latentforge.streaming import StreamingLatentDataset
 from latentforge.verification.quality import QualityThresholds
+from latentforge.verification.reencode import Overrides
 
 FRAMES, HEIGHT, WIDTH_PX = 5, 16, 32
 WAN21 = dict(base_dim=8, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
@@ -229,6 +231,17 @@ def test_clip_vit_h14_tokens_equal_diffusers_encode_image_of_the_recorded_frame_
         assert stored.shape == (5, 32)  # 2 x 2 patches + the class token, the tower's width
         np.testing.assert_array_equal(stored, expected[0].numpy().astype(np.float16))
     assert verify(root).ok
+    # the encoder moved: deep verify is told where it is now, and refuses other weights there
+    moved = folder.rename(tmp_path / "moved")
+    anything = QualityThresholds(-np.inf, -np.inf, -np.inf, -np.inf)  # random weights decode to noise
+    report = verify(root, deep=True, spot=1, thresholds=anything, overrides=Overrides(image_encoder_path=str(moved)))
+    assert report.ok, [f"{c.name}: {c.detail}" for c in report.failures]
+    torch.manual_seed(1)
+    CLIPVisionModel(CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=3,
+                                     image_size=28, patch_size=14, hidden_act="gelu", layer_norm_eps=1e-5)
+                    ).save_pretrained(moved / "image_encoder")
+    with pytest.raises(ConfigError, match="SHA-256"):
+        verify(root, deep=True, spot=1, thresholds=anything, overrides=Overrides(image_encoder_path=str(moved)))
 
 
 def test_musubi_export_carries_the_built_conditioning(world, tmp_path):

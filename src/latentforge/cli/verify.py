@@ -25,6 +25,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     deep.add_argument("--tokenizer-checkpoint", help="the tokenizer checkpoint on this machine (its SHA-256 must "
                       "equal cache_config.json's)")
     deep.add_argument("--text-path", help="the text model folder on this machine")
+    deep.add_argument("--image-encoder-path", help="the image encoder's checkpoint on this machine (its SHA-256 "
+                      "must equal the one cache_config.json records)")
     for name, what in (("fail-psnr", "fail below this PSNR in dB"), ("warn-psnr", "warn below this PSNR in dB"),
                        ("fail-ssim", "fail below this SSIM"), ("warn-ssim", "warn below this SSIM")):
         deep.add_argument(f"--{name}", type=float, help=f"{what} (defaults: docs/verify.md)")
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         from ..verification.reencode import Overrides
 
         overrides = Overrides(tuple(args.dataset or ()), args.tokenizer_checkpoint, args.text_path,
-                              choose_device(args.device))
+                              choose_device(args.device), args.image_encoder_path)
         out.print(f"deep verify {device_note(overrides.device)}")
         given = {k: getattr(args, k) for k in ("fail_psnr", "warn_psnr", "fail_ssim", "warn_ssim")}
         thresholds = QualityThresholds(**{k: v for k, v in given.items() if v is not None})

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import registry
+from ..cache.conditioning_streams import CLIP_IMAGE_EMBEDS
 from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORD, RUN_RECORDS_DIR
 from ..cache.rows import ManifestRow
@@ -36,6 +37,7 @@ class Overrides:
     tokenizer_checkpoint: str | None = None
     text_path: str | None = None
     device: str = field(default_factory=default_device)  # a GPU when torch sees one
+    image_encoder_path: str | None = None  # replaces conditioning.image_encoder_path
 
 
 def recorded_config(root: Path, overrides: Overrides) -> BuildConfig:
@@ -63,7 +65,23 @@ def recorded_config(root: Path, overrides: Overrides) -> BuildConfig:
         data["tokenizer"]["checkpoint"] = overrides.tokenizer_checkpoint
     if overrides.text_path:
         data["text"]["path"] = overrides.text_path
+    _pin_image_encoder(data, cache_config, overrides.image_encoder_path)
     return load_config(extra=data)
+
+
+def _pin_image_encoder(data: dict, cache_config: CacheConfig, path: str | None) -> None:
+    """The image encoder at `path` (when given), held to the checkpoint SHA-256 its stream's producer records, as
+    the tokenizer is held to cache_config.json's: another file at the old path or the new one is refused before
+    its weights are read."""
+    section = cache_config.conditioning
+    if section is None or not isinstance(data.get("conditioning"), dict):
+        return
+    if path:
+        data["conditioning"]["image_encoder_path"] = path
+    recorded = next((s.producer.get("checkpoint_sha256") for s in section.streams if s.name == CLIP_IMAGE_EMBEDS),
+                    None)
+    if recorded:
+        data["conditioning"]["image_encoder_sha256"] = recorded
 
 
 def load_recorded_tokenizer(config: BuildConfig, cache_config: CacheConfig) -> Tokenizer:
