@@ -7,7 +7,6 @@ core. torch is imported only where used, so checking a config's device name does
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -20,19 +19,6 @@ if TYPE_CHECKING:
 
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda(:\d+)?)$")
 CPU_ADVICE = "use --device cpu (add --procs N for N encoder processes on the CPU)"
-
-
-# MKL's strict reproducibility mode: a float32 matmul gives the same bits with any number of threads
-MKL_REPRODUCIBILITY_ENV, MKL_REPRODUCIBILITY = "MKL_CBWR", "AUTO,STRICT"
-
-
-def thread_count_free_cpu_math() -> None:
-    """Put MKL in its strict reproducibility mode unless the user chose a mode: a text encoder on the CPU then
-    gives the same bits with any number of threads, so a CPU build on 1 or N processes (each with its share of
-    the cores) writes the same cache. Without it an AVX-512 CPU split the sums by thread count, and 305 text
-    values of a tiny build moved by a float16 step between 1 and 2 processes. MKL reads it at its first call, so
-    the CLI sets it before any; ranks inherit it, Ray workers are given it."""
-    os.environ.setdefault(MKL_REPRODUCIBILITY_ENV, MKL_REPRODUCIBILITY)
 
 
 def check_device_name(device: str, key: str) -> None:

@@ -12,7 +12,6 @@ import sys
 import warnings
 from typing import Iterator
 
-from ..devices import thread_count_free_cpu_math
 from ..errors import (
     ConfigError,
     DamagedFileWarning,
@@ -91,7 +90,6 @@ def _leave_now(code: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _quiet_model_loading()
-    thread_count_free_cpu_math()
     args = make_parser().parse_args(argv)
     try:
         with _warnings_as_lines():

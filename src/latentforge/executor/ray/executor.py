@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ...config import BuildConfig
-from ...devices import MKL_REPRODUCIBILITY_ENV
 from ...errors import ConfigError, LatentforgeError, StopRequested
 from ...pipeline.plan_pass import PlanRequest
 from ...pipeline.unit import Unit
@@ -90,12 +89,6 @@ def worker_shape(ray: Any, config: BuildConfig, units: int) -> WorkerShape:
         raise ConfigError(f"run.device={config.run.device!r} asks for GPU workers but the Ray cluster shows no GPU; "
                           "start the workers with GPUs (ray start ... --num-gpus N) or use --device cpu")
     return WorkerShape(min(gpus, units), "cuda:0", 1)
-
-
-def _cpu_math_env() -> dict[str, str]:
-    """The driver's MKL reproducibility mode (devices.thread_count_free_cpu_math), for workers on other nodes."""
-    value = os.environ.get(MKL_REPRODUCIBILITY_ENV)
-    return {MKL_REPRODUCIBILITY_ENV: value} if value else {}
 
 
 def _fault_env(rank: int) -> dict[str, str]:
@@ -191,8 +184,7 @@ class _RayRun:
         spec = RankSpec(rank, self.shape.device, self.decode_workers, threads, self.config, str(self.build_dir),
                         self.frame_bytes, self.plans)
         options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0,
-                                   "runtime_env": {"env_vars": {BUILD_TOKEN_ENV: self.token, **_fault_env(rank),
-                                                   **_cpu_math_env()}}}
+                                   "runtime_env": {"env_vars": {BUILD_TOKEN_ENV: self.token, **_fault_env(rank)}}}
         options.update(self.nodes_book.placement())
         actor = self.actor_class.options(**options).remote(spec, self.dispatcher, self.facts, self.driver)
         self.running[actor.serve.remote()] = _Worker(rank, actor)
