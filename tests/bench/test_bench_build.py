@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from helpers import REPO
+from helpers.golden import canonical_bytes, text_key, valid_text
 
 pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
@@ -64,13 +65,14 @@ def test_subset_shards_equal_and_match_what_the_runs_staged(tiny):
     out, result, _ = tiny
     caches = out / "work" / "caches"
     sha = result["phases"]["sha"]
-    assert sha["all_shards_equal"] and sha["sha256sums_equal"]
     for n in (1, 2):
         checked = subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=caches / f"subset-{n}")
         assert checked.returncode == 0
     one, two = (sorted((caches / f"subset-{n}" / "shards").glob("*.h5")) for n in (1, 2))
     assert [p.name for p in one] == [p.name for p in two]
-    assert all(filecmp.cmp(a, b, shallow=False) for a, b in zip(one, two))
+    if not sha["all_shards_equal"]:  # only the CPU text encoder's rounding by thread count may differ
+        _assert_equal_but_text_rounding(caches / "subset-1", caches / "subset-2", one)
+    assert sha["all_shards_equal"] == all(filecmp.cmp(a, b, shallow=False) for a, b in zip(one, two))
     # the committed rows are the latents the 2-process run staged (units 0 and 1), not a re-encode
     staged = caches / "perception-2gpu" / "build" / "staging"
     with h5py.File(one[0], "r") as shard:
@@ -80,6 +82,19 @@ def test_subset_shards_equal_and_match_what_the_runs_staged(tiny):
         with h5py.File(staged / f"unit-{unit:06d}.h5", "r") as handle:
             units.append(handle["latents"][:])
     np.testing.assert_array_equal(rows, np.concatenate(units))
+
+
+def _assert_equal_but_text_rounding(first, second, shards) -> None:
+    """Every byte of `second`'s shards equals `first`'s once its text values, within one float16 step of `first`'s
+    (helpers.golden's text tolerance), are replaced by them: a CPU's matmuls may round by thread count (the ranks
+    of 1 and 2 processes get 2 and 1 torch threads), and nothing else may differ."""
+    config = json.loads((first / "cache_config.json").read_text(encoding="utf-8"))
+    text = config["text"]
+    assert text["source"] == "encoder"
+    for path in shards:
+        name = str(path.relative_to(first))
+        golden = {text_key(name, text["embeddings_dataset"]): valid_text(path, text)[0]}
+        assert canonical_bytes(second, name, config, golden) == path.read_bytes(), name
 
 
 def test_steady_rate_is_the_least_squares_slope_of_staged_samples(tiny):
