@@ -14,6 +14,7 @@ CPU in seconds (VAE width 8, a 2-layer CLIP at 28x28, 5 frames of 16x32).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -115,8 +116,8 @@ def host_cpu(args, vae: Path, clip: Path, clips: list[np.ndarray]) -> list[dict[
     device = torch.device(args.device)
     video = pixels_to_input(clips[0], args.device).unsqueeze(0)
     frame0 = frame0_uint8(video).cpu()
-    y_only = ConditioningStage.__new__(ConditioningStage)
-    y_only.__dict__.update(stage.__dict__, image_encoder=None)
+    y_only = copy.copy(stage)  # the same stage without its image encoder: the clip and y only
+    y_only.image_encoder = None
     variants = [("clip alone", lambda: tokenizer.encode(video)),
                 ("clip + y", lambda: y_only.encode(video, tokenizer.encode)),
                 ("clip + y + tokens", lambda: stage.encode(video, tokenizer.encode)),

@@ -31,6 +31,8 @@ _PROCESSOR_KEYS = ("do_resize", "size", "resample", "do_center_crop", "crop_size
 class ProcessorPreprocess:
     """CLIPImageProcessor from `folder` (a pipeline's image_processor/), or its defaults at `image_size`."""
 
+    on_host = True  # the processor works on host arrays: hand it host frames, or it waits for the device's queue
+
     def __init__(self, folder: Path | None, image_size: int):
         import transformers
 
@@ -41,8 +43,6 @@ class ProcessorPreprocess:
                 size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
             )
         self.source = "image_processor folder" if folder is not None else "CLIPImageProcessor defaults"
-
-    on_host = True  # the processor works on host arrays: hand it host frames, or it waits for the device's queue
 
     def __call__(self, frames: torch.Tensor, device: torch.device) -> torch.Tensor:
         """uint8 [B, H, W, 3] -> float32 [B, 3, S, S] on `device`, sent without waiting for the device's queue."""

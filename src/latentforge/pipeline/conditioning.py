@@ -123,6 +123,6 @@ class ConditioningStage:
             latent = self.tokenizer.encode(first_frame_video(video)).float()
             batch, _, frames, height, width = latent.shape
             out[IMAGE_COND_LATENT] = torch.cat([wan_i2v_mask(batch, frames, height, width, latent.device), latent], 1)
-        if self.image_encoder is not None and take_frame0 is not None:
+        if take_frame0 is not None:  # set exactly when there is an image encoder
             out[CLIP_IMAGE_EMBEDS] = self.image_encoder.encode(take_frame0()).float()
         return clip, out
