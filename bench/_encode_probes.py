@@ -1,5 +1,5 @@
-"""Timing probes of bench/encode.py: median timing with peak memory, the bf16 matmul ceiling, a per-kernel
-profile, and the per-layer roofline (each conv inside the encoder vs the same conv alone)."""
+"""Timing probes of the encode benches: median timing with peak memory, the bf16 matmul ceiling, the copy
+bandwidth, a per-kernel profile, and the per-layer roofline (each conv inside the encoder vs the same conv alone)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,14 @@ def matmul_tflops(device: torch.device, size: int) -> float:
     b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
     seconds, _, _ = timed(lambda: a @ b, device, 5)
     return 2 * size**3 / seconds / 1e12
+
+
+def copy_bandwidth(device: torch.device, gib: float) -> float:
+    """Bytes per second read + written by one large device copy."""
+    src = torch.empty(int(gib * 2**30) // 2, dtype=torch.bfloat16, device=device).normal_()
+    dst = torch.empty_like(src)
+    seconds, _, _ = timed(lambda: dst.copy_(src), device, 5)
+    return 2 * src.numel() * src.element_size() / seconds
 
 
 def profile_kernels(fn, video: torch.Tensor, out: Path) -> None:

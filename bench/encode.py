@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> dict:
     # the default: plans from the books shipped for this GPU, timed into a fresh shared folder where none ship
     tokenizers["bf16 plans"] = Wan21Tokenizer(str(checkpoint), precision="bf16", device=device,
                                               conv_plans_dir=str(Path(args.workdir) / "conv-plans"))
-    tokenizers["bf16 plans"].record_plans(Path(args.workdir) / "plans.json")
+    tokenizers["bf16 plans"].record_plans({})  # an empty top book: it collects every plan the encodes run
     modes = {
         "diffusers fp32 (TF32 off)": (lambda v: normalised(diffusers_mu(vae, v)), 1),
         "diffusers bf16": (lambda v: normalised(diffusers_mu(vae_bf16, v.to(torch.bfloat16))), 1),
@@ -190,6 +190,9 @@ def run(args: argparse.Namespace) -> dict:
     cross_process = None
     if args.cross_process:
         book = Path(args.workdir) / "plans.json"
+        plans = tokenizers["bf16 plans"].recorded_plans()
+        if plans:  # the CPU runs no plans and writes no book
+            book.write_text(json.dumps(plans))
         elsewhere = encoded_in_another_process(args)
         cross_process = {
             "heuristics": torch.equal(elsewhere, tokenizers["bf16"].encode(videos[0])),
@@ -255,8 +258,8 @@ def encode_one(args: argparse.Namespace) -> None:
         kernels = "plans" if args.plan_book else "heuristics"
         tokenizer = Wan21Tokenizer(folder, precision="bf16", device=device, conv_kernels=kernels,
                                    conv_plans_dir=str(Path(folder) / "conv-plans"))
-        if args.plan_book:
-            tokenizer.record_plans(args.plan_book)
+        if args.plan_book:  # replayed only: a plan the book lacks is an error, not a new timing
+            tokenizer.record_plans(json.loads(args.plan_book.read_text()), replay_only=True)
         clip = load_clips(args.clips_dir, 1, args.frames, args.height, args.width)[0]
         torch.save(tokenizer.encode(pixels_to_input(clip, device)[None]).cpu(), args.encode_one)
 
