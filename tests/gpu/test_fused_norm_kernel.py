@@ -4,9 +4,12 @@ against diffusers' WanRMS_norm in fp32 followed by torch's SiLU, on fresh random
 
 Each case is one way wan21_fast.py calls it: the norm of a residual sum written into a causal conv's time-padded
 buffer (batch 2, so the buffer's batch stride matters), a conv output with its pending bias, a plain norm, the
-residual add and the bias alone in place, and a single frame whose operands come in another layout. Channels are
-the Wan2.1 (96, 192, 384) and Wan2.2 (160, 320, 640) widths, none a power of two, over row counts that are no
-multiple of the rows one program normalises.
+residual add and the bias alone in place, a single frame whose operands come in another layout, and a residual
+add written into the interior of frames padded by a zero row and column (a spatial downsample's input: rows at
+the padded buffer's strides). Channels are the Wan2.1 (96, 192, 384) and Wan2.2 (160, 320, 640) widths, none a
+power of two, over row counts that are no multiple of the rows one program normalises. The kernel runs them in
+equal power-of-two channel blocks (wan21_kernels.tiling); its other tiling, channels padded to a power of two and
+masked, must agree with it.
 
 Tolerance: the sum adds the same fp32 values in the same order, so it must be bit-identical; the norm reduces in
 another order, so a bf16 value may round one step (2^-7 relative at most) the other way.
@@ -23,7 +26,8 @@ from latentforge.tokenizers.wan21_kernels import add_rms_silu
 ONE_BF16_STEP = 2**-7
 SHAPE = (2, 3, 11, 19)  # batch, frames, height, width: 627 rows a sample, odd, so programs straddle samples
 CASES = ("norm of a residual sum into a padded buffer", "norm of a conv output with its bias", "plain norm",
-         "residual add in place", "bias in place", "single frame in another layout")
+         "residual add in place", "bias in place", "single frame in another layout",
+         "residual add into a zero-padded frame's interior")
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +67,10 @@ def operands(case: str, channels: int, device: torch.device, seed: int) -> tuple
         a = activation()
         b = activation() if case == "residual add in place" else None
         arguments = {"a": a, "b": b, "sum_out": a, "bias": bias, **no_norm}
+    elif case == "residual add into a zero-padded frame's interior":  # a spatial downsample's input
+        framed = channels_last(torch.zeros(batch, channels, frames, height + 1, width + 1, dtype=torch.bfloat16))
+        arguments = {"a": activation(), "b": activation(), "sum_out": framed.to(device)[:, :, :, :height, :width],
+                     "bias": bias, **no_norm}
     else:  # a convolution over one frame can return another layout: copied in, and the sum copied back
         other = torch.Tensor.contiguous
         arguments = {"a": activation(other), "b": activation(other), "sum_out": activation(other), "bias": bias,
@@ -107,6 +115,9 @@ def check_case(case: str, channels: int, device: torch.device, seed: int) -> Non
     add_rms_silu(**eager)  # CPU tensors: the eager branch
     if arguments["sum_out"] is not None:
         assert torch.equal(arguments["sum_out"].cpu(), total), "the rounded sum is not the fp32 sum rounded once"
+        frame = arguments["sum_out"]._base
+        if frame is not None and frame.shape[-1] > total.shape[-1]:  # written inside a padded frame
+            assert not frame[:, :, :, -1].any() and not frame[..., -1].any(), "the kernel wrote into the padding"
     if arguments["norm_out"] is not None:
         ours = arguments["norm_out"].cpu().float()
         tolerance = {"rtol": ONE_BF16_STEP, "atol": 1e-30}
@@ -124,3 +135,18 @@ def test_fused_pass_gives_the_eager_results(device, case, channels):
 @pytest.mark.parametrize("channels", [160, 192, 320, 384])
 def test_fused_norm_at_every_encoder_width(device, channels):
     check_case(CASES[0], channels, device, seed=channels)
+
+
+def test_padded_channel_tiling_agrees_with_channel_blocks(device):
+    """96 channels as 3 blocks of 32 (the rule) and as 128 lanes with 32 masked: the same sum, the norm within a
+    step."""
+    from latentforge.tokenizers.wan21_kernels import Tiling, _launch, tiling
+
+    assert tiling(96).parts == 3
+    results = []
+    for layout in (tiling(96), Tiling(parts=1, block_c=128, rows=64, warps=4)):
+        arguments, padded = operands(CASES[0], 96, device, seed=7)
+        _launch(**arguments, layout=layout)
+        results.append((arguments["sum_out"].cpu(), padded[:, :, 2:].cpu().float()))
+    assert torch.equal(results[0][0], results[1][0])
+    torch.testing.assert_close(results[0][1], results[1][1], rtol=ONE_BF16_STEP, atol=1e-30)

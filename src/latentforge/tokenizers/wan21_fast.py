@@ -14,7 +14,8 @@ What changes against diffusers' `_encode` (and why the result is the same functi
 - The first conv (3 input channels, which cuDNN runs ~20x below its peak; Wan2.2: 12) becomes a 2-D conv over
   the three frames it reads stacked as 9 (zero-padded to 16; Wan2.2: 36 padded to 40) channels, with the weights
   rearranged to match.
-- Spatial downsamples run as 2-D convolutions over frames folded into the batch.
+- Spatial downsamples run as 2-D convolutions over frames folded into the batch; the pass that adds the
+  previous block's bias and residual writes straight into their zero-padded input (no separate pad copy).
 - The mid-block attention runs as one SDPA over every frame of the window.
 - Wan2.2's down-block shortcut (the block input folded to channels and averaged in groups) is added in the
   fused pass that follows, like any residual.
@@ -145,9 +146,9 @@ class FastWanEncoder(nn.Module):
             elif kind == "resblock":
                 x = self._resblock(x, p[index], caches, index)
             elif kind == "down2d":
-                x = self._down_spatial(self._value(x), p[index])
+                x = self._down_spatial(x, p[index])
             elif kind == "down3d":
-                x = self._down_spatial(self._value(x), p[index])
+                x = self._down_spatial(x, p[index])
                 x = self._down_time(x, p[index], caches, index, first)
             elif kind == "resdown":
                 x = self._residual_down(x, p[index], caches, index, first)
@@ -230,7 +231,7 @@ class FastWanEncoder(nn.Module):
             x = self._resblock(x, resnet, caches, (index, j))
         down = p["down"]
         if down is not None:
-            x = self._down_spatial(self._value(x), down)
+            x = self._down_spatial(x, down)
             if "time" in down:
                 x = self._down_time(x, down, caches, (index, "down"), first)
         shortcut = _avg_down(block_input, *p["avg"])
@@ -241,12 +242,29 @@ class FastWanEncoder(nn.Module):
     def _down_spatial(self, x, p) -> torch.Tensor:
         # ZeroPad2d((0, 1, 0, 1)) then a stride-2 3x3 Conv2d on every frame. Frames are folded into the batch
         # of a 2-D convolution (a view in channels-last 3D memory), where cuDNN has faster kernels.
-        batch, channels, frames, height, width = x.shape
-        planes = x.permute(0, 2, 1, 3, 4).reshape(batch * frames, channels, height, width)
-        planes = F.pad(planes, (0, 1, 0, 1))
+        padded = self._padded_frames(x)
+        batch, channels, frames, height, width = padded.shape
+        planes = padded.permute(0, 2, 1, 3, 4).reshape(batch * frames, channels, height, width)
         out = self.convs(planes, p["spatial"]["weight"], p["spatial"]["bias"], 2, 0)
         _, out_channels, out_height, out_width = out.shape
         return out.reshape(batch, frames, out_channels, out_height, out_width).permute(0, 2, 1, 3, 4)
+
+    @staticmethod
+    def _padded_frames(x) -> torch.Tensor:
+        """x (anything pending added) with a zero row below and a zero column right of every frame: the pass that
+        adds a pending bias and residual writes the sum straight into the padded buffer's interior."""
+        pending = x if isinstance(x, _Residual) else _Residual(x[0], None, x[1]) if isinstance(x, tuple) else None
+        source = pending.h if pending else x
+        batch, channels, frames, height, width = source.shape
+        padded = _channels_last((batch, channels, frames, height + 1, width + 1), source)
+        padded[:, :, :, height].zero_()
+        padded[:, :, :, :height, width].zero_()
+        inside = padded[:, :, :, :height, :width]
+        if pending:
+            add_rms_silu(pending.h, pending.shortcut, None, None, sum_out=inside, bias=pending.bias)
+        else:
+            inside.copy_(source)
+        return padded
 
     def _down_time(self, x, p, caches, index, first) -> torch.Tensor:
         # Reference: frame 0 passes through; later frames go through a stride-2 (3,1,1) conv whose input starts
