@@ -85,14 +85,16 @@ def test_frame0_goes_back_to_the_uint8_it_came_from():
     assert torch.equal(frames, values[:, :, 0].permute(0, 2, 3, 1).to(torch.uint8))
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("tokenizer_class", ["wan2.1", "wan2.2"])
-def test_frame0_encoded_alone_is_latent_frame_0_bit_for_bit_in_fp32(tmp_path, tokenizer_class):
-    """Why first-frame stores nothing: a causal Wan VAE's latent frame 0 is the encode of frame 0 alone."""
+def test_frame0_encoded_alone_is_latent_frame_0_bit_for_bit(tmp_path, tokenizer_class, precision):
+    """Why first-frame stores nothing: a causal Wan VAE's latent frame 0 is the encode of frame 0 alone, in fp32
+    (diffusers' modules) and on the bf16 fast path (frame 0 inside the clip's first window, or alone)."""
     if tokenizer_class == "wan2.2":
         save_random_wan_vae(tmp_path / "vae", wan22_checkpoint.diffusers_config(8, 8), seed=3)
-        tokenizer = Wan22Tokenizer(str(tmp_path))
+        tokenizer = Wan22Tokenizer(str(tmp_path), precision=precision)
     else:
         save_random_wan_vae(tmp_path / "vae", WAN21, seed=4)
-        tokenizer = Wan21Tokenizer(str(tmp_path))
+        tokenizer = Wan21Tokenizer(str(tmp_path), precision=precision)
     video = _video(2, seed=2)
     assert torch.equal(tokenizer.encode(video)[:, :, :1], tokenizer.encode(video[:, :, :1].contiguous()))
