@@ -87,9 +87,11 @@ def test_frame0_goes_back_to_the_uint8_it_came_from():
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("tokenizer_class", ["wan2.1", "wan2.2"])
-def test_frame0_encoded_alone_is_latent_frame_0_bit_for_bit(tmp_path, tokenizer_class, precision):
-    """Why first-frame stores nothing: a causal Wan VAE's latent frame 0 is the encode of frame 0 alone, in fp32
-    (diffusers' modules) and on the bf16 fast path (frame 0 inside the clip's first window, or alone)."""
+def test_frame0_encoded_alone_is_latent_frame_0(tmp_path, tokenizer_class, precision):
+    """Why first-frame stores nothing: a causal Wan VAE's latent frame 0 is the encode of frame 0 alone. In fp32
+    (diffusers' modules) bit for bit. On the bf16 fast path frame 0 runs inside the clip's first window or alone,
+    convolutions of other frame counts whose bf16 kernels round per CPU (bit-equal with AVX-512 bf16 / AMX, 5.8e-4
+    apart with AVX2 kernels), so within a bf16 tolerance there."""
     if tokenizer_class == "wan2.2":
         save_random_wan_vae(tmp_path / "vae", wan22_checkpoint.diffusers_config(8, 8), seed=3)
         tokenizer = Wan22Tokenizer(str(tmp_path), precision=precision)
@@ -97,4 +99,8 @@ def test_frame0_encoded_alone_is_latent_frame_0_bit_for_bit(tmp_path, tokenizer_
         save_random_wan_vae(tmp_path / "vae", WAN21, seed=4)
         tokenizer = Wan21Tokenizer(str(tmp_path), precision=precision)
     video = _video(2, seed=2)
-    assert torch.equal(tokenizer.encode(video)[:, :, :1], tokenizer.encode(video[:, :, :1].contiguous()))
+    in_clip, alone = tokenizer.encode(video)[:, :, :1], tokenizer.encode(video[:, :, :1].contiguous())
+    if precision == "fp32":
+        assert torch.equal(in_clip, alone)
+    else:
+        assert float((in_clip - alone).norm() / alone.norm()) < 5e-3
