@@ -19,7 +19,7 @@ from typing import Callable
 import pytest
 from filelock import FileLock
 
-from helpers import REPO
+from helpers import REPO, cpu_width  # noqa: F401 (cpu_width: before torch loads)
 from helpers.bucket_world import bucket_config, bucket_world
 from helpers.builds import build_quietly, run_cli, tiny_config, tiny_t5, tiny_world, write_table
 from helpers.exec_world import run_main
