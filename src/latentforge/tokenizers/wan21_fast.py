@@ -36,6 +36,7 @@ from torch import nn
 
 from .cudnn_convs import TorchConvs
 from .launch_pacing import LaunchPacer
+from .wan21_fast_weights import flatten_encoder, prepare_params, stacked_channels
 from .wan21_kernels import add_rms_silu
 
 Convs = Callable[..., torch.Tensor]  # (x, weight, bias, stride, padding) -> conv output
@@ -47,12 +48,6 @@ _LIVE_FRAMES_PER_FRAME = 6
 _LIVE_FRAMES_PER_FRAME_RESIDUAL_DOWN = 7.5
 _FIXED_FRAMES = 13
 _MAX_WINDOW = 64
-
-
-def stacked_channels(channels: int) -> int:
-    """Input channels of the stacked first conv: 3 frames x channels, zero-padded to a multiple of 8 (tensor
-    cores): 16 for Wan2.1's 3 colours, 40 for Wan2.2's 12 patchified channels."""
-    return -(-3 * channels // 8) * 8
 
 
 def choose_window(batch: int, height: int, width: int, max_gib: float, base_dim: int = 96,
@@ -75,11 +70,6 @@ class _Residual:
 def _rms(tokens: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """RMS norm over the last (channel) dim in fp32, rounded once."""
     return (F.normalize(tokens.float(), dim=-1) * weight).to(tokens.dtype)
-
-
-def _linear(conv: torch.nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """A 1x1 convolution's weight as a matrix, and its bias."""
-    return {"weight": conv.weight.detach().to(dtype)[:, :, 0, 0], "bias": conv.bias.detach().to(dtype)}
 
 
 def _channels_last(shape, like: torch.Tensor) -> torch.Tensor:
@@ -108,11 +98,11 @@ class FastWanEncoder(nn.Module):
         self.cudnn_benchmark = cudnn_benchmark
         self.convs = convs or TorchConvs()  # who runs each convolution (cudnn_convs.py)
         self.base_dim = encoder.conv_in.out_channels  # stage-0 width, for the memory estimate of the window
-        self.layers = _flatten_encoder(encoder)
+        self.layers = flatten_encoder(encoder)
         residual_down = any(kind == "resdown" for kind, _ in self.layers)
         self.live_frames = _LIVE_FRAMES_PER_FRAME_RESIDUAL_DOWN if residual_down else _LIVE_FRAMES_PER_FRAME
         # A private copy in the compute dtype and layout; the caller's module stays untouched.
-        self._params = _prepare_params(self.layers + [("quant", quant_conv)], dtype)
+        self._params = prepare_params(self.layers + [("quant", quant_conv)], dtype)
         self.pacer = LaunchPacer()  # across calls: a unit's batches and modalities are one stream of windows
 
     # ------------------------------------------------------------------------------------------ forward
@@ -253,7 +243,7 @@ class FastWanEncoder(nn.Module):
     def _padded_frames(x) -> torch.Tensor:
         """x (anything pending added) with a zero row below and a zero column right of every frame: the pass that
         adds a pending bias and residual writes the sum straight into the padded buffer's interior."""
-        pending = x if isinstance(x, _Residual) else _Residual(x[0], None, x[1]) if isinstance(x, tuple) else None
+        pending = x if isinstance(x, _Residual) else None
         source = pending.h if pending else x
         batch, channels, frames, height, width = source.shape
         padded = _channels_last((batch, channels, frames, height + 1, width + 1), source)
@@ -311,102 +301,3 @@ def _avg_down(x: torch.Tensor, factor_t: int, factor_s: int, out_channels: int) 
     cells = cells.permute(0, 1, 3, 5, 7, 2, 4, 6)  # [B, t, h, w, C, factor_t, factor_s, factor_s], a view
     means = cells.mean(dim=tuple(range(8 - averaged, 8))) if averaged else cells
     return means.reshape(batch, t, h, w, out_channels).permute(0, 4, 1, 2, 3)  # [B, out, t, h, w], channels-last
-
-
-# ------------------------------------------------------------------------------------ weight preparation
-
-
-def _flatten_encoder(encoder: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The encoder as a flat list of (kind, module) in execution order (Wan2.2's down blocks stay whole)."""
-    layers: list[tuple[str, nn.Module]] = [("conv_in", encoder.conv_in)]
-    for block in encoder.down_blocks:
-        name = type(block).__name__
-        if name == "WanResidualBlock":
-            layers.append(("resblock", block))
-        elif name == "WanResidualDownBlock":
-            layers.append(("resdown", block))
-        elif name == "WanResample" and block.mode in ("downsample2d", "downsample3d"):
-            layers.append(("down3d" if block.mode == "downsample3d" else "down2d", block))
-        elif name == "WanAttentionBlock":
-            layers.append(("attention", block))
-        else:
-            raise ValueError(f"unsupported encoder block {name} (the fast path covers the Wan2.1 and 2.2 VAEs)")
-    mid = encoder.mid_block
-    layers += [("resblock", mid.resnets[0]), ("attention", mid.attentions[0]), ("resblock", mid.resnets[1])]
-    layers.append(("head", encoder))
-    return layers
-
-
-def _stacked_conv_in(module: nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """[96, 3, 3, 3, 3] -> [96, 16, 3, 3]: input channel k*3 + c is colour c of frame t - 2 + k (Wan2.2:
-    [160, 12, 3, 3, 3] -> [160, 40, 3, 3], channel k*12 + c)."""
-    weight = module.weight.detach()
-    out_channels, colours, taps = weight.shape[:3]
-    stacked = weight.new_zeros((out_channels, stacked_channels(colours), *weight.shape[3:]))
-    for k in range(taps):
-        stacked[:, k * colours : (k + 1) * colours] = weight[:, :, k]
-    stacked = stacked.to(dtype).contiguous(memory_format=torch.channels_last)
-    return {"weight": stacked, "bias": module.bias.detach().to(dtype)}
-
-
-def _conv(module: nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """Weights in the compute dtype and channels-last layout; the bias also in fp32 for the fused passes."""
-    weight = module.weight.detach().to(dtype)
-    if weight.dim() == 5:
-        weight = weight.contiguous(memory_format=torch.channels_last_3d)
-    elif weight.dim() == 4:
-        weight = weight.contiguous(memory_format=torch.channels_last)
-    bias = module.bias.detach() if module.bias is not None else None
-    return {
-        "weight": weight,
-        "bias": bias.to(dtype) if bias is not None else None,
-        "bias_fp32": bias.float() if bias is not None else None,
-    }
-
-
-def _norm(module: nn.Module, flat: bool = False) -> torch.Tensor:
-    weight = (module.gamma.detach().float() * module.scale).reshape(-1)
-    return weight if flat else weight.reshape(1, -1, 1, 1, 1)
-
-
-def _prepare_params(layers: list[tuple[str, nn.Module]], dtype: torch.dtype) -> list[dict]:
-    return [_prepare_layer(kind, module, dtype) for kind, module in layers]
-
-
-def _prepare_layer(kind: str, module: nn.Module, dtype: torch.dtype) -> dict:
-    if kind == "conv_in":
-        return _stacked_conv_in(module, dtype)
-    if kind == "resblock":
-        entry = {
-            "norm1": _norm(module.norm1),
-            "conv1": _conv(module.conv1, dtype),
-            "norm2": _norm(module.norm2),
-            "conv2": _conv(module.conv2, dtype),
-        }
-        if isinstance(module.conv_shortcut, nn.Conv3d):
-            entry["shortcut"] = _conv(module.conv_shortcut, dtype)
-        return entry
-    if kind in ("down2d", "down3d"):
-        entry = {"spatial": _conv(module.resample[1], dtype)}
-        if kind == "down3d":
-            entry["time"] = _conv(module.time_conv, dtype)
-        return entry
-    if kind == "resdown":
-        down = module.downsampler
-        avg = module.avg_shortcut
-        return {
-            "resnets": [_prepare_layer("resblock", resnet, dtype) for resnet in module.resnets],
-            "down": None if down is None else _prepare_layer(down.mode.replace("downsample", "down"), down, dtype),
-            "avg": (avg.factor_t, avg.factor_s, avg.out_channels),
-        }
-    if kind == "attention":
-        return {
-            "norm": _norm(module.norm, flat=True),
-            "qkv": _linear(module.to_qkv, dtype),
-            "proj": _linear(module.proj, dtype),
-        }
-    if kind == "head":
-        return {"norm": _norm(module.norm_out), "conv": _conv(module.conv_out, dtype)}
-    if kind == "quant":
-        return {"conv": _conv(module, dtype)}
-    raise ValueError(f"unknown layer kind {kind}")
