@@ -3,9 +3,9 @@
 Each row times `add_rms_silu` the way the Wan2.1 encoder calls it at one width (96 channels at 480x832, 192 at
 240x416, 384 at 120x208, one 33-frame window), under one Tiling (rows per program, channel blocks, warps), and
 reports the bytes it reads and writes per second against a plain device copy measured in the same run. The first
-tiling per width is the rule the encoder uses (wan21_kernels.tiling); every other one must give the same sum bits
-and a norm within one bf16 step of it, or the row says so. `--tiny` runs small shapes (needs a GPU: the pass is a
-Triton kernel).
+tiling per width and pass is the rule the encoder uses (wan21_kernels.tiling); every other one must give the same
+sum bits and a norm within one bf16 step of it, or the row says so. `--tiny` runs small shapes (needs a GPU: the
+pass is a Triton kernel).
 
     python bench/fused_norm.py --out fused-norm.json
 """
@@ -55,14 +55,16 @@ def operands(case: str, channels: int, frames: int, height: int, width: int, dev
     return {"a": a, "b": None, "weight": weight, "norm_out": buffer[:, :, 2:], "sum_out": None, "bias": bias}, 2 * step
 
 
-def tilings(channels: int) -> list[Tiling]:
-    rule = tiling(channels)
+def tilings(channels: int, arguments: dict) -> list[Tiling]:
+    """The rule's tiling for this pass first, then channel blocks and padded channels at 16-64 rows, 4 or 8 warps."""
+    rule = tiling(channels, arguments["sum_out"] is not None, arguments["norm_out"] is not None)
+    block_c = min(channels & -channels, 128)
     padded_c = 1 << (channels - 1).bit_length()
-    candidates = [rule, Tiling(1, padded_c, 8192 // padded_c, 4)]  # the rule, then the kernel's first tiling
-    for parts, block_c in ((rule.parts, rule.block_c), (1, padded_c)):
+    candidates = [rule]
+    for parts, block in ((channels // block_c, block_c), (1, padded_c)):
         for rows in (16, 32, 64):  # 128 rows ran at 0.02-0.9 of the copy rate on an H200: never the best
             for warps in (4, 8):
-                candidates.append(Tiling(parts, block_c, rows, warps))
+                candidates.append(Tiling(parts, block, rows, warps))
     return list(dict.fromkeys(candidates))
 
 
@@ -88,7 +90,7 @@ def measure(args: argparse.Namespace) -> dict:
         for case in CASES:
             arguments, moved = operands(case, channels, args.frames, height, width, device)
             reference = None
-            for layout in tilings(channels):
+            for layout in tilings(channels, arguments):
                 run = lambda: wan21_kernels._launch(**arguments, layout=layout)  # noqa: E731
                 seconds, _, _ = timed(run, device, args.reps)
                 got = outputs(arguments)

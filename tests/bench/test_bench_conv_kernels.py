@@ -12,6 +12,8 @@ def test_conv_kernels_tiny_prints_both_pytorch_rows(tmp_path):
     done = subprocess.run([sys.executable, str(REPO / "bench" / "conv_kernels.py"), "--tiny", "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    result = json.loads(out.read_text())
-    assert [row["plan"] for row in result["rows"]] == ["pytorch cuDNN, heuristics", "pytorch cuDNN, autotuned"]
-    assert all(row["same_bits_twice"] and row["seconds"] > 0 for row in result["rows"])
+    [shape] = json.loads(out.read_text())["shapes"]
+    assert shape["conv"].startswith("[1,8,6,16,24] x [8,8,3,3,3]")
+    assert [row["plan"] for row in shape["rows"]] == ["pytorch cuDNN, heuristics", "pytorch cuDNN, autotuned"]
+    assert all(row["same_bits_twice"] and row["seconds"] > 0 for row in shape["rows"])
+    assert shape["best_vs_book"] is None  # no frontend plans on the CPU

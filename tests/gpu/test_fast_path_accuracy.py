@@ -118,3 +118,17 @@ def test_bf16_fast_path_is_closer_to_fp32_than_diffusers_bf16(architecture, refe
     assert torch.equal(tokenizer.encode(reference.video), fast)
     if conv_kernels == "plans":
         assert encoder.convs.book.entries(), "no convolution went through the recorded plans"
+
+
+def test_frame0_encoded_alone_is_latent_frame_0_within_bf16_rounding(architecture, reference, tmp_path, request):
+    """The first-frame condition (Wan2.2 TI2V) stores latent frame 0 as the encode of frame 0 alone. On the GPU's
+    fast path frame 0 runs inside the clip's first window or alone: convolutions of other shapes, so other plans,
+    which may round differently; the two must agree to bf16 rounding, as on the CPU."""
+    request.getfixturevalue("cudnn_frontend")
+    tokenizer = architecture.tokenizer(str(reference.checkpoint), precision="bf16", device="cuda",
+                                       max_gpu_mem_gib=architecture.max_gpu_mem_gib, conv_kernels="plans",
+                                       conv_plans_dir=str(tmp_path / "plans"))
+    in_clip = tokenizer.encode(reference.video)[:, :, :1]
+    alone = tokenizer.encode(reference.video[:, :, :1].contiguous())
+    assert alone.shape == in_clip.shape
+    assert rel_l2(alone, in_clip) < 5e-3

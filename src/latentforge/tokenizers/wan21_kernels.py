@@ -21,9 +21,6 @@ try:  # Triton ships with CUDA builds of torch; CPU-only installs use the eager 
 except ImportError:  # pragma: no cover - depends on the torch build
     triton = None
 
-_ELEMENTS_PER_PROGRAM = 8192  # channels x rows one program normalises
-_WARPS = 4
-
 
 def add_rms_silu(
     a: torch.Tensor,
@@ -69,18 +66,25 @@ class Tiling:
     warps: int
 
 
-def tiling(channels: int) -> Tiling:
-    """The fixed rule that picks the tiling from the channel count (no timing, so the same bits everywhere).
+def tiling(channels: int, writes_sum: bool, writes_norm: bool) -> Tiling:
+    """The fixed rule that picks the tiling from the channel count and the pass (no timing, so the same bits
+    everywhere). Measured on an H200 at the encoder's shapes (bench/fused_norm.py, fraction of the copy rate):
 
-    Channel blocks where they are at most 64 wide (96, 192; Wan2.2's 160, 320): measured on an H200 inside the
-    encoder, the 96- and 192-channel passes took 0.56-0.82 of the padded tiling's time, where a quarter of the
-    lanes was masked off. At 384 and wider the padded tiling stayed faster (bench/fused_norm.py)."""
-    block_c = channels & -channels  # the largest power of two dividing it
-    parts = channels // block_c
-    if not (16 <= block_c <= 64 and 1 < parts <= 8):
-        block_c, parts = 1 << (channels - 1).bit_length(), 1
-    rows = max(1, _ELEMENTS_PER_PROGRAM // (parts * block_c))
-    return Tiling(parts, block_c, 1 << (rows.bit_length() - 1), _WARPS)  # tl.arange takes powers of two
+    - A norm that writes no sum (a conv output and its bias in, the next conv's input out) wants equal channel
+      blocks (96 = 3 x 32, 192 = 3 x 64, 384 = 3 x 128; Wan2.2's 160, 320, 640 = 5 blocks): with the channels
+      padded to a power of two a quarter of the lanes idled in its reduction (96: 0.36 -> 0.77 of the copy rate).
+    - A pass that also writes the sum (residual + norm, four tensors) or only the sum stays bandwidth-bound with
+      the channels padded and masked (0.90-1.0 of the copy rate), where blocks re-read their operands (0.7).
+    - 8 warps help from 192 channels on; the norm-only pass at 384 wants fewer rows per program."""
+    padded = 1 << (channels - 1).bit_length()
+    if writes_norm and not writes_sum:
+        block_c = min(channels & -channels, 128)  # the largest power of two dividing it, at most 128
+        parts = channels // block_c
+        if 16 <= block_c and 1 < parts <= 8:
+            return Tiling(parts, block_c, 64 if channels <= 192 else 16, 4 if channels <= 96 else 8)
+    if writes_norm and padded <= 128:
+        return Tiling(1, padded, 64, 4)
+    return Tiling(1, padded, 32, 8)
 
 
 def _channel_rows(tensor: torch.Tensor | None) -> torch.Tensor | None:
@@ -109,7 +113,7 @@ def _launch(a, b, weight, norm_out, sum_out, bias, layout: Tiling | None = None)
     strided_sum = sum_out is not None and not sum_out.is_contiguous(memory_format=torch.channels_last_3d)
     if strided_sum and not _strided_rows(sum_out):
         sum_out, strided_sum = torch.empty_like(sum_out, memory_format=torch.channels_last_3d), False
-    layout = layout or tiling(channels)
+    layout = layout or tiling(channels, sum_out is not None, norm_out is not None)
     sum_strides = [sum_out.stride(i) for i in (0, 2, 3, 4)] if strided_sum else [0, 0, 0, 0]
     grid = (triton.cdiv(rows, layout.rows),)
     _add_rms_silu_rows[grid](
