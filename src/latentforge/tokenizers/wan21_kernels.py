@@ -72,16 +72,21 @@ def tiling(channels: int, writes_sum: bool, writes_norm: bool) -> Tiling:
 
     - A norm that writes no sum (a conv output and its bias in, the next conv's input out) wants equal channel
       blocks (96 = 3 x 32, 192 = 3 x 64, 384 = 3 x 128; Wan2.2's 160, 320, 640 = 5 blocks): with the channels
-      padded to a power of two a quarter of the lanes idled in its reduction (96: 0.36 -> 0.77 of the copy rate).
-    - A pass that also writes the sum (residual + norm, four tensors) or only the sum stays bandwidth-bound with
-      the channels padded and masked (0.90-1.0 of the copy rate), where blocks re-read their operands (0.7).
-    - 8 warps help from 192 channels on; the norm-only pass at 384 wants fewer rows per program."""
+      padded to a power of two a quarter of the lanes idled in its reduction (96: 0.36 -> 0.77-0.80).
+    - The residual sum and its norm (four tensors) stays bandwidth-bound with the channels padded and masked
+      (0.90-0.97), where blocks, which re-read their operands for the second pass, ran at ~0.7.
+    - A sum without a norm (no second pass) takes blocks from 192 channels on (192: 0.87 -> 0.98, 384: 0.82 ->
+      0.95) and is at the copy rate padded at 96.
+    - 8 warps help from 192 channels on, but for the 192-channel norm alone (0.67 -> 0.72 at 16 rows, 4 warps)."""
     padded = 1 << (channels - 1).bit_length()
-    if writes_norm and not writes_sum:
-        block_c = min(channels & -channels, 128)  # the largest power of two dividing it, at most 128
-        parts = channels // block_c
-        if 16 <= block_c and 1 < parts <= 8:
-            return Tiling(parts, block_c, 64 if channels <= 192 else 16, 4 if channels <= 96 else 8)
+    block_c = min(channels & -channels, 128)  # the largest power of two dividing it, at most 128
+    parts = channels // block_c
+    if 16 <= block_c and 1 < parts <= 8 and not (writes_norm and writes_sum) and (writes_norm or channels > 128):
+        if channels <= 96:
+            return Tiling(parts, block_c, 64, 4)
+        if channels <= 192:
+            return Tiling(parts, block_c, 16, 4)
+        return Tiling(parts, block_c, 16 if writes_norm else 32, 8)
     if writes_norm and padded <= 128:
         return Tiling(1, padded, 64, 4)
     return Tiling(1, padded, 32, 8)
