@@ -16,7 +16,8 @@ What changes against diffusers' `_encode` (and why the result is the same functi
   rearranged to match.
 - Spatial downsamples run as 2-D convolutions over frames folded into the batch; the pass that adds the
   previous block's bias and residual writes straight into their zero-padded input (no separate pad copy).
-- The mid-block attention runs as one SDPA over every frame of the window.
+- The mid-block attention runs over every frame of the window at once, as a Triton flash-attention kernel for
+  its one wide head (wan_attention.py; PyTorch's flash kernels stop at 256 channels), SDPA on the CPU.
 - Wan2.2's down-block shortcut (the block input folded to channels and averaged in groups) is added in the
   fused pass that follows, like any residual.
 - Every convolution runs through `convs`: PyTorch's call (cuDNN's heuristics choose the kernel, or its timing
@@ -38,6 +39,7 @@ from .cudnn_convs import TorchConvs
 from .launch_pacing import LaunchPacer
 from .wan21_fast_weights import flatten_encoder, prepare_params, stacked_channels
 from .wan21_kernels import add_rms_silu
+from .wan_attention import single_head_attention
 
 Convs = Callable[..., torch.Tensor]  # (x, weight, bias, stride, padding) -> conv output
 
@@ -277,7 +279,7 @@ class FastWanEncoder(nn.Module):
         tokens = x.permute(0, 2, 3, 4, 1).reshape(batch * frames, height * width, channels)
         normed = _rms(tokens, p["norm"])
         q, k, v = F.linear(normed, p["qkv"]["weight"], p["qkv"]["bias"]).chunk(3, dim=-1)
-        attended = F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None])[:, 0]
+        attended = single_head_attention(q, k, v)
         out = F.linear(attended, p["proj"]["weight"], p["proj"]["bias"]) + tokens
         return out.reshape(batch, frames, height, width, channels).permute(0, 4, 1, 2, 3)
 
