@@ -163,19 +163,27 @@ class FastWanEncoder(nn.Module):
         return x
 
     def _conv_in(self, x: torch.Tensor, p: dict, caches: dict, index: int) -> torch.Tensor:
-        """The causal 3x3x3 conv over the input channels as a 3x3 conv of the stacked frames (t-2, t-1, t)."""
+        """The causal 3x3x3 conv over the input channels as a 3x3 conv of the stacked frames (t-2, t-1, t).
+
+        The window's frames go once into pixel rows behind the two cached ones ([B, T+2, H, W, colours]); a view
+        whose tap axis steps by one frame then holds each pixel's three frames, copied in one pass into the first
+        3 x colours channels of the stacked input."""
         batch, colours, frames, height, width = x.shape
+        rows = x.new_empty((batch, frames + 2, height, width, colours))
         previous = caches.get((index, 0))
         if previous is None:
-            previous = x.new_zeros((batch, colours, 2, height, width))
-        full = torch.cat([previous, x], dim=2)
-        caches[(index, 0)] = full[:, :, -2:].clone()
+            rows[:, :2].zero_()
+        else:
+            rows[:, :2].copy_(previous)
+        rows[:, 2:].copy_(x.permute(0, 2, 3, 4, 1))
+        caches[(index, 0)] = rows[:, -2:].clone()
         channels = stacked_channels(colours)
-        stacked = _channels_last((batch, channels, frames, height, width), x)
-        for k in range(3):
-            stacked[:, k * colours : (k + 1) * colours].copy_(full[:, :, k : k + frames])
-        stacked[:, 3 * colours :].zero_()
-        planes = stacked.permute(0, 2, 1, 3, 4).reshape(batch * frames, channels, height, width)
+        stacked = x.new_empty((batch, frames, height, width, channels))
+        frame_step = rows.stride(1)
+        taps = rows.as_strided((batch, frames, height, width, 3, colours), (*rows.stride()[:4], frame_step, 1))
+        stacked[..., : 3 * colours].view(batch, frames, height, width, 3, colours).copy_(taps)
+        stacked[..., 3 * colours :].zero_()
+        planes = stacked.view(batch * frames, height, width, channels).permute(0, 3, 1, 2)  # channels-last 2-D
         out = self.convs(planes, p["weight"], p["bias"], 1, 1)
         return out.reshape(batch, frames, -1, height, width).permute(0, 2, 1, 3, 4)
 
