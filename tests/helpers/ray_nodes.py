@@ -7,6 +7,7 @@ machine may run their own Ray).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -26,10 +27,15 @@ MARKER = "LATENTFORGE_TEST_RAY_NODE"
 RAY = [sys.executable, "-m", "ray.scripts.scripts"]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports. Every probe stays bound until all are chosen: a port probed and released at
+    once can be handed out again by the next probe (seen: Ray refusing a node whose node manager and metrics
+    export had been given the same port)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
 @dataclass
@@ -91,12 +97,15 @@ class RayNodes:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def _own_ports() -> list[str]:
+OWN_PORT_FLAGS = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port",
+                  "runtime-env-agent-port", "node-manager-port", "object-manager-port")
+
+
+def _own_ports(ports: list[int]) -> list[str]:
     """Ports a node would otherwise take from fixed defaults (the agent's 52365, ...): two nodes on one machine
-    would collide ("bind: Address already in use") and the second never registers."""
-    flags = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port",
-             "runtime-env-agent-port", "node-manager-port", "object-manager-port")
-    return [f"--{flag}={free_port()}" for flag in flags]
+    would collide ("bind: Address already in use") and the second never registers. `ports`: distinct free ports,
+    one per flag."""
+    return [f"--{flag}={port}" for flag, port in zip(OWN_PORT_FLAGS, ports, strict=True)]
 
 
 def _ray_env() -> dict[str, str]:
@@ -128,16 +137,16 @@ def start_head() -> RayNodes:
     """`ray start --head` on loopback with 0 CPUs: it holds the driver's queue actor, never a worker. One temp
     dir for the head and every node added (Ray keeps one session folder per machine), short because Ray's
     socket paths in it must fit in 107 bytes."""
-    nodes = RayNodes(f"127.0.0.1:{free_port()}", Path(tempfile.mkdtemp(prefix="lf-ray-", dir="/tmp")))
+    port, *own = free_ports(1 + len(OWN_PORT_FLAGS))
+    nodes = RayNodes(f"127.0.0.1:{port}", Path(tempfile.mkdtemp(prefix="lf-ray-", dir="/tmp")))
     try:
         nodes.markers["head"] = uuid.uuid4().hex
-        port = nodes.address.rsplit(":", 1)[1]
         # no autoscaler monitor (nothing here scales) and no dashboard modules: each is a Python process that
         # costs seconds of a loaded two-core machine's CPU to start. This node's log monitor serves every node:
         # they share the temp dir, and Ray wants one log monitor per machine
         args = ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=0", "--num-gpus=0",
                 "--include-dashboard=false", "--no-monitor", f"--temp-dir={nodes.temp_dir}", "--disable-usage-stats",
-                *_own_ports()]
+                *_own_ports(own)]
         done = subprocess.run([*RAY, "start", *args], env={**_ray_env(), MARKER: nodes.markers["head"]},
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
@@ -154,11 +163,13 @@ def add_nodes(nodes: RayNodes, names: list[str], hide: Path | None = None, env: 
     may all claim the same GPU); `hide`: a folder they do not see; `env`: more environment for the node's processes
     (its workers inherit it)."""
     starting = []
-    for name in names:
+    ports = free_ports(len(OWN_PORT_FLAGS) * len(names))  # distinct across the nodes started together too
+    for index, name in enumerate(names):
         nodes.markers[name] = uuid.uuid4().hex
+        own = ports[index * len(OWN_PORT_FLAGS) : (index + 1) * len(OWN_PORT_FLAGS)]
         # no log monitor of its own: the head's watches the shared temp dir (one per machine, as Ray wants)
         args = [f"--address={nodes.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1", f"--num-gpus={gpus}",
-                "--include-log-monitor=false", "--disable-usage-stats", *_own_ports()]
+                "--include-log-monitor=false", "--disable-usage-stats", *_own_ports(own)]
         starting.append(subprocess.Popen(_hidden([*RAY, "start", *args], hide),
                                          env={**_ray_env(), **(env or {}), MARKER: nodes.markers[name]},
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
