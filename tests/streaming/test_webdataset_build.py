@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -19,31 +20,44 @@ from latentforge.writers.staging import completed_units
 BUCKET = "caches"
 
 
+# 2 samples of 1536 B a tar; decoding on the encoder thread (decode workers are not what this tests)
+WDS = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000", "--workers-per-gpu", "0")
+
+
 @pytest.fixture(scope="module")
 def s3():
     with moto_s3(BUCKET) as server:
         yield server
 
 
+@pytest.fixture(scope="module")
+def clean(s3, tmp_path_factory) -> tuple[Path, dict[str, bytes]]:
+    """Five clips and the objects their uninterrupted build leaves, which every killed build of them must end in
+    (the objects do not depend on the build's URL or its staging folder). Built in this process."""
+    client, env = s3
+    folder = tmp_path_factory.mktemp("wds-clean")
+    table = make_table(folder / "data", count=5)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        assert main(build_args(table, f"s3://{BUCKET}/clean", *WDS, "--set",
+                               f"output.staging_dir={folder / 'clean-staging'}")) == 0
+    return table, _objects(client, "clean")
+
+
 def _objects(client, prefix: str) -> dict[str, bytes]:
     return bucket_objects(client, BUCKET, prefix)
 
 
-def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3, tmp_path, cli):
+def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3, clean, tmp_path, cli):
     client, env = s3
-    table = make_table(tmp_path / "data", count=5)
-    # 2 samples of 1536 B a tar; decoding on the encoder thread (decode workers are not what this tests)
-    wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000", "--workers-per-gpu", "0")
-    # in this process: the clean build and the fetch; the killed build and its rerun (staging under TMPDIR, which
-    # tempfile reads once per process) in their own
-    clean = cli(build_args(table, f"s3://{BUCKET}/clean", *wds, "--set",
-                           f"output.staging_dir={tmp_path / 'clean-staging'}"), **env)
-    assert clean.returncode == 0, clean.stderr
-    reference = _objects(client, "clean")
+    table, reference = clean
+    # in this process: the fetch; the killed build and its rerun (staging under TMPDIR, which tempfile reads once
+    # per process) in their own
     assert "_CACHE_COMPLETE" in reference and sum(k.startswith("shards/") for k in reference) == 3
     assert not [k for k in reference if k.startswith("build/")]  # the build records stayed node-local
 
-    args = build_args(table, f"s3://{BUCKET}/killed", *wds)  # default staging: under TMPDIR, keyed by the URL
+    args = build_args(table, f"s3://{BUCKET}/killed", *WDS)  # default staging: under TMPDIR, keyed by the URL
     killed = run_cli(args, TMPDIR=str(tmp_path), LATENTFORGE_FAULT="stage:2", **env)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert "_CACHE_COMPLETE" not in _objects(client, "killed")
@@ -62,21 +76,18 @@ def test_a_killed_webdataset_build_to_s3_reruns_to_the_uninterrupted_objects(s3,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["commit:2", "manifest:1", "sha256sums:1", "marker:1"])
-def test_a_webdataset_commit_killed_in_each_phase_reruns_to_the_uninterrupted_objects(s3, tmp_path, fault, cli):
+def test_a_webdataset_commit_killed_in_each_phase_reruns_to_the_uninterrupted_objects(s3, clean, tmp_path, fault,
+                                                                                      cli):
     client, env = s3
-    table = make_table(tmp_path / "data", count=5)
-    wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000", "--workers-per-gpu", "0")
-    clean = cli(build_args(table, f"s3://{BUCKET}/clean-{fault}", *wds, "--set",
-                           f"output.staging_dir={tmp_path / 'clean'}"), **env)
-    assert clean.returncode == 0, clean.stderr
-    args = build_args(table, f"s3://{BUCKET}/killed-{fault}", *wds, "--set", f"output.staging_dir={tmp_path / 'k'}")
+    table, reference = clean
+    args = build_args(table, f"s3://{BUCKET}/killed-{fault}", *WDS, "--set", f"output.staging_dir={tmp_path / 'k'}")
     killed = run_cli(args, LATENTFORGE_FAULT=fault, **env)
     assert killed.returncode == -signal.SIGKILL, (fault, killed.stderr)
     left = _objects(client, f"killed-{fault}")
     assert left and "_CACHE_COMPLETE" not in left  # killed inside the commit, before its marker
     rerun = cli(args, **env)
     assert rerun.returncode == 0, rerun.stderr
-    assert _objects(client, f"killed-{fault}") == _objects(client, f"clean-{fault}")
+    assert _objects(client, f"killed-{fault}") == reference
 
 
 def test_staging_on_s3_killed_between_a_unit_and_its_sidecar_reruns_to_the_locally_staged_objects(s3, tmp_path,
@@ -89,10 +100,9 @@ def test_staging_on_s3_killed_between_a_unit_and_its_sidecar_reruns_to_the_local
     for name, value in {**env, "TMPDIR": str(tmp_path)}.items():
         monkeypatch.setenv(name, value)
     table = make_table(tmp_path / "data", count=3)  # units of 2 and 1 samples
-    wds = ("--set", "output.sink=webdataset", "--set", "output.shard_bytes=4000", "--workers-per-gpu", "0")
-    assert main(build_args(table, f"s3://{BUCKET}/local-staged", *wds, "--set",
+    assert main(build_args(table, f"s3://{BUCKET}/local-staged", *WDS, "--set",
                            f"output.staging_dir={tmp_path / 'records-local'}")) == 0
-    args = build_args(table, f"s3://{BUCKET}/url-staged", *wds, "--set", f"output.staging_url=s3://{BUCKET}/stage",
+    args = build_args(table, f"s3://{BUCKET}/url-staged", *WDS, "--set", f"output.staging_url=s3://{BUCKET}/stage",
                       "--set", f"output.staging_dir={tmp_path / 'records'}")
     killed = run_cli(args, LATENTFORGE_FAULT="upload:2", **env)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
