@@ -35,6 +35,7 @@ def environment_record(device: str | torch.device, environ: Mapping[str, str] | 
         mode_b = environ.get("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "").lower() in ("1", "true", "yes", "on")
         record["cudnn_heuristics"] = "B" if mode_b else "A"
         record["cudnn_frontend"] = _cudnn_frontend_version()  # builds the recorded plans (tokenizers/cudnn_convs.py)
+        record["triton"] = _triton_version()  # compiles the fused kernels and the Triton conv plans
     else:
         record["device_name"] = next((line.split(":", 1)[1].strip() for line in _cpuinfo()
                                       if line.startswith("model name")), platform.processor() or platform.machine())
@@ -50,6 +51,14 @@ def _cudnn_frontend_version() -> str:
     except Exception:  # noqa: BLE001 - absent or broken: no plans can be built here
         return "none"
     return str(getattr(cudnn, "__version__", "unknown"))
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+    except ImportError:
+        return "none"
+    return str(triton.__version__)
 
 
 def _driver_cuda_version() -> str:

@@ -3,9 +3,10 @@
 `TorchConvs` calls F.conv2d/F.conv3d: cuDNN's heuristics pick the kernel (a function of the shapes, the GPU model
 and the software). `PlannedConvs` builds one cuDNN graph per convolution signature (shapes, strides, stride,
 padding, bias or not), and runs the plan the PlanBook records for it. A signature the book has not seen is tuned
-once: the first candidate plans cuDNN's heuristics (modes B then A) rank, plus PyTorch's own call, each timed on
-the real operands; the fastest name goes into the book. Only backend engine plans are candidates (precompiled,
-no runtime compilation, reproducible bits run to run), and none that reduce in reduced precision.
+once: the first candidate plans cuDNN's heuristics (modes B then A) rank, PyTorch's own call, and for the
+encoder's causal 3x3x3 convs the Triton kernel's configs (triton_conv.py), each timed on the real operands; the
+fastest name goes into the book. Only backend engine plans are cuDNN candidates (precompiled, no runtime
+compilation, reproducible bits run to run), and none that reduce in reduced precision.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from . import triton_conv
 from .plan_book import PlanBook
 
 PYTORCH_PLAN = "pytorch"  # the plan name of "call F.conv and let cuDNN's heuristics choose"
@@ -56,6 +58,7 @@ class _Plan:
     index: int = 0
     operands: tuple = ()  # (image, weight, bias or None, output) graph tensors
     workspace: int = 0
+    triton: triton_conv.ConvConfig | None = None  # a Triton plan's config
 
 
 class PlannedConvs:
@@ -68,6 +71,7 @@ class PlannedConvs:
         self.book = book
         self._plans: dict[str, _Plan] = {}
         self._handles: dict[int, Any] = {}
+        self._taps: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # a weight's Triton layout, by its storage
         self.declined: dict[str, str] = {}  # signature -> why cuDNN offered no engine plan (PyTorch runs it)
 
     def __call__(self, x, weight, bias, stride, padding) -> torch.Tensor:
@@ -77,6 +81,8 @@ class PlannedConvs:
             plan = self._plans[key] = self._plan(key, x, weight, bias, stride, padding)
         if plan.name == PYTORCH_PLAN:
             return torch_conv(x, weight, bias, stride, padding)
+        if plan.triton is not None:
+            return triton_conv.conv3d_causal(x, self._weight_taps(weight), plan.triton)
         out = self._output(x, weight, stride, padding)
         self._execute(plan, x, weight, bias, out)
         return out
@@ -92,6 +98,11 @@ class PlannedConvs:
         name = self.book.choose(key, tune)
         if name == PYTORCH_PLAN:
             return _Plan(name)
+        if triton_conv.is_plan_name(name):
+            if not triton_conv.covers(x, weight, bias, stride, padding):
+                raise RuntimeError(f"the recorded plan {name!r} for the convolution {key} is a Triton kernel, which "
+                                   "does not run this convolution here (no Triton, or not on a GPU)")
+            return _Plan(name, triton=triton_conv.config_of(name))
         if name not in names:
             raise RuntimeError(f"the recorded cuDNN plan {name!r} for the convolution {key} is not offered by this "
                                "cuDNN; the build's plans were recorded with other software (start over with "
@@ -138,6 +149,14 @@ class PlannedConvs:
     def _fastest(self, graph, operands, names, x, weight, bias, stride, padding) -> str:
         """Time PyTorch's call and the first candidate plans on these operands; the fastest name."""
         timings = {PYTORCH_PLAN: _seconds(lambda: torch_conv(x, weight, bias, stride, padding))}
+        if triton_conv.covers(x, weight, bias, stride, padding):
+            taps = self._weight_taps(weight)
+            for config in triton_conv.candidates(x.shape[1], weight.shape[0]):
+                try:
+                    timings[triton_conv.plan_name(config)] = _seconds(
+                        lambda c=config: triton_conv.conv3d_causal(x, taps, c))
+                except Exception:  # noqa: BLE001 - a config that does not compile or fit is not a candidate
+                    continue
         out = self._output(x, weight, stride, padding)
         for name, index in list(names.items())[:CANDIDATE_PLANS]:
             try:
@@ -159,6 +178,14 @@ class PlannedConvs:
         handle = self._handle(x.device)
         self.cudnn.set_stream(handle, torch.cuda.current_stream(x.device).cuda_stream)
         plan.graph.execute_plan_at_index(tensors, workspace, plan.index, handle)
+
+    def _weight_taps(self, weight: torch.Tensor) -> torch.Tensor:
+        """The weight as the Triton kernel reads it ([27, C, Cout]), made once per weight tensor (the weight is
+        held with it, so its storage is not reused for another while the entry lives)."""
+        key = (weight.data_ptr(), tuple(weight.shape), tuple(weight.stride()))
+        if key not in self._taps:
+            self._taps[key] = (weight, triton_conv.weight_taps(weight))
+        return self._taps[key][1]
 
     def _handle(self, device: torch.device) -> Any:
         index = device.index if device.index is not None else torch.cuda.current_device()

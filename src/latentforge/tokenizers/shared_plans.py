@@ -18,17 +18,20 @@ from pathlib import Path
 
 import torch
 
+from . import triton_conv
 from .plan_book import PlanBook
 
 SHIPPED_FOLDER = "conv_plans"  # beside this module, one JSON book per plans_key
 
 
 def plans_key(device: torch.device) -> str:
-    """The environment a plan name is valid in: GPU model, cuDNN and frontend versions (file-name safe)."""
+    """The environment a plan name is valid in: GPU model, cuDNN, frontend and Triton versions (file-name safe;
+    Triton compiles the Triton conv plans)."""
     import cudnn
 
     name = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(device)).strip("-")
-    return f"{name}_cudnn{torch.backends.cudnn.version()}_fe{cudnn.__version__}"
+    compiler = f"_triton{triton_conv.triton.__version__}" if triton_conv.triton is not None else ""
+    return f"{name}_cudnn{torch.backends.cudnn.version()}_fe{cudnn.__version__}{compiler}"
 
 
 def default_plans_dir() -> Path:
