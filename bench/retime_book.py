@@ -6,7 +6,8 @@ latentforge were recorded before the Triton plans existed. This re-times exactly
 on operands of their recorded shapes and strides, with the recorded plan and each Triton candidate
 interleaved over several rounds (one noisy moment cannot favour one side), and keeps the recorded plan where
 the two are within the margin, so a book only changes where the gain is real. Every switched signature is
-checked: the same bits twice, and its rel-L2 to the fp32 conv against the recorded plan's.
+checked: the same bits twice, and its rel-L2 to the fp32 conv against the recorded plan's. PyTorch's call (the
+plan `pytorch`) runs with cuDNN's heuristics in mode B, as in the fast path's processes.
 
     python bench/retime_book.py --book src/latentforge/tokenizers/conv_plans/KEY.json --out new.json --report r.json
 """
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from latentforge.tokenizers import triton_conv  # noqa: E402 - after the src path
 from latentforge.tokenizers.cudnn_convs import PlannedConvs  # noqa: E402
 from latentforge.tokenizers.plan_book import PlanBook, read_book  # noqa: E402
+from latentforge.tokenizers.wan_common import prefer_heuristics_mode_b  # noqa: E402
 
 SIGNATURE = re.compile(r"^x\[([\d, ]+)\]:\[([\d, ]+)\] w\[([\d, ]+)\]:\[([\d, ]+)\] s\[([\d, ]+)\] p\[([\d, ]+)\] "
                        r"bias=(True|False) (\w+)$")
@@ -144,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available() or triton_conv.triton is None:
         print("needs a CUDA device and Triton", file=sys.stderr)
         return 2
+    prefer_heuristics_mode_b()  # a recorded `pytorch` plan runs F.conv as the fast path's processes run it
     started = time.perf_counter()
     book = read_book(Path(args.book))
     new_book = dict(book)
