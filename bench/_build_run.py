@@ -161,6 +161,28 @@ def run_build(name: str, config_file: Path, root: Path, ranks: int, unit_size: i
     return run
 
 
+def run_build_in_process(name: str, config_file: Path, root: Path, ranks: int, unit_size: int, planned: int,
+                         log: Path, overwrite: bool = True) -> BuildRun:
+    """run_build's record of the same command run to its end through the CLI's main() in this process, its output
+    in `log`: for a build no one measures from outside (--tiny's subset commits), where a process start would cost
+    more than the build."""
+    import contextlib
+
+    from latentforge.cli.main import main as cli_main
+
+    run = BuildRun(name, str(root), ranks, unit_size, planned, time.time())
+    with open(log, "w", encoding="utf-8") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        run.exit_code = cli_main(["build", "--config", str(config_file), "--quiet",
+                                  *(["--overwrite"] if overwrite else [])])
+    run.ended_unix = time.time()
+    run.events = sorted(_new_events(root / "build" / "staging", set(), unit_size, planned))
+    run.output_tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
+    stats_files = sorted((root / "build").glob("stats-*.json"))
+    if stats_files:
+        run.stats = json.loads(stats_files[-1].read_text(encoding="utf-8"))
+    return run
+
+
 def _slope(xs: list[float], ys: list[float]) -> float:
     xs = [x - xs[0] for x in xs]  # unix times are ~1.7e9: centre them before squaring
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)

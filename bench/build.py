@@ -18,8 +18,8 @@ Steady state: each build runs on more rows than its time allows and is stopped w
 --warmup + --duration seconds (it stops cleanly and would resume); samples/s is the least-squares slope of
 staged samples against the staging time of each unit after the warm-up (bench/_build_run.py). The SHA check
 copies units 0 and 1 staged by each run, with that run's record of its models, into a fresh root and runs
-`latentforge build --limit <2 units>` there, which resumes from them and commits: the shards then hold exactly
-what that run's ranks encoded.
+`latentforge build --limit <2 units>` there (--tiny: through the CLI's main() in this process), which resumes from
+them and commits: the shards then hold exactly what that run's ranks encoded.
 
     python bench/build.py --phases all --gpus-list 1 2 --out results/   # GPU machine
     python bench/build.py --tiny --out /tmp/bench                         # CPU, seconds (a test)
@@ -306,8 +306,13 @@ class Bench:
         for name in (MODEL_RECORD, MODEL_EMPTY_PROMPT):
             if (Path(source.root) / "build" / name).is_file():
                 shutil.copy2(Path(source.root) / "build" / name, root / "build")
-        run = runner.run_build(name, path, root, gpus, a.unit_size, 2 * a.unit_size, None, a.tick,
-                               a.out / "logs" / f"{name}.log", overwrite=False)
+        log = a.out / "logs" / f"{name}.log"
+        if a.tiny:  # nothing of it is measured: the CLI's main() here, without a process start that costs seconds
+            run = runner.run_build_in_process(name, path, root, gpus, a.unit_size, 2 * a.unit_size, log,
+                                              overwrite=False)
+        else:
+            run = runner.run_build(name, path, root, gpus, a.unit_size, 2 * a.unit_size, None, a.tick, log,
+                                   overwrite=False)
         if run.exit_code != 0:
             raise RuntimeError(f"subset commit from {source.name} exited {run.exit_code}:\n{run.output_tail}")
         shards = {p.name: sha256_file(p) for p in sorted((root / "shards").glob("*.h5"))}
