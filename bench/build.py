@@ -303,9 +303,9 @@ class Bench:
                 shutil.copy2(Path(source.root) / "build" / "staging" / f"unit-{unit:06d}.h5{suffix}", staging)
         # with the record of the models that run's ranks encoded with (and its empty prompt), as a resume has it:
         # without it the commit loads the tokenizer and text model only to describe them again
-        for name in (MODEL_RECORD, MODEL_EMPTY_PROMPT):
-            if (Path(source.root) / "build" / name).is_file():
-                shutil.copy2(Path(source.root) / "build" / name, root / "build")
+        for record in (MODEL_RECORD, MODEL_EMPTY_PROMPT):
+            if (Path(source.root) / "build" / record).is_file():
+                shutil.copy2(Path(source.root) / "build" / record, root / "build")
         log = a.out / "logs" / f"{name}.log"
         if a.tiny:  # nothing of it is measured: the CLI's main() here, without a process start that costs seconds
             run = runner.run_build_in_process(name, path, root, gpus, a.unit_size, 2 * a.unit_size, log,
