@@ -18,7 +18,7 @@ from latentforge.cli.main import make_parser
 from latentforge.configure import load_config
 from latentforge.errors import ConfigError, LatentforgeError
 from latentforge.executor.events import UnitStaged
-from latentforge.executor.ray.dispatch import UnitDispatcher
+from latentforge.executor.ray.dispatch import QueuedUnit, UnitDispatcher
 from latentforge.pipeline.plan import make_plan
 from latentforge.pipeline.unit import cut_units
 from latentforge.records import SourceEntry
@@ -115,12 +115,14 @@ def test_dispatcher_requeues_and_charges_the_running_unit(tmp_path):
     entries = [SourceEntry(key=f"s{i}", video=str(tmp_path / f"s{i}.mp4"), video_rel=f"s{i}.mp4", caption="c")
                for i in range(6)]
     samples, _ = make_plan(entries, None, None)
-    dispatcher = UnitDispatcher(cut_units(samples, {s.source_index: object() for s in samples}, 2))
+    units = cut_units(samples, {s.source_index: object() for s in samples}, 2)
+    dispatcher = UnitDispatcher([QueuedUnit.of(u) for u in units])
     assert [dispatcher.take(7).index, dispatcher.take(7).index, dispatcher.take(8).index] == [0, 1, 2]
     dispatcher.staged(UnitStaged(8, 2, 2, {}, "n"))
     charge = dispatcher.release(7)
     assert (charge.unit, charge.tries, charge.first_sample, charge.last_sample) == (0, 1, "s0", "s1")
-    assert [dispatcher.take(9).index, dispatcher.take(9).index, dispatcher.take(9)] == [0, 1, None]
+    again = [dispatcher.take(9), dispatcher.take(9), dispatcher.take(9)]
+    assert again[0].unit().samples == units[0].samples and again[1].index == 1 and again[2] is None
     assert dispatcher.release(9).tries == 2 and dispatcher.release(8) is None
     assert dispatcher.drain()[1] == 2  # units 0 and 1 are back in the queue, unit 2 is staged
 
