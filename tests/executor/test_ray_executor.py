@@ -1,5 +1,6 @@
-"""The Ray executor on a local CPU cluster: same SHA256SUMS as the local executor, a killed worker's unit is
-rescheduled, and a unit that keeps failing stops the build with its error after run.max_unit_tries."""
+"""The Ray executor on a local CPU cluster: same SHA256SUMS as the local executor (tests/conftest.py's `ray_world`),
+a killed worker's unit is rescheduled, and a unit that keeps failing stops the build with its error after
+run.max_unit_tries."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import ray  # noqa: E402  (a test dependency: the suite must not skip the Ray checks)
 
-from helpers.exec_world import REPO, make_table, sums
+from helpers.exec_world import REPO, sums
 from latentforge.builder.run import build
 from latentforge.cli.build import config_from_args
 from latentforge.cli.main import make_parser
@@ -24,7 +25,7 @@ from latentforge.pipeline.unit import cut_units
 from latentforge.records import SourceEntry
 from latentforge.writers.staging import completed_units
 
-CLIPS = 8  # unit_size 2 -> 4 units
+CLIPS = 8  # ray_world's clips; unit_size 2 -> 4 units
 
 
 def _config(table: Path, root: Path, *sets: str):
@@ -39,16 +40,14 @@ def _ray_stats(root: Path) -> dict:
     return json.loads(path.read_text())
 
 
-@pytest.fixture(scope="module")
-def table(tmp_path_factory):
-    return make_table(tmp_path_factory.mktemp("world"), count=CLIPS)
+@pytest.fixture
+def table(ray_world) -> Path:
+    return ray_world[0]
 
 
-@pytest.fixture(scope="module")
-def local_sums(table, tmp_path_factory):
-    root = tmp_path_factory.mktemp("local") / "cache"
-    build(_config(table, root, "run.workers_per_gpu=0"), quiet=True)
-    return sums(root)
+@pytest.fixture
+def local_sums(ray_world) -> str:
+    return ray_world[1]
 
 
 @pytest.fixture(scope="module")
