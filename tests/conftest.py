@@ -22,7 +22,8 @@ from filelock import FileLock
 from helpers import REPO, cpu_width  # noqa: F401 (cpu_width: before torch loads)
 from helpers.bucket_world import bucket_config, bucket_world
 from helpers.builds import build_quietly, run_cli, tiny_config, tiny_t5, tiny_world, write_table
-from helpers.exec_world import run_main
+from helpers.exec_world import build_args, exec_config, make_table, run_main, sums
+from latentforge.builder.run import build
 
 _PRINT = builtins.print
 
@@ -132,6 +133,50 @@ def demo_run(tmp_path_factory) -> DemoRun:
             record.write_text(json.dumps({"stdout": done.stdout}), encoding="utf-8")
         stdout = json.loads(record.read_text(encoding="utf-8"))["stdout"]
     return DemoRun(cwd, cwd / "demo-cache" / "cache", stdout)
+
+
+def _once_per_run(tmp_path_factory, name: str, make: Callable[[Path], dict]) -> dict:
+    """make(folder)'s record, made once per test run in a folder every xdist worker sees, by whichever worker asks
+    first (the others wait on a lock and read the record)."""
+    folder = _shared_folder(tmp_path_factory, name)
+    record = folder.with_name(f"{name}.json")
+    with FileLock(f"{folder}.lock"):
+        if not record.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a make that failed in another worker starts over here
+            folder.mkdir()
+            record.write_text(json.dumps(make(folder)), encoding="utf-8")
+        return json.loads(record.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def ray_world(tmp_path_factory) -> tuple[Path, str]:
+    """8 clips (helpers.exec_world.make_table) and the SHA256SUMS of their local build (exec_config, in a test
+    process): what the Ray builds of tests/executor/test_ray_executor.py and test_ray_nodes.py must equal."""
+
+    def make(folder: Path) -> dict:
+        table = make_table(folder / "world", count=8)
+        build(exec_config(table, folder / "local"), quiet=True)
+        return {"table": str(table), "sums": sums(folder / "local")}
+
+    record = _once_per_run(tmp_path_factory, "ray-world", make)
+    return Path(record["table"]), record["sums"]
+
+
+@pytest.fixture(scope="session")
+def kill_world(tmp_path_factory) -> tuple[Path, str]:
+    """24 clips and the SHA256SUMS of their build with one rank and no decode workers (the CLI's main() in a test
+    process): what resumed builds (tests/builder/test_resume_kill.py) and builds with other ranks and decode
+    workers (tests/executor/test_local_executor.py) must equal."""
+
+    def make(folder: Path) -> dict:
+        from latentforge.cli.main import main
+
+        table = make_table(folder / "data", count=24)
+        assert main(build_args(table, folder / "reference", "--procs", "1", "--workers-per-gpu", "0")) == 0
+        return {"table": str(table), "sums": sums(folder / "reference")}
+
+    record = _once_per_run(tmp_path_factory, "kill-world", make)
+    return Path(record["table"]), record["sums"]
 
 
 @pytest.fixture(scope="session")

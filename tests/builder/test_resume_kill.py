@@ -1,8 +1,9 @@
 """Kill-proof builds: SIGKILL inside every phase and at random moments, torn staged files, SIGTERM,
 and no process outliving a killed main process. Every resume must end in the uninterrupted SHA256SUMS.
 
-The builds that are killed or signalled run in their own process; the reference build and the resumes, which
-only have to finish, run the CLI's main() in this process (tests/conftest.py's `cli`)."""
+The builds that are killed or signalled run in their own process; the resumes, which only have to finish, run
+the CLI's main() in this process (tests/conftest.py's `cli`). The reference is tests/conftest.py's `kill_world`:
+the same 24 clips built once per test run (tests/executor/test_local_executor.py compares with it too)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ from pathlib import Path
 import h5py
 import pytest
 
-from helpers.exec_world import build_args, cli_command, cli_env, make_table, run_cli, sums
+from helpers.exec_world import build_args, cli_command, cli_env, run_cli, sums
 from helpers.processes import alive, descendants, wait_for
-from latentforge.cli.main import main
 from latentforge.writers.staging import completed_units
 
 pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
@@ -30,20 +30,12 @@ PHASE_KILLS = (("decode", 9), ("encode", 9), ("stage", 2), ("commit", 2), ("mani
                ("marker", 1))
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("kill")
-    table = make_table(folder / "data", count=24)
-    assert main(build_args(table, folder / "reference", "--workers-per-gpu", "0")) == 0
-    return table, sums(folder / "reference")
-
-
 def _staged(root: Path) -> list[Path]:
     return sorted((root / "build" / "staging").glob("unit-*.h5")) if (root / "build" / "staging").is_dir() else []
 
 
-def test_kill_inside_every_phase_then_resume(world, tmp_path, cli):
-    table, reference = world
+def test_kill_inside_every_phase_then_resume(kill_world, tmp_path, cli):
+    table, reference = kill_world
     root = tmp_path / "cache"
     args = build_args(table, root, "--workers-per-gpu", "0")
     for phase, arrival in PHASE_KILLS:
@@ -63,8 +55,8 @@ def test_kill_inside_every_phase_then_resume(world, tmp_path, cli):
     assert not [p for p in (root / "build" / "staging").iterdir() if ".tmp" in p.name]
 
 
-def test_kill_at_random_moments_then_resume(world, tmp_path, cli):
-    table, reference = world
+def test_kill_at_random_moments_then_resume(kill_world, tmp_path, cli):
+    table, reference = kill_world
     root = tmp_path / "cache"
     rng = random.Random(5)
     for attempt in range(6):
@@ -83,8 +75,8 @@ def test_kill_at_random_moments_then_resume(world, tmp_path, cli):
     assert sums(root) == reference
 
 
-def test_torn_staged_file_is_redone(world, tmp_path, cli):
-    table, reference = world
+def test_torn_staged_file_is_redone(kill_world, tmp_path, cli):
+    table, reference = kill_world
     root = tmp_path / "cache"
     args = build_args(table, root, "--workers-per-gpu", "0")
     assert run_cli(args, LATENTFORGE_FAULT="commit:1").returncode == -signal.SIGKILL
@@ -107,8 +99,8 @@ def _start_and_wait_for_staging(table, root):
     return process
 
 
-def test_sigterm_exits_143_with_resume_hint(world, tmp_path, cli):
-    table, reference = world
+def test_sigterm_exits_143_with_resume_hint(kill_world, tmp_path, cli):
+    table, reference = kill_world
     root = tmp_path / "cache"
     process = _start_and_wait_for_staging(table, root)
     family = descendants(process.pid)

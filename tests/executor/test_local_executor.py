@@ -1,4 +1,5 @@
-"""The local executor: the output does not depend on processes or decode workers; every rank encodes."""
+"""The local executor: the output does not depend on processes or decode workers; every rank encodes. The build
+with one rank and no decode workers is tests/conftest.py's `kill_world` (the 24 clips built once per test run)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,7 @@ import subprocess
 
 import pytest
 
-from helpers.exec_world import build_args, make_table, sums
-
-
-@pytest.fixture(scope="module")
-def table(tmp_path_factory):
-    return make_table(tmp_path_factory.mktemp("world"), count=24)
+from helpers.exec_world import build_args, sums
 
 
 def _stats(root):
@@ -20,13 +16,13 @@ def _stats(root):
 
 
 @pytest.mark.slow
-def test_procs_and_workers_do_not_change_sha256sums(table, tmp_path, cli):
-    runs = {"p1w0": ("--procs", "1", "--workers-per-gpu", "0"), "p3w1": ("--procs", "3", "--workers-per-gpu", "1"),
-            "p1w2": ("--procs", "1", "--workers-per-gpu", "2")}
+def test_procs_and_workers_do_not_change_sha256sums(kill_world, tmp_path, cli):
+    table, p1w0 = kill_world  # --procs 1 --workers-per-gpu 0
+    runs = {"p3w1": ("--procs", "3", "--workers-per-gpu", "1"), "p1w2": ("--procs", "1", "--workers-per-gpu", "2")}
     for name, flags in runs.items():
         done = cli(build_args(table, tmp_path / name, *flags))  # main() here; ranks and workers are spawned
         assert done.returncode == 0, done.stderr
-    assert sums(tmp_path / "p1w0") == sums(tmp_path / "p3w1") == sums(tmp_path / "p1w2")
+    assert p1w0 == sums(tmp_path / "p3w1") == sums(tmp_path / "p1w2")
     # sha256sum, not our code, confirms the listing
     check = subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=tmp_path / "p3w1", capture_output=True)
     assert check.returncode == 0, check.stdout

@@ -1,5 +1,6 @@
-"""The Ray executor on a local CPU cluster: same SHA256SUMS as the local executor, a killed worker's unit is
-rescheduled, and a unit that keeps failing stops the build with its error after run.max_unit_tries."""
+"""The Ray executor on a local CPU cluster: same SHA256SUMS as the local executor (tests/conftest.py's `ray_world`),
+a killed worker's unit is rescheduled, and a unit that keeps failing stops the build with its error after
+run.max_unit_tries."""
 
 from __future__ import annotations
 
@@ -11,20 +12,20 @@ from pathlib import Path
 import pytest
 import ray  # noqa: E402  (a test dependency: the suite must not skip the Ray checks)
 
-from helpers.exec_world import REPO, make_table, sums
+from helpers.exec_world import REPO, sums
 from latentforge.builder.run import build
 from latentforge.cli.build import config_from_args
 from latentforge.cli.main import make_parser
 from latentforge.configure import load_config
 from latentforge.errors import ConfigError, LatentforgeError
 from latentforge.executor.events import UnitStaged
-from latentforge.executor.ray.dispatch import UnitDispatcher
+from latentforge.executor.ray.dispatch import QueuedUnit, UnitDispatcher
 from latentforge.pipeline.plan import make_plan
 from latentforge.pipeline.unit import cut_units
 from latentforge.records import SourceEntry
 from latentforge.writers.staging import completed_units
 
-CLIPS = 8  # unit_size 2 -> 4 units
+CLIPS = 8  # ray_world's clips; unit_size 2 -> 4 units
 
 
 def _config(table: Path, root: Path, *sets: str):
@@ -39,16 +40,14 @@ def _ray_stats(root: Path) -> dict:
     return json.loads(path.read_text())
 
 
-@pytest.fixture(scope="module")
-def table(tmp_path_factory):
-    return make_table(tmp_path_factory.mktemp("world"), count=CLIPS)
+@pytest.fixture
+def table(ray_world) -> Path:
+    return ray_world[0]
 
 
-@pytest.fixture(scope="module")
-def local_sums(table, tmp_path_factory):
-    root = tmp_path_factory.mktemp("local") / "cache"
-    build(_config(table, root, "run.workers_per_gpu=0"), quiet=True)
-    return sums(root)
+@pytest.fixture
+def local_sums(ray_world) -> str:
+    return ray_world[1]
 
 
 @pytest.fixture(scope="module")
@@ -115,12 +114,14 @@ def test_dispatcher_requeues_and_charges_the_running_unit(tmp_path):
     entries = [SourceEntry(key=f"s{i}", video=str(tmp_path / f"s{i}.mp4"), video_rel=f"s{i}.mp4", caption="c")
                for i in range(6)]
     samples, _ = make_plan(entries, None, None)
-    dispatcher = UnitDispatcher(cut_units(samples, {s.source_index: object() for s in samples}, 2))
+    units = cut_units(samples, {s.source_index: object() for s in samples}, 2)
+    dispatcher = UnitDispatcher([QueuedUnit.of(u) for u in units])
     assert [dispatcher.take(7).index, dispatcher.take(7).index, dispatcher.take(8).index] == [0, 1, 2]
     dispatcher.staged(UnitStaged(8, 2, 2, {}, "n"))
     charge = dispatcher.release(7)
     assert (charge.unit, charge.tries, charge.first_sample, charge.last_sample) == (0, 1, "s0", "s1")
-    assert [dispatcher.take(9).index, dispatcher.take(9).index, dispatcher.take(9)] == [0, 1, None]
+    again = [dispatcher.take(9), dispatcher.take(9), dispatcher.take(9)]
+    assert again[0].unit().samples == units[0].samples and again[1].index == 1 and again[2] is None
     assert dispatcher.release(9).tries == 2 and dispatcher.release(8) is None
     assert dispatcher.drain()[1] == 2  # units 0 and 1 are back in the queue, unit 2 is staged
 

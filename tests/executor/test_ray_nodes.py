@@ -1,8 +1,8 @@
 """Builds over a cluster of `ray start` nodes on this machine (loopback), the driver being the CLI in its own process,
 as a user runs it (and free of this process's earlier Ray sessions). The head has no CPU (it holds the driver's queue
 actor); each worker node has one CPU, so one worker. Both tests build the same 8 clips and compare with one local
-build of them (SHA256SUMS), on one head: each test adds its nodes and stops them when it ends (a head starts in
-seconds of a loaded two-core machine's CPU).
+build of them (SHA256SUMS: tests/conftest.py's `ray_world`), on one head: each test adds its nodes and stops them
+when it ends (a head starts in seconds of a loaded two-core machine's CPU).
 
 A node that cannot see the dataset is excluded before its first unit, with a message naming it, and its units go
 to the other nodes: never `unreadable` rejects. When no node passes, the build stops before any unit. The blind node
@@ -26,25 +26,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers.exec_world import build_args, cli_command, cli_env, exec_config, make_table, run_cli, sums
+from helpers.exec_world import build_args, cli_command, cli_env, run_cli, sums
 from helpers.processes import wait_for
 from helpers.ray_nodes import RayNodes, add_nodes, can_hide_folders, start_head
-from latentforge.builder.run import build
 from latentforge.writers.staging import completed_units
 
 pytestmark = pytest.mark.slow
 
-CLIPS = 8  # unit_size 2 -> 4 units
+CLIPS = 8  # ray_world's clips; unit_size 2 -> 4 units
 STALL = "encode:3:sleep"  # node A's worker: the first sample of its second unit (one sample per encode)
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory) -> tuple[Path, str]:
-    """The clips' table and the SHA256SUMS of their local build."""
-    folder = tmp_path_factory.mktemp("nodes")
-    table = make_table(folder / "world", count=CLIPS)
-    build(exec_config(table, folder / "local"), quiet=True)
-    return table, sums(folder / "local")
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +62,8 @@ def _stats(root: Path) -> list[dict]:
 
 
 @pytest.mark.skipif(not can_hide_folders(), reason="needs mount namespaces (unshare) to give a node its own view")
-def test_node_that_cannot_see_the_dataset_is_excluded(world, cluster, tmp_path):
-    table, local_sums = world
+def test_node_that_cannot_see_the_dataset_is_excluded(ray_world, cluster, tmp_path):
+    table, local_sums = ray_world
     nodes = cluster
     add_nodes(nodes, ["blind"], hide=table.parent)
     root = tmp_path / "cache"
@@ -105,8 +95,8 @@ def test_node_that_cannot_see_the_dataset_is_excluded(world, cluster, tmp_path):
     assert excluded[0]["node"] not in {r["node"] for r in workers}
 
 
-def test_build_survives_a_killed_worker_node(world, cluster, tmp_path):
-    table, local_sums = world
+def test_build_survives_a_killed_worker_node(ray_world, cluster, tmp_path):
+    table, local_sums = ray_world
     nodes = cluster
     root = tmp_path / "cache"
     # every worker on node A stalls (its environment reaches them); Ray may create either rank first

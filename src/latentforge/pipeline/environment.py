@@ -41,7 +41,9 @@ def environment_record(device: str | torch.device, environ: Mapping[str, str] | 
                                       if line.startswith("model name")), platform.processor() or platform.machine())
         # ranks inherit this process's ATEN_CPU_CAPABILITY, so this process's width is theirs
         record["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-    record.update({"torch": torch.__version__, "latentforge": __version__})
+    # str(): torch.__version__ is a str subclass that unpickles by importing torch (in the Ray queue actor, which
+    # gets this record with every staged unit and has no other use for torch)
+    record.update({"torch": str(torch.__version__), "latentforge": __version__})
     return record
 
 

@@ -1,17 +1,42 @@
 """The unit queue of a Ray build: one small actor on the driver's node that workers pull units from.
 
 It only keeps books (which worker holds which unit, how often a unit's worker failed, what was staged);
-units go to workers as plan records, and staged data never passes through it. Plain Python so that the
-bookkeeping is testable without Ray; the driver wraps it with `ray.remote`.
+units go to workers as plan records, pickled by the driver and unpickled by the worker that takes them, and
+staged data never passes through it. So its process never imports what a plan record is made of (torch and
+PyAV, through the probe and the tokenizers: seconds of CPU per build). Plain Python so that the bookkeeping is
+testable without Ray; the driver wraps it with `ray.remote`.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ...pipeline.unit import Unit
 from ..events import UnitStaged
+
+if TYPE_CHECKING:
+    from ...pipeline.unit import Unit
+
+
+@dataclass(frozen=True)
+class QueuedUnit:
+    """A unit as the queue holds it: its plan record as bytes, and what a charge names."""
+
+    index: int
+    first_sample: str
+    last_sample: str
+    record: bytes  # the pickled Unit
+
+    @classmethod
+    def of(cls, unit: Unit) -> QueuedUnit:
+        samples = unit.samples
+        return cls(unit.index, samples[0].sample_id, samples[-1].sample_id,
+                   pickle.dumps(unit, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def unit(self) -> Unit:
+        return pickle.loads(self.record)
 
 
 @dataclass(frozen=True)
@@ -27,7 +52,7 @@ class Charge:
 class UnitDispatcher:
     """Hands out units in plan order; a failed worker's units go back to the front of the queue."""
 
-    def __init__(self, units: list[Unit]):
+    def __init__(self, units: list[QueuedUnit]):
         self._units = {u.index: u for u in units}
         self._pending: deque[int] = deque(sorted(self._units))
         # Units a worker took and has not staged, in the order taken. Staging is synchronous in a worker,
@@ -37,7 +62,7 @@ class UnitDispatcher:
         self._events: list[UnitStaged] = []
         self._left = len(self._units)
 
-    def take(self, worker: int) -> Unit | None:
+    def take(self, worker: int) -> QueuedUnit | None:
         if not self._pending:
             return None
         index = self._pending.popleft()
@@ -69,5 +94,5 @@ class UnitDispatcher:
             return None
         unit = held[0]
         self._tries[unit] += 1
-        samples = self._units[unit].samples
-        return Charge(unit, self._tries[unit], samples[0].sample_id, samples[-1].sample_id)
+        queued = self._units[unit]
+        return Charge(unit, self._tries[unit], queued.first_sample, queued.last_sample)

@@ -34,7 +34,7 @@ from ..lock_record import read_lock_record
 from ..rank import RankSpec
 from ..rank_stats import RankStats
 from ..worker_sizing import decode_workers, rank_torch_threads
-from .dispatch import UnitDispatcher
+from .dispatch import QueuedUnit, UnitDispatcher
 from .driver_guard import this_driver
 from .node_check import node_facts
 from .nodes import NodeBook
@@ -155,7 +155,8 @@ class _RayRun:
         self.decode_workers = decode_workers(config.run.workers_per_gpu, self.shape.device, _local_gpus())
         # On the driver's node, so losing a worker node never loses the queue.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        self.dispatcher = ray.remote(num_cpus=0, scheduling_strategy=here)(UnitDispatcher).remote(units)
+        self.dispatcher = ray.remote(num_cpus=0, scheduling_strategy=here)(UnitDispatcher).remote(
+            [QueuedUnit.of(u) for u in units])
         self.actor_class = ray.remote(RankWorker)
         self.token = token
         self.frame_bytes = source_frame_bytes(config, units)

@@ -109,7 +109,8 @@ class RankWorker:
     def _take(self) -> Unit | None:
         import ray
 
-        return ray.get(self.dispatcher.take.remote(self.spec.rank))
+        queued = ray.get(self.dispatcher.take.remote(self.spec.rank))
+        return queued.unit() if queued is not None else None
 
     def _report(self, unit: Unit, stats: RankStats, stream: DecodeStream, ctx: UnitContext, node: str) -> None:
         import ray
