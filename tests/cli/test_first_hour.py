@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from helpers.exec_world import build_args, cli_command, cli_env, make_table, run_cli
-from helpers.processes import descendants, wait_for
+from helpers.processes import spawned_workers, wait_for
 from latentforge.version import __version__
 
 CLIPS = 3
@@ -220,7 +220,7 @@ def test_ctrl_c_while_decode_workers_start_prints_only_the_resume_line(table, tm
                                env=cli_env(LATENTFORGE_FAULT="decode:1:sleep"), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        assert wait_for(lambda: len(descendants(process.pid)) >= 1), "no decode worker started"
+        assert wait_for(lambda: len(spawned_workers(process.pid)) >= 1), "no decode worker started"
         os.killpg(process.pid, signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
     finally:

@@ -19,19 +19,12 @@ from pathlib import Path
 import pytest
 
 from helpers.exec_world import build_args, cli_command, cli_env, make_table
-from helpers.processes import alive, children, descendants, wait_for
+from helpers.processes import alive, children, command_line, descendants, wait_for
 
 pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
 STALL = "decode:1:sleep"
 PROCS = 2  # ranks, each with one decode worker
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _catches_sigusr1(pid: int) -> bool:
@@ -85,7 +78,7 @@ def stalled_build(tmp_path_factory):
         assert stalled() and process.poll() is None, stderr.read_text()[-3000:]
         family = descendants(process.pid)
         tree = children()
-        ranks = [p for p in tree.get(process.pid, []) if "resource_tracker" not in _cmdline(p)]
+        ranks = [p for p in tree.get(process.pid, []) if "resource_tracker" not in command_line(p)]
         workers = [w for rank in ranks for w in tree.get(rank, [])]
         assert len(ranks) == PROCS and len(workers) == PROCS, (ranks, workers)
         yield StalledBuild(process, root, stderr, ranks, workers, sent, children_when_caught)

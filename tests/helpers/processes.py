@@ -45,6 +45,20 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def command_line(pid: int) -> str:
+    """The process's arguments joined by spaces; "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def spawned_workers(pid: int) -> set[int]:
+    """The descendants started by multiprocessing's spawn (ranks, decode workers), not other children such as
+    the resource tracker or a `uname -p` that an import runs."""
+    return {child for child in descendants(pid) if "spawn_main" in command_line(child)}
+
+
 def alive(pids: set[int]) -> set[int]:
     """The pids that still run (zombies count as gone)."""
     running = set()

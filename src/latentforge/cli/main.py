@@ -90,20 +90,43 @@ def _leave_now(code: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _quiet_model_loading()
-    args = make_parser().parse_args(argv)
+    debug = False
     try:
+        args = make_parser().parse_args(argv)  # imports every verb: a Ctrl-C may land here too
+        debug = args.debug
         with _warnings_as_lines():
             return int(args.run(args) or 0)
-    except StopRequested as stop:
-        say(f"{stop}; staged work is kept. Resume with:\n  {_rerun_command()}", stderr=True)
-        return stop.exit_code
-    except KeyboardInterrupt:
-        say(f"interrupted; rerun the same command to resume:\n  {_rerun_command()}", stderr=True)
-        return 130
+    except (StopRequested, KeyboardInterrupt) as stop:
+        return _stopped(stop)
     except Exception as error:
-        if args.debug:
+        stop = _interrupt_behind(error)
+        if stop is not None:
+            return _stopped(stop)
+        if debug:
             raise
         return _report(error)
+
+
+def _interrupt_behind(error: BaseException) -> StopRequested | KeyboardInterrupt | None:
+    """The signal whose exception `error` was raised while handling, if any. A stop raised inside Python's own
+    machinery (a lock, a thread join, an import) can make its clean-up fail with an error of its own, such as
+    RuntimeError('release unlocked lock'): that is still the user's Ctrl-C, not a failure to report."""
+    seen: set[int] = set()
+    cause = error.__cause__ or error.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (StopRequested, KeyboardInterrupt)):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _stopped(stop: StopRequested | KeyboardInterrupt) -> int:
+    if isinstance(stop, StopRequested):
+        say(f"{stop}; staged work is kept. Resume with:\n  {_rerun_command()}", stderr=True)
+        return stop.exit_code
+    say(f"interrupted; rerun the same command to resume:\n  {_rerun_command()}", stderr=True)
+    return 130
 
 
 def _report(error: Exception) -> int:
