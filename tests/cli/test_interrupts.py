@@ -67,3 +67,22 @@ def test_an_error_with_no_interrupt_behind_it_is_still_reported(monkeypatch, cap
     assert "unexpected RuntimeError: release unlocked lock" in capsys.readouterr().err
     with pytest.raises(RuntimeError):
         cli_main.main(["--debug", "inspect", "somewhere"])
+
+
+def test_ctrl_c_in_a_command_is_a_keyboard_interrupt_subclass_and_the_handler_is_restored(monkeypatch, capsys):
+    """Python's own KeyboardInterrupt class can make the interpreter end by SIGINT after main() caught it."""
+    seen = []
+
+    def run(args) -> int:
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt as interrupt:
+            seen.append(type(interrupt))
+            raise
+        return 0
+
+    monkeypatch.setattr(inspect_verb, "run", run)
+    assert cli_main.main(["inspect", "somewhere"]) == 130
+    assert seen and seen[0] is not KeyboardInterrupt and issubclass(seen[0], KeyboardInterrupt)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert "interrupted; rerun the same command to resume:" in capsys.readouterr().err
