@@ -18,11 +18,11 @@ def _raising(error: BaseException):
     return run
 
 
-def _cleanup_failed_while_handling(stop: BaseException) -> RuntimeError:
-    """What an interrupted thread join or lock leaves: its clean-up raised while the stop propagated."""
+def _cleanup_failed_while_handling(first: BaseException) -> RuntimeError:
+    """What an interrupted thread join or lock leaves: its clean-up raised while `first` propagated."""
     try:
         try:
-            raise stop
+            raise first
         finally:
             raise RuntimeError("release unlocked lock")
     except RuntimeError as error:
@@ -55,14 +55,7 @@ def test_a_ctrl_c_while_the_verbs_are_imported_prints_the_resume_line(monkeypatc
 
 
 def test_an_error_with_no_interrupt_behind_it_is_still_reported(monkeypatch, capsys):
-    try:
-        try:
-            raise ValueError("a bad value")
-        finally:
-            raise RuntimeError("release unlocked lock")
-    except RuntimeError as error:
-        failure = error
-    monkeypatch.setattr(inspect_verb, "run", _raising(failure))
+    monkeypatch.setattr(inspect_verb, "run", _raising(_cleanup_failed_while_handling(ValueError("a bad value"))))
     assert cli_main.main(["inspect", "somewhere"]) == 1
     assert "unexpected RuntimeError: release unlocked lock" in capsys.readouterr().err
     with pytest.raises(RuntimeError):
