@@ -36,6 +36,7 @@ from encode import add_clip_arguments, load_clips, tiny_clip  # noqa: E402
 SHIPPED = (Path(__file__).resolve().parents[1] / "src" / "latentforge" / "tokenizers" / "conv_plans"
            / "NVIDIA-H200_cudnn91900_fe1.32.0_triton3.6.0.json")
 NEW, BASE = "new book", "base choice at every switch"
+CONTROL = "new book again (control)"
 
 
 def short_name(signature: str) -> str:
@@ -53,18 +54,28 @@ def switched(new: dict[str, str], base: dict[str, str]) -> list[str]:
 
 
 def variants(new: dict[str, str], base: dict[str, str]) -> dict[str, dict[str, str]]:
-    """The NEW book, NEW with each switch reverted alone (named `revert <signature>`), NEW with all reverted."""
+    """The NEW book, NEW with each switch reverted alone (named `revert <signature>`), NEW with all reverted, and
+    NEW again in a tokenizer of its own (a control)."""
     changes = switched(new, base)
-    books = {NEW: dict(new)}
+    books = {NEW: dict(new), CONTROL: dict(new)}
     books.update({f"revert {s}": {**new, s: base[s]} for s in changes})
     books[BASE] = {**new, **{s: base[s] for s in changes}}
     return books
 
 
+def noise_floor(medians: dict[str, float], met: set[str] | None) -> float:
+    """Seconds the encode moved with nothing it runs changed: the largest distance from NEW's median of the control
+    and of the reverts of switches the clip does not run (`met`; None: unknown, then the control alone)."""
+    controls = [CONTROL] + [name for name in medians if name.startswith("revert ") and met is not None
+                            and name.removeprefix("revert ") not in met]
+    return max(abs(medians[name] - medians[NEW]) for name in controls)
+
+
 def losing_switches(medians: dict[str, float], margin: float, met: set[str] | None) -> list[str]:
     """The signatures the clip's encode runs (`met`; None: unknown, as on the CPU, which runs no plans) whose
-    revert alone made the encode faster than the NEW book by more than `margin` (a fraction of its median)."""
-    limit = medians[NEW] * (1 - margin)
+    revert alone made the encode faster than the NEW book by more than `margin` (a fraction of its median) and by
+    more than the noise floor."""
+    limit = medians[NEW] - max(medians[NEW] * margin, noise_floor(medians, met))
     reverted = {name.removeprefix("revert "): seconds for name, seconds in medians.items()
                 if name.startswith("revert ")}
     return sorted(s for s, seconds in reverted.items() if seconds < limit and (met is None or s in met))
@@ -130,7 +141,7 @@ def run(args: argparse.Namespace, new: dict[str, str], base: dict[str, str]) -> 
     return {"book": str(args.book), "base": str(args.base), "switched": switched(new, base), "rounds": args.rounds,
             "margin": args.margin, "seconds": seconds, "median_s": medians, "same_bits_twice": same_bits,
             "rel_l2_vs_new_book": rel_l2, "met": sorted(met) if met is not None else None,
-            "losing_in_context": losing_switches(medians, args.margin, met),
+            "noise_floor_s": noise_floor(medians, met), "losing_in_context": losing_switches(medians, args.margin, met),
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
 
 
@@ -150,7 +161,8 @@ def print_table(result: dict, new: dict[str, str], base: dict[str, str]) -> None
         print(f"| {label} | {plans} | {run_here} | {seconds * 1e3:.1f} | {(seconds - reference) * 1e3:+.1f} | "
               f"{result['same_bits_twice'][name]} | {result['rel_l2_vs_new_book'][name]:.2e} |")
     losing = result["losing_in_context"]
-    print(f"\nlosing in context (revert faster by more than {result['margin']:.1%}): {len(losing)}"
+    print(f"\nnoise floor (the control and the reverts this clip does not run): {result['noise_floor_s'] * 1e3:.1f} ms")
+    print(f"losing in context (revert faster by more than {result['margin']:.1%} and the noise floor): {len(losing)}"
           + "".join(f"\n  {short_name(s)}" for s in losing))
 
 
