@@ -30,17 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conv_triton import (  # noqa: E402
-    ConvShape,
-    _format,
-    _row,
-    _twice,
-    baseline,
-    conv_inputs,
-    fp32_reference,
-    matmul_rate,
-    timed,
-)
+from conv_triton import ConvShape, _format, _row, _twice, matmul_rate, measure_baseline, timed  # noqa: E402
 
 from latentforge.tokenizers.triton_conv import ConvConfig, conv3d_causal, interpreting, triton, weight_taps  # noqa: E402
 from latentforge.tokenizers.wan21_kernels import add_rms_silu  # noqa: E402
@@ -299,11 +289,9 @@ def run_shape(text: str, configs: list[TmaConfig], pointers: list[ConvConfig], f
     shape = ConvShape.parse(text)
     print(shape.describe(), flush=True)
     device = torch.device(args.device)
-    x, w = conv_inputs(shape, device)
-    reference = fp32_reference(x, w)
-    label, conv = baseline(device)
-    base, again, base_seconds = _twice(lambda: conv(x, w), device, args)
-    rows = [_row(label, base_seconds, shape, base, again, base, reference, base_seconds, matmul)]
+    measured = measure_baseline(shape, args, matmul)
+    x, w, reference, base, base_seconds = measured.x, measured.w, measured.reference, measured.out, measured.seconds
+    rows = [measured.row]
     print(f"  {_format(rows[0])}", flush=True)
     taps = weight_taps(w)
     kernels = [(f"pointer {c.label}", lambda c=c: conv3d_causal(x, taps, c)) for c in pointers]
@@ -321,7 +309,7 @@ def run_shape(text: str, configs: list[TmaConfig], pointers: list[ConvConfig], f
         ranked = sorted((r for r in rows if r.get("same_bits_twice") and r["config"].startswith("tma")),
                         key=lambda r: r["seconds"])
         fuse = [TmaConfig.parse(r["config"]) for r in ranked[:3]]
-    fused = fused_rows(shape, x, w, taps, conv, fuse, args) if shape.out_channels <= 192 else []
+    fused = fused_rows(shape, x, w, taps, measured.conv, fuse, args) if shape.out_channels <= 192 else []
     return {"shape": text, "conv": shape.describe(), "rows": rows, "fused": fused}
 
 

@@ -202,13 +202,34 @@ def triton_note(device: torch.device) -> str | None:
     return None
 
 
-def run_shape(shape: ConvShape, configs: list[ConvConfig] | None, args, matmul: float | None) -> dict:
+@dataclass
+class Baseline:
+    """One shape's operands, their fp32 conv, and what a build runs on them (its output, time and row)."""
+
+    x: torch.Tensor
+    w: torch.Tensor
+    reference: torch.Tensor
+    conv: object  # (x, w) -> output
+    out: torch.Tensor
+    seconds: float
+    row: dict
+
+
+def measure_baseline(shape: ConvShape, args, matmul: float | None) -> Baseline:
     device = torch.device(args.device)
     x, w = conv_inputs(shape, device)
     reference = fp32_reference(x, w)
     label, conv = baseline(device)
-    base, again, base_seconds = _twice(lambda: conv(x, w), device, args)
-    rows = [_row(label, base_seconds, shape, base, again, base, reference, base_seconds, matmul)]
+    out, again, seconds = _twice(lambda: conv(x, w), device, args)
+    return Baseline(x, w, reference, conv, out, seconds,
+                    _row(label, seconds, shape, out, again, out, reference, seconds, matmul))
+
+
+def run_shape(shape: ConvShape, configs: list[ConvConfig] | None, args, matmul: float | None) -> dict:
+    device = torch.device(args.device)
+    measured = measure_baseline(shape, args, matmul)
+    x, w, reference, base, base_seconds = measured.x, measured.w, measured.reference, measured.out, measured.seconds
+    rows = [measured.row]
     note = triton_note(device)
     configs = configs if configs is not None else sweep(shape.channels, shape.out_channels)
     if note is None:

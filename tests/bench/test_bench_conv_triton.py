@@ -83,7 +83,7 @@ spec = importlib.util.spec_from_file_location("bench_conv_triton", sys.argv[1])
 bench = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = bench
 spec.loader.exec_module(bench)
-assert bench._interpreting()
+assert bench.interpreting()
 results = []
 for batch, channels, out_channels, frames, height, width, label in json.loads(sys.argv[2]):
     shape = bench.ConvShape(channels, out_channels, frames, height, width, batch)
