@@ -11,16 +11,13 @@ import sys
 import pytest
 
 from helpers import REPO
+from helpers.bench_scripts import load_bench
 
 BENCH = REPO / "bench" / "conv_tma.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_conv_tma", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("conv_tma")
 
 
 def test_sweep_tiles_each_shape_exactly_and_labels_read_back():

@@ -12,16 +12,13 @@ import sys
 import pytest
 
 from helpers import REPO
+from helpers.bench_scripts import load_bench
 
 BENCH = REPO / "bench" / "conv_triton.py"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_conv_triton", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("conv_triton")
 
 
 def test_conv_triton_tiny_runs_the_reference(tmp_path):

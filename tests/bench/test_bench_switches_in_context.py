@@ -1,13 +1,11 @@
 """bench/switches_in_context.py: the variants it times, the switches it calls losing, and a --tiny run on the CPU."""
 
-import importlib.util
 import json
 
 import pytest
 
-from helpers import REPO
+from helpers.bench_scripts import load_bench
 
-BENCH = REPO / "bench" / "switches_in_context.py"
 TAIL = "s[1, 1, 1] p[0, 1, 1] bias=False bfloat16"  # strides shortened: only the shapes are read
 A = f"x[1, 192, 10, 352, 640]:[1, 1, 1, 1, 1] w[192, 192, 3, 3, 3]:[1, 1, 1, 1, 1] {TAIL}"
 B = f"x[1, 384, 12, 60, 104]:[1, 1, 1, 1, 1] w[32, 384, 3, 3, 3]:[1, 1, 1, 1, 1] {TAIL}"
@@ -16,10 +14,7 @@ C = f"x[1, 96, 26, 480, 832]:[1, 1, 1, 1, 1] w[96, 96, 3, 3, 3]:[1, 1, 1, 1, 1] 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_switches_in_context", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("switches_in_context")
 
 
 def test_each_switch_is_reverted_alone_and_all_together(bench):
