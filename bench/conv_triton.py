@@ -114,17 +114,19 @@ def cudnn_conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return F.conv3d(x, w, None, padding=(0, 1, 1))
 
 
-def baseline(device: torch.device):
+def baseline(device: torch.device, book: Path | None = None):
     """(label, conv) of what a build runs: on a GPU with the cuDNN frontend, the plan a build's book records
-    (tokenizers/cudnn_convs.py: the fastest of cuDNN's first candidate plans and PyTorch's call, timed once on
-    these operands); else PyTorch's call (autotuned on a GPU)."""
+    (tokenizers/cudnn_convs.py: the fastest of cuDNN's first candidate plans, PyTorch's call and the Triton
+    configs, timed once on these operands; or the plan `book` holds for the signature); else PyTorch's call
+    (autotuned on a GPU)."""
     if device.type == "cuda":
         try:
             from latentforge.tokenizers.cudnn_convs import PlannedConvs
-            from latentforge.tokenizers.plan_book import PlanBook
+            from latentforge.tokenizers.plan_book import PlanBook, read_book
 
-            planned = PlannedConvs(PlanBook())
-            return "cuDNN, the plan a build records", lambda x, w: planned(x, w, None, 1, (0, 1, 1))
+            planned = PlannedConvs(PlanBook(entries=read_book(book)) if book else PlanBook())
+            label = f"the plan {book.name} records" if book else "the plan a build records"
+            return label, lambda x, w: planned(x, w, None, 1, (0, 1, 1))
         except ImportError:
             return "cuDNN autotuned (deterministic)", cudnn_conv
     return "torch F.conv3d (CPU)", cudnn_conv
@@ -219,7 +221,7 @@ def measure_baseline(shape: ConvShape, args, matmul: float | None) -> Baseline:
     device = torch.device(args.device)
     x, w = conv_inputs(shape, device)
     reference = fp32_reference(x, w)
-    label, conv = baseline(device)
+    label, conv = baseline(device, getattr(args, "book", None))
     out, again, seconds = _twice(lambda: conv(x, w), device, args)
     return Baseline(x, w, reference, conv, out, seconds,
                     _row(label, seconds, shape, out, again, out, reference, seconds, matmul))
