@@ -109,10 +109,11 @@ struct Entry {
 #define LF_CONFIG(M, N, K, CM) {"m" #M "_n" #N "_k" #K "_c" #CM, &run<Config<M, N, K, CM>>}
 
 const Entry kConfigs[] = {
-    LF_CONFIG(128, 96, 64, 1),  LF_CONFIG(128, 96, 64, 2), LF_CONFIG(64, 96, 64, 1),
-    LF_CONFIG(128, 96, 32, 1),  LF_CONFIG(128, 192, 64, 1), LF_CONFIG(128, 192, 64, 2),
-    LF_CONFIG(64, 192, 64, 1),
-};
+    LF_CONFIG(128, 96, 64, 1),  LF_CONFIG(128, 96, 64, 2),  LF_CONFIG(64, 96, 64, 1),
+    LF_CONFIG(128, 96, 32, 1),  LF_CONFIG(128, 96, 32, 2),  LF_CONFIG(256, 96, 32, 1),
+    LF_CONFIG(256, 96, 32, 2),  LF_CONFIG(128, 192, 64, 1), LF_CONFIG(128, 192, 64, 2),
+    LF_CONFIG(64, 192, 64, 1),  LF_CONFIG(128, 192, 64, 4),
+};  // 256 x 192 does not fit: ptxas serialises its wgmma for want of registers
 
 }  // namespace
 
