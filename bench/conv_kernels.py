@@ -131,6 +131,27 @@ def _graph(cudnn, handle, x, w, out, modes, runtime_compiled: bool):
     return graph, (image, weight, y), names
 
 
+def cudnn_handle(cudnn):
+    """A cuDNN handle on torch's current stream."""
+    handle = cudnn.create_handle()
+    cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
+    return handle
+
+
+def plan_runner(graph, operands, index: int, x, w, handle):
+    """Builds plan `index` of `graph`; (run(target) -> target, the plan's workspace bytes)."""
+    image, weight, y = operands
+    graph.build_plan_at_index(index)
+    size = graph.get_workspace_size_plan_at_index(index)
+    workspace = torch.empty(max(size, 1), device=x.device, dtype=torch.uint8)
+
+    def run(target: torch.Tensor) -> torch.Tensor:
+        graph.execute_plan_at_index({image: x, weight: w, y: target}, workspace, index, handle)
+        return target
+
+    return run, size
+
+
 def frontend_rows(x, w, reference, args, device, flops) -> tuple[list[dict], str | None]:
     """Every plan of the cudnn frontend for the same conv; (rows, None) or ([], why it could not run)."""
     try:
@@ -139,12 +160,11 @@ def frontend_rows(x, w, reference, args, device, flops) -> tuple[list[dict], str
         return [], f"cudnn frontend not importable: {error!r}"
     out = torch.empty_like(reference, memory_format=torch.channels_last_3d)
     try:
-        handle = cudnn.create_handle()
-        cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
+        handle = cudnn_handle(cudnn)
         _, _, book = _graph(cudnn, handle, x, w, out, [cudnn.heur_mode.B, cudnn.heur_mode.A], False)
         book_candidates = list(book)[:CANDIDATE_PLANS]
         modes = [cudnn.heur_mode.B, cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
-        graph, (image, weight, y), names = _graph(cudnn, handle, x, w, out, modes, True)
+        graph, operands, names = _graph(cudnn, handle, x, w, out, modes, True)
         print(f"frontend: {len(names)} engine plans ({len(book)} precompiled in modes B, A)", flush=True)
     except Exception:  # noqa: BLE001
         return [], "building the graph failed:\n" + traceback.format_exc()
@@ -162,18 +182,11 @@ def frontend_rows(x, w, reference, args, device, flops) -> tuple[list[dict], str
             row["runtime_compiled"] = f"unknown ({type(error).__name__})"
         try:
             started = time.perf_counter()
-            graph.build_plan_at_index(index)
+            run, size = plan_runner(graph, operands, index, x, w, handle)
             row["build_s"] = time.perf_counter() - started
-            size = graph.get_workspace_size_plan_at_index(index)
-            workspace = torch.empty(max(size, 1), device=device, dtype=torch.uint8)
-
-            def run(target, i=index, ws=workspace):
-                graph.execute_plan_at_index({image: x, weight: w, y: target}, ws, i, handle)
-                return target
-
-            first = run(torch.empty_like(out)).clone()
-            second = run(torch.empty_like(out)).clone()
-            seconds = timed(lambda: run(out), device, args.reps)
+            first = run(torch.empty_like(out))
+            second = run(torch.empty_like(out))
+            seconds = timed(lambda run=run: run(out), device, args.reps)
             row.update(seconds=seconds, tflops=flops / seconds / 1e12, workspace_mib=size / 2**20,
                        same_bits_twice=torch.equal(first, second),
                        max_abs_vs_heuristics=float((first.float() - reference.float()).abs().max()))
@@ -190,17 +203,12 @@ def knob_rows(x, w, reference, args, device, flops, fastest: str) -> list[dict]:
     import cudnn
 
     out = torch.empty_like(reference, memory_format=torch.channels_last_3d)
-    handle = cudnn.create_handle()
-    cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
-    graph, (image, weight, y), listed = _graph(cudnn, handle, x, w, out, [cudnn.heur_mode.B, cudnn.heur_mode.A],
-                                               False)
+    handle = cudnn_handle(cudnn)
+    graph, operands, listed = _graph(cudnn, handle, x, w, out, [cudnn.heur_mode.B, cudnn.heur_mode.A], False)
 
     def runner(index: int):
-        graph.build_plan_at_index(index)
-        workspace = torch.empty(max(graph.get_workspace_size_plan_at_index(index), 1), device=device,
-                                dtype=torch.uint8)
-        return lambda target=out: graph.execute_plan_at_index({image: x, weight: w, y: target}, workspace, index,
-                                                              handle)
+        run, _ = plan_runner(graph, operands, index, x, w, handle)
+        return lambda: run(out)
 
     engine = int(fastest.removeprefix("eng").split("_")[0])
     screened, tried = knob_plans(graph, engine, set(listed), lambda i, reps: timed(runner(i), device, reps),
@@ -211,10 +219,9 @@ def knob_rows(x, w, reference, args, device, flops, fastest: str) -> list[dict]:
         for row in sorted(screened, key=lambda r: r["seconds"])[:5]]
     rows = []
     for name, index, was_listed in finalists:
-        run = runner(index)
-        first, second = torch.empty_like(out), torch.empty_like(out)
-        run(first), run(second)
-        seconds = timed(run, device, args.reps)
+        run, _ = plan_runner(graph, operands, index, x, w, handle)
+        first, second = run(torch.empty_like(out)), run(torch.empty_like(out))
+        seconds = timed(lambda run=run: run(out), device, args.reps)
         rows.append({"plan": name, "listed_by_heuristics": was_listed, "seconds": seconds,
                      "tflops": flops / seconds / 1e12, "same_bits_twice": torch.equal(first, second),
                      "max_abs_vs_heuristics": float((first.float() - reference.float()).abs().max()),

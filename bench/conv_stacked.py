@@ -31,7 +31,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conv_kernels import ConvShape, _graph, conv_inputs, timed  # noqa: E402
+from conv_kernels import ConvShape, _graph, conv_inputs, cudnn_handle, plan_runner, timed  # noqa: E402
+from conv_triton import fp32_reference, rel_l2  # noqa: E402
 
 
 def stacked_input(x: torch.Tensor) -> torch.Tensor:
@@ -83,11 +84,10 @@ def plan_rows(x, w, out, reference, args, flops) -> list[dict]:
     """Every precompiled deterministic cuDNN plan for this layout, fastest first (or the reason there is none)."""
     import cudnn
 
-    handle = cudnn.create_handle()
-    cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
+    handle = cudnn_handle(cudnn)
     modes = [cudnn.heur_mode.B, cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
     try:
-        graph, (image, weight, y), names = _graph(cudnn, handle, x, w, out, modes, False)
+        graph, operands, names = _graph(cudnn, handle, x, w, out, modes, False)
     except Exception as error:  # noqa: BLE001 - cuDNN refusing a layout is this layout's result
         return [{"plan": "(none)", "error": repr(error)[:300]}]
     rows, started = [], time.perf_counter()
@@ -95,16 +95,9 @@ def plan_rows(x, w, out, reference, args, flops) -> list[dict]:
         if time.perf_counter() - started > args.budget_s:
             break
         try:
-            graph.build_plan_at_index(index)
-            workspace = torch.empty(max(graph.get_workspace_size_plan_at_index(index), 1), device=x.device,
-                                    dtype=torch.uint8)
-
-            def run(target=out, i=index, ws=workspace):
-                graph.execute_plan_at_index({image: x, weight: w, y: target}, ws, i, handle)
-                return target
-
-            first, second = run(torch.empty_like(out)).clone(), run(torch.empty_like(out)).clone()
-            seconds = timed(run, x.device, args.reps)
+            run, _ = plan_runner(graph, operands, index, x, w, handle)
+            first, second = run(torch.empty_like(out)), run(torch.empty_like(out))
+            seconds = timed(lambda run=run: run(out), x.device, args.reps)
         except Exception as error:  # noqa: BLE001 - a plan that does not build or run is a row of the table
             rows.append({"plan": name, "error": repr(error)[:200]})
             continue
@@ -113,17 +106,12 @@ def plan_rows(x, w, out, reference, args, flops) -> list[dict]:
     return sorted(rows, key=lambda r: r.get("seconds", float("inf")))
 
 
-def rel_l2(value: torch.Tensor, reference: torch.Tensor) -> float:
-    return float((value.float() - reference).norm() / reference.norm())
-
-
 def run_shape(shape: ConvShape, args) -> dict:
     device = torch.device(args.device)
     x, w = conv_inputs(shape, device)
     if device.type == "cpu":
         x, w = x.float(), w.float()
-    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-        reference = F.conv3d(x.float(), w.float(), None, padding=(0, 1, 1))
+    reference = fp32_reference(x, w)
     result = {"conv": shape.describe() if device.type == "cuda" else shape.describe().replace("bf16", "fp32"),
               "layouts": {}}
     for label, (xl, wl, out) in layouts(x, w).items():
