@@ -13,33 +13,14 @@ import re
 
 import pytest
 import torch
-import torch.nn.functional as F
 
+from helpers.causal_conv import fp32_conv, operands, rel_l2
 from latentforge.tokenizers import triton_conv
 from latentforge.tokenizers.triton_conv import candidates, conv3d_causal, plan_name, weight_taps
 
 # (input, output channels): the Wan2.1 encoder's (96, 192, 384, the head's 32), Wan2.2's (160, 320, 640, its
 # head's 96), with each kind of N tiling: one power of two, two sharing the A tile, two programs of half.
 SHAPES = [(96, 96), (96, 192), (192, 192), (192, 384), (384, 384), (384, 32), (160, 160), (160, 320), (640, 96)]
-
-
-def operands(channels: int, out_channels: int, frames: int = 5, height: int = 20, width: int = 36, batch: int = 1):
-    """A causal conv's padded input (frames + 2, channels-last 3D) and weight, bf16; 720 positions a frame, not a
-    multiple of the kernel's 128-row tiles."""
-    generator = torch.Generator(device="cpu").manual_seed(channels * 1000 + out_channels)
-    x = torch.randn(batch, channels, frames + 2, height, width, generator=generator)
-    w = torch.randn(out_channels, channels, 3, 3, 3, generator=generator) / (27 * channels) ** 0.5
-    x = x.to("cuda", torch.bfloat16).contiguous(memory_format=torch.channels_last_3d)
-    return x, w.to("cuda", torch.bfloat16).contiguous(memory_format=torch.channels_last_3d)
-
-
-def fp32_conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True, allow_tf32=False):
-        return F.conv3d(x.float(), w.float(), None, padding=(0, 1, 1))
-
-
-def rel_l2(value: torch.Tensor, reference: torch.Tensor) -> float:
-    return float(torch.linalg.vector_norm(value.float() - reference) / torch.linalg.vector_norm(reference))
 
 
 @pytest.mark.parametrize("channels,out_channels", SHAPES)

@@ -4,8 +4,9 @@
 and the software). `PlannedConvs` builds one cuDNN graph per convolution signature (shapes, strides, stride,
 padding, bias or not), and runs the plan the PlanBook records for it. A signature the book has not seen is tuned
 once: the first candidate plans cuDNN's heuristics (modes B then A) rank, PyTorch's own call, and for the
-encoder's causal 3x3x3 convs the Triton kernel's configs (triton_conv.py), each timed on the real operands; the
-fastest name goes into the book. Only backend engine plans are cuDNN candidates (precompiled, no runtime
+encoder's causal 3x3x3 convs the Triton kernel's configs (triton_conv.py) and, on an sm_90 GPU where CUTLASS's
+library can be built, CUTLASS's (cutlass_conv.py), each timed on the real operands; the fastest name goes into
+the book. Only backend engine plans are cuDNN candidates (precompiled, no runtime
 compilation, reproducible bits run to run), and none that reduce in reduced precision.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import triton_conv
+from . import cutlass_conv, triton_conv
 from .plan_book import PlanBook
 
 PYTORCH_PLAN = "pytorch"  # the plan name of "call F.conv and let cuDNN's heuristics choose"
@@ -59,6 +60,7 @@ class _Plan:
     operands: tuple = ()  # (image, weight, bias or None, output) graph tensors
     workspace: int = 0
     triton: triton_conv.ConvConfig | None = None  # a Triton plan's config
+    cutlass: str | None = None  # a CUTLASS plan's config label
 
 
 class PlannedConvs:
@@ -83,6 +85,8 @@ class PlannedConvs:
             return torch_conv(x, weight, bias, stride, padding)
         if plan.triton is not None:
             return triton_conv.conv3d_causal(x, self._weight_taps(weight), plan.triton)
+        if plan.cutlass is not None:
+            return cutlass_conv.require_kernels(plan.name).conv(plan.cutlass, x, weight)
         out = self._output(x, weight, stride, padding)
         self._execute(plan, x, weight, bias, out)
         return out
@@ -103,6 +107,12 @@ class PlannedConvs:
                 raise RuntimeError(f"the recorded plan {name!r} for the convolution {key} is a Triton kernel, which "
                                    "does not run this convolution here (no Triton, or not on a GPU)")
             return _Plan(name, triton=triton_conv.config_of(name))
+        if cutlass_conv.is_plan_name(name):
+            if not cutlass_conv.covers(x, weight, bias, stride, padding):
+                raise RuntimeError(f"the recorded plan {name!r} for the convolution {key} is a CUTLASS kernel, "
+                                   "which runs bf16 causal convs on an sm_90 GPU only")
+            kernels = cutlass_conv.require_kernels(name)
+            return _Plan(name, cutlass=cutlass_conv.config_of(name, kernels.version))
         if name not in names:
             raise RuntimeError(f"the recorded cuDNN plan {name!r} for the convolution {key} is not offered by this "
                                "cuDNN; the build's plans were recorded with other software (start over with "
@@ -157,6 +167,13 @@ class PlannedConvs:
                         lambda c=config: triton_conv.conv3d_causal(x, taps, c))
                 except Exception:  # noqa: BLE001 - a config that does not compile or fit is not a candidate
                     continue
+        kernels = cutlass_conv.kernels() if cutlass_conv.covers(x, weight, bias, stride, padding) else None
+        for label in cutlass_conv.candidates(x.shape[1], weight.shape[0]) if kernels else ():
+            try:
+                timings[cutlass_conv.plan_name(label, kernels.version)] = _seconds(
+                    lambda c=label: kernels.conv(c, x, weight))
+            except Exception:  # noqa: BLE001 - a config that cannot run this problem is not a candidate
+                continue
         out = self._output(x, weight, stride, padding)
         for name, index in list(names.items())[:CANDIDATE_PLANS]:
             try:

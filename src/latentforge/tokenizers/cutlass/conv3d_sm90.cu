@@ -3,7 +3,8 @@
 // powers of two, so 96 output channels cost 128 lanes there. bf16 in and out, fp32 accumulation, NDHWC
 // activations and KTRSC filters (PyTorch's channels-last 3-D), padding (0, 1, 1), stride 1, no bias.
 //
-// A C interface for ctypes (bench/conv_cutlass.py): no PyTorch headers, so one build serves any torch version.
+// A C interface for ctypes (cutlass_conv.py; built by cutlass_build.py): no PyTorch headers, so one build
+// serves any torch version.
 
 #include <cuda_runtime.h>
 

@@ -1,0 +1,77 @@
+"""CUTLASS's causal 3x3x3 conv (tokenizers/cutlass_conv.py) and its plans in a book (cudnn_convs.PlannedConvs), on
+an sm_90 GPU where the library builds (nvcc and CUTLASS's headers; the tests skip, saying so, elsewhere).
+
+As for the Triton kernel: each candidate config against cuDNN's fp32 conv of the same bf16 operands (TF32 off)
+must carry only the final rounding to bf16 (rel-L2 within 5 % of rounding the fp32 result itself) and give the
+same bits on a second call; a book naming a CUTLASS plan replays exactly that kernel, tuning times every
+candidate, and a name recorded with another CUTLASS version is refused, naming both.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers.causal_conv import fp32_conv, operands, rel_l2
+from latentforge.tokenizers import cutlass_conv
+
+
+@pytest.fixture(scope="module")
+def kernels() -> cutlass_conv.CutlassKernels:
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the CUTLASS kernels are built for sm_90a (an H100 or H200)")
+    built = cutlass_conv.kernels()
+    if built is None:
+        pytest.skip("CUTLASS's library cannot be built here (no nvcc, or no CUTLASS headers)")
+    return built
+
+
+@pytest.mark.parametrize("channels,out_channels", [(96, 96), (96, 192), (192, 192)])
+def test_every_candidate_is_fp32_rounded_once_and_repeats_its_bits(kernels, channels, out_channels):
+    x, w = operands(channels, out_channels)
+    reference = fp32_conv(x, w)
+    rounding = rel_l2(reference.to(torch.bfloat16), reference)
+    assert cutlass_conv.covers(x, w, None, 1, (0, 1, 1))
+    for label in cutlass_conv.candidates(channels, out_channels):
+        out = kernels.conv(label, x, w)
+        assert out.shape == reference.shape and out.is_contiguous(memory_format=torch.channels_last_3d)
+        error = rel_l2(out, reference)
+        assert error <= 1.05 * rounding, f"{label}: rel-L2 {error:.3e} vs rounding fp32 {rounding:.3e}"
+        assert torch.equal(out, kernels.conv(label, x, w)), f"{label}: other bits on a second call"
+
+
+def test_a_book_naming_a_cutlass_plan_replays_it_and_tuning_times_every_candidate(kernels, cudnn_frontend,
+                                                                                    monkeypatch):
+    from latentforge.tokenizers.cudnn_convs import PlannedConvs, signature
+    from latentforge.tokenizers.plan_book import PlanBook
+
+    x, w = operands(192, 192)
+    key = signature(x, w, None, 1, (0, 1, 1))
+    for label in cutlass_conv.candidates(192, 192):
+        name = cutlass_conv.plan_name(label, kernels.version)
+        replayed = PlannedConvs(PlanBook(entries={key: name}))(x, w, None, 1, (0, 1, 1))
+        assert torch.equal(replayed, kernels.conv(label, x, w))
+
+    timed = []
+    original = kernels.conv
+
+    def spy(label, padded, weight):
+        timed.append(label)
+        return original(label, padded, weight)
+
+    monkeypatch.setattr(kernels, "conv", spy)
+    book = PlanBook()
+    out = PlannedConvs(book)(x, w, None, 1, (0, 1, 1))
+    assert set(cutlass_conv.candidates(192, 192)) <= set(timed), "tuning did not time every CUTLASS candidate"
+    assert torch.equal(PlannedConvs(PlanBook(entries={key: book.entries()[key]}))(x, w, None, 1, (0, 1, 1)), out)
+
+
+def test_a_plan_recorded_with_another_cutlass_is_refused(kernels, cudnn_frontend):
+    from latentforge.tokenizers.cudnn_convs import PlannedConvs, signature
+    from latentforge.tokenizers.plan_book import PlanBook
+
+    x, w = operands(96, 96)
+    name = cutlass_conv.plan_name(cutlass_conv.candidates(96, 96)[0], "0.0.1")
+    planned = PlannedConvs(PlanBook(entries={signature(x, w, None, 1, (0, 1, 1)): name}))
+    with pytest.raises(RuntimeError, match=rf"CUTLASS 0\.0\.1.*CUTLASS {kernels.version}"):
+        planned(x, w, None, 1, (0, 1, 1))

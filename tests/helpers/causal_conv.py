@@ -1,0 +1,26 @@
+"""Operands and references for the GPU tests of the encoder's causal 3x3x3 conv kernels (Triton, CUTLASS)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def operands(channels: int, out_channels: int, frames: int = 5, height: int = 20, width: int = 36, batch: int = 1):
+    """A causal conv's padded input (frames + 2, channels-last 3D) and weight, bf16, on the GPU; 720 positions a
+    frame, not a multiple of the kernels' 128-row tiles."""
+    generator = torch.Generator(device="cpu").manual_seed(channels * 1000 + out_channels)
+    x = torch.randn(batch, channels, frames + 2, height, width, generator=generator)
+    w = torch.randn(out_channels, channels, 3, 3, 3, generator=generator) / (27 * channels) ** 0.5
+    x = x.to("cuda", torch.bfloat16).contiguous(memory_format=torch.channels_last_3d)
+    return x, w.to("cuda", torch.bfloat16).contiguous(memory_format=torch.channels_last_3d)
+
+
+def fp32_conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """cuDNN's fp32 conv of the same bf16 operands, TF32 off: the reference a bf16 kernel rounds once."""
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True, allow_tf32=False):
+        return F.conv3d(x.float(), w.float(), None, padding=(0, 1, 1))
+
+
+def rel_l2(value: torch.Tensor, reference: torch.Tensor) -> float:
+    return float(torch.linalg.vector_norm(value.float() - reference) / torch.linalg.vector_norm(reference))
