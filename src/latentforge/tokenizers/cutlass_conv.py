@@ -103,14 +103,20 @@ def check(code: int, label: str) -> None:
 
 
 @functools.cache
+def toolchain() -> cutlass_build.Toolchain | None:
+    """This machine's nvcc and CUTLASS headers, or None where either is missing."""
+    try:
+        return cutlass_build.find_toolchain()
+    except ConfigError:
+        return None
+
+
+@functools.cache
 def kernels() -> CutlassKernels | None:
     """The library of this machine (built now if the cache lacks it), or None where nvcc or CUTLASS's headers are
     missing (no CUTLASS plan is then timed; a book that records one says what to install)."""
-    try:
-        toolchain = cutlass_build.find_toolchain()
-    except ConfigError:
-        return None
-    return CutlassKernels(cutlass_build.library(toolchain), toolchain.cutlass_version)
+    found = toolchain()
+    return CutlassKernels(cutlass_build.library(found), found.cutlass_version) if found else None
 
 
 def require_kernels(name: str) -> CutlassKernels:

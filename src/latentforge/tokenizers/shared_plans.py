@@ -18,19 +18,22 @@ from pathlib import Path
 
 import torch
 
-from . import triton_conv
+from . import cutlass_conv, triton_conv
 from .plan_book import PlanBook
 
 SHIPPED_FOLDER = "conv_plans"  # beside this module, one JSON book per plans_key
 
 
 def plans_key(device: torch.device) -> str:
-    """The environment a plan name is valid in: GPU model, cuDNN, frontend and Triton versions (file-name safe;
-    Triton compiles the Triton conv plans)."""
+    """The environment a plan name is valid in: GPU model, cuDNN, frontend and Triton versions, and on an sm_90
+    GPU that can build CUTLASS's conv library its CUTLASS version (file-name safe; Triton and CUTLASS compile
+    their conv plans, and a machine without CUTLASS must not be handed a book that names its kernels)."""
     import cudnn
 
     name = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(device)).strip("-")
     compiler = f"_triton{triton_conv.triton.__version__}" if triton_conv.triton is not None else ""
+    cutlass = cutlass_conv.toolchain() if torch.cuda.get_device_capability(device) == (9, 0) else None
+    compiler += f"_cutlass{cutlass.cutlass_version}" if cutlass else ""
     return f"{name}_cudnn{torch.backends.cudnn.version()}_fe{cudnn.__version__}{compiler}"
 
 
