@@ -1,5 +1,6 @@
-"""Re-times a plan book's causal 3x3x3 convolutions against the Triton conv plans and writes the book with the
-winners: a signature's recorded plan stays unless a Triton config is faster by more than the margin.
+"""Re-times a plan book's causal 3x3x3 convolutions against the Triton conv plans (and, on an sm_90 GPU that can
+build CUTLASS's conv library, the CUTLASS plans) and writes the book with the winners: a signature's recorded plan
+stays unless a Triton or CUTLASS config is faster by more than the margin.
 
 A build's plan pass picks each signature's plan by timing a handful of candidates once; the books that ship with
 latentforge were recorded before the Triton plans existed. This re-times exactly the signatures a book holds,
@@ -27,7 +28,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from latentforge.tokenizers import triton_conv  # noqa: E402 - after the src path
+from latentforge.tokenizers import cutlass_conv, triton_conv  # noqa: E402 - after the src path
 from latentforge.tokenizers.cudnn_convs import PlannedConvs  # noqa: E402
 from latentforge.tokenizers.plan_book import PlanBook, read_book  # noqa: E402
 from latentforge.tokenizers.wan_common import prefer_heuristics_mode_b  # noqa: E402
@@ -89,6 +90,9 @@ def retime(signature: str, recorded: str, conv: dict, args) -> dict:
     taps = triton_conv.weight_taps(w)
     for config in triton_conv.candidates(conv["x_shape"][1], conv["w_shape"][0]):
         runs[triton_conv.plan_name(config)] = lambda c=config: triton_conv.conv3d_causal(x, taps, c)
+    kernels = cutlass_conv.kernels() if cutlass_conv.covers(x, w, None, 1, (0, 1, 1)) else None
+    for label in cutlass_conv.candidates(conv["x_shape"][1], conv["w_shape"][0]) if kernels else ():
+        runs[cutlass_conv.plan_name(label, kernels.version)] = lambda c=label: kernels.conv(c, x, w)
     errors = {}
     for name, run in list(runs.items()):
         try:
@@ -102,8 +106,9 @@ def retime(signature: str, recorded: str, conv: dict, args) -> dict:
         for name, run in runs.items():
             samples[name].append(one_call_seconds(run))
     medians = {name: statistics.median(values) for name, values in samples.items()}
-    triton_names = [name for name in medians if triton_conv.is_plan_name(name) and name != recorded]
-    best = min(triton_names, key=lambda n: medians[n], default=None)
+    challengers = [name for name in medians if name != recorded
+                   and (triton_conv.is_plan_name(name) or cutlass_conv.is_plan_name(name))]
+    best = min(challengers, key=lambda n: medians[n], default=None)
     chosen = recorded
     if best is not None and medians[best] < medians[recorded] * (1 - args.margin):
         chosen = best
@@ -141,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per signature")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--margin", type=float, default=0.02,
-                        help="a Triton plan replaces the recorded one only when faster by more than this fraction")
+                        help="a Triton or CUTLASS plan replaces the recorded one only when faster by more than this "
+                             "fraction")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available() or triton_conv.triton is None:
         print("needs a CUDA device and Triton", file=sys.stderr)
@@ -151,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     book = read_book(Path(args.book))
     new_book = dict(book)
     rows = []
-    print(f"{'conv':<10} {'frames x H x W':<16} {'recorded plan':<22} {'rec ms':>8} {'triton':>8} {'speed':>6}")
+    print(f"{'conv':<10} {'frames x H x W':<16} {'recorded plan':<22} {'rec ms':>8} {'best':>8} {'speed':>6}")
     for signature, recorded in sorted(book.items()):
         conv = parse(signature)
         if conv is None:
@@ -164,12 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     before = sum(row["medians_s"][row["recorded"]] for row in rows)
     after = sum(row["medians_s"][row["chosen"]] for row in rows)
     switched = sum(row["chosen"] != row["recorded"] for row in rows)
-    print(f"\n{len(rows)} signatures re-timed, {switched} switched to Triton; their calls' sum {before * 1e3:.1f} -> "
+    print(f"\n{len(rows)} signatures re-timed, {switched} switched; their calls' sum {before * 1e3:.1f} -> "
           f"{after * 1e3:.1f} ms; {time.perf_counter() - started:.0f} s")
     Path(args.out).write_text(json.dumps(dict(sorted(new_book.items())), indent=1) + "\n", encoding="utf-8")
     if args.report:
         Path(args.report).write_text(json.dumps({"device": torch.cuda.get_device_name(), "triton":
-                                                 triton_conv.triton.__version__, "margin": args.margin,
+                                                 triton_conv.triton.__version__, "cutlass": cutlass_conv.toolchain()
+                                                 and cutlass_conv.toolchain().cutlass_version, "margin": args.margin,
                                                  "rounds": args.rounds, "rows": rows}, indent=1), encoding="utf-8")
     return 0
 
