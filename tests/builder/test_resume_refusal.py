@@ -138,13 +138,13 @@ def test_execution_settings_are_not_part_of_the_resume_key(built, tmp_path):
 
 
 H200 = {"device_type": "cuda", "device_name": "NVIDIA H200", "cuda": "13.0", "cuda_driver": "13.0", "cudnn": "91200",
-        "cudnn_heuristics": "B", "cudnn_frontend": "1.14.0", "triton": "3.6.0", "torch": "2.11.0+cu130",
-        "latentforge": "0.1.0"}
+        "cudnn_heuristics": "B", "cudnn_frontend": "1.14.0", "triton": "3.6.0", "cutlass": "none",
+        "torch": "2.11.0+cu130", "latentforge": "0.1.0"}
 # Every field of the environment a GPU rank records that a resume can change (latentforge's version is in the
 # resume key, refused with the config).
 ENVIRONMENT_CHANGES = [("device_name", "NVIDIA A100-SXM4-80GB"), ("cuda", "12.8"), ("cuda_driver", "12.9"),
                        ("cudnn", "90800"), ("cudnn_heuristics", "A"), ("cudnn_frontend", "1.12.0"),
-                       ("triton", "3.5.1"), ("torch", "2.10.0+cu128")]
+                       ("triton", "3.5.1"), ("cutlass", "4.2.0"), ("torch", "2.10.0+cu128")]
 
 
 def _drop_last_unit(build_dir):

@@ -36,6 +36,7 @@ def environment_record(device: str | torch.device, environ: Mapping[str, str] | 
         record["cudnn_heuristics"] = "B" if mode_b else "A"
         record["cudnn_frontend"] = _cudnn_frontend_version()  # builds the recorded plans (tokenizers/cudnn_convs.py)
         record["triton"] = _triton_version()  # compiles the fused kernels and the Triton conv plans
+        record["cutlass"] = _cutlass_version(device)  # builds the CUTLASS conv plans (sm_90 only)
     else:
         record["device_name"] = next((line.split(":", 1)[1].strip() for line in _cpuinfo()
                                       if line.startswith("model name")), platform.processor() or platform.machine())
@@ -61,6 +62,13 @@ def _triton_version() -> str:
     except ImportError:
         return "none"
     return str(triton.__version__)
+
+
+def _cutlass_version(device: torch.device) -> str:
+    from ..tokenizers import cutlass_conv
+
+    found = cutlass_conv.toolchain() if torch.cuda.get_device_capability(device) == (9, 0) else None
+    return found.cutlass_version if found else "none"
 
 
 def _driver_cuda_version() -> str:
