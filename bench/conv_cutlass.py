@@ -2,8 +2,9 @@
 holds, not only the ones a plan pass times), against the plan a build records.
 
 The kernels are latentforge's (tokenizers/cutlass/conv3d_sm90.cu), built by tokenizers/cutlass_build.py into a
-library with a C interface (static CUDA runtime, no PyTorch headers): on first use into the user's cache, or with
---build DIR on a machine without a GPU, to be carried to one with --library:
+library with a C interface (static CUDA runtime, no PyTorch headers), here with every config the source holds
+(the plan candidates and the ones measured to lose): on first use into the user's cache, or with --build DIR on a
+machine without a GPU, to be carried to one with --library:
 
     LATENTFORGE_NVCC=/path/to/nvcc LATENTFORGE_CUTLASS=/path/to/cutlass python bench/conv_cutlass.py --build DIR
     python bench/conv_cutlass.py --library DIR/conv3d_sm90_<digest>.so --out cutlass.json   # an sm_90 GPU
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.book and not args.book.exists():
         parser.error(f"--book {args.book} does not exist")
     if args.build:
-        print(cutlass_build.library(directory=args.build))
+        print(cutlass_build.library(directory=args.build, every_config=True))
         return 0
     device = torch.device(args.device)
     kernels, note = None, None
@@ -78,9 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         note = "the CUTLASS kernels are built for sm_90a: only the baseline runs here"
     elif args.library:
         kernels = cutlass_conv.CutlassKernels(args.library, "(carried)")
+    elif cutlass_conv.toolchain():
+        found = cutlass_conv.toolchain()
+        kernels = cutlass_conv.CutlassKernels(cutlass_build.library(found, every_config=True), found.cutlass_version)
     else:
-        kernels = cutlass_conv.kernels()
-        note = None if kernels else f"CUTLASS's library cannot be built here: {cutlass_build.FIX}"
+        note = f"CUTLASS's library cannot be built here: {cutlass_build.FIX}"
     print(note or f"{len(kernels.labels)} CUTLASS configs: {', '.join(kernels.labels)}", flush=True)
     matmul = matmul_rate(device, args.reps)
     result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

@@ -42,10 +42,13 @@ def test_the_library_is_built_once_and_named_by_its_toolchain(tmp_path):
     calls = log.read_text().splitlines()
     assert len(calls) == 1 and "-arch=sm_90a" in calls[0] and str(cutlass_build.SOURCE) in calls[0]
     assert f"-I{toolchain.cutlass / 'include'}" in calls[0]
+    assert "-DLF_EVERY_CONFIG" not in calls[0]
+    every = cutlass_build.library(toolchain, tmp_path / "cache", every_config=True)
+    assert every != first and "-DLF_EVERY_CONFIG" in log.read_text().splitlines()[1]  # the bench's build: its own
     other, _ = fake_toolchain(tmp_path, minor=8)
     assert cutlass_build.library(other, tmp_path / "cache") != first  # another CUTLASS: another library
-    assert sorted(p.name for p in (tmp_path / "cache").glob("*.so")) == sorted([first.name, f"conv3d_sm90_"
-                                                                              f"{other.digest()}.so"])
+    assert sorted(p.name for p in (tmp_path / "cache").glob("*.so")) == sorted(
+        [first.name, every.name, f"conv3d_sm90_{other.digest()}.so"])
 
 
 def test_a_failed_build_leaves_no_library_and_shows_nvccs_error(tmp_path, monkeypatch):

@@ -39,13 +39,15 @@ class Toolchain:
     nvcc_version: str
     cutlass_version: str
 
-    def command(self, output: Path) -> list[str]:
+    def command(self, output: Path, every_config: bool = False) -> list[str]:
         libs = self.nvcc.parent.parent / "lib"  # a pip-installed nvcc keeps the static runtime beside it
-        return [str(self.nvcc), *FLAGS, f"-I{self.cutlass / 'include'}", f"-I{self.cutlass / 'tools/util/include'}",
+        return [str(self.nvcc), *FLAGS, *(["-DLF_EVERY_CONFIG"] if every_config else []),
+                f"-I{self.cutlass / 'include'}", f"-I{self.cutlass / 'tools/util/include'}",
                 *([f"-L{libs}"] if (libs / "libcudart_static.a").exists() else []), "-o", str(output), str(SOURCE)]
 
-    def digest(self) -> str:
-        text = "\n".join([SOURCE.read_text(encoding="utf-8"), self.nvcc_version, self.cutlass_version, *FLAGS])
+    def digest(self, every_config: bool = False) -> str:
+        text = "\n".join([SOURCE.read_text(encoding="utf-8"), self.nvcc_version, self.cutlass_version, *FLAGS,
+                          str(every_config)])
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -92,12 +94,13 @@ def cache_dir() -> Path:
     return Path(base) / "latentforge" / "cutlass"
 
 
-def library(toolchain: Toolchain | None = None, directory: Path | None = None) -> Path:
-    """The built library for this toolchain, compiled now when the cache lacks it (about a minute per config on
-    one core); RuntimeError with nvcc's last lines when the build fails."""
+def library(toolchain: Toolchain | None = None, directory: Path | None = None, every_config: bool = False) -> Path:
+    """The built library for this toolchain, compiled now when the cache lacks it (about a minute for the plan
+    candidates on one core; `every_config` adds the configs measured to lose, for the bench); RuntimeError with
+    nvcc's last lines when the build fails."""
     toolchain = toolchain or find_toolchain()
     directory = directory or cache_dir()
-    final = directory / f"conv3d_sm90_{toolchain.digest()}.so"
+    final = directory / f"conv3d_sm90_{toolchain.digest(every_config)}{'_all' if every_config else ''}.so"
     if final.exists():
         return final
     directory.mkdir(parents=True, exist_ok=True)
@@ -106,7 +109,7 @@ def library(toolchain: Toolchain | None = None, directory: Path | None = None) -
         try:
             if not final.exists():  # another process may have built it while this one waited
                 with atomic_path(final) as tmp:
-                    command = toolchain.command(tmp)
+                    command = toolchain.command(tmp, every_config)
                     done = subprocess.run(command, capture_output=True, text=True)
                     if done.returncode != 0:
                         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
