@@ -3,10 +3,12 @@ the kernels cover, and a failing config names itself (the kernels themselves run
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
-from latentforge.tokenizers import cutlass_conv
+from latentforge.tokenizers import cutlass_build, cutlass_conv
 
 
 def test_plan_names_round_trip_and_another_version_is_refused():
@@ -22,6 +24,14 @@ def test_candidates_exist_for_96_and_192_output_channels_only():
     assert all("_n96_" in label for label in cutlass_conv.candidates(96, 96))
     assert all("_n192_" in label for label in cutlass_conv.candidates(96, 192))
     assert cutlass_conv.candidates(384, 384) == () and cutlass_conv.candidates(4, 96) == ()
+
+
+def test_the_product_library_builds_exactly_the_candidates():
+    """The source's configs outside LF_EVERY_CONFIG are the ones a plan pass times: a candidate the library lacks
+    would fail every build on an H200, and a config only the bench measures costs every user build time."""
+    product = cutlass_build.SOURCE.read_text(encoding="utf-8").split("#ifdef LF_EVERY_CONFIG")[0]
+    built = {f"m{m}_n{n}_k{k}_c{c}" for m, n, k, c in re.findall(r"LF_CONFIG\((\d+), (\d+), (\d+), (\d+)\)", product)}
+    assert built == {label for labels in cutlass_conv.CANDIDATES.values() for label in labels}
 
 
 def test_a_cpu_call_is_not_covered():

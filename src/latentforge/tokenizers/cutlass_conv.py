@@ -25,7 +25,7 @@ from . import cutlass_build
 PLAN_PREFIX = "cutlass"
 # The configs timed per output width: tiles of 128 (or 256) positions x all output channels, K steps of 32 at 96
 # channels (steps of 64 would zero-fill a third of every channel block) and of 64 at 192, clusters of 1 to 4.
-CANDIDATES = {96: ("m128_n96_k32_c1", "m128_n96_k32_c2", "m256_n96_k32_c1"),
+CANDIDATES = {96: ("m128_n96_k32_c2", "m256_n96_k32_c1", "m256_n96_k32_c2"),
               192: ("m128_n192_k64_c1", "m128_n192_k64_c2", "m128_n192_k64_c4")}
 ERRORS = {1: "the config cannot run this problem (can_implement)", 2: "workspace too small",
           3: "initialize failed", 4: "the launch failed", 5: "a CUDA error after the launch"}

@@ -112,11 +112,12 @@ struct Entry {
 // The configs a plan pass times (cutlass_conv.CANDIDATES); with LF_EVERY_CONFIG also the ones measured to lose
 // (bench/conv_cutlass.py builds those too, to re-measure them). Each config costs ~10 s of nvcc time.
 const Entry kConfigs[] = {
-    LF_CONFIG(128, 96, 32, 1),  LF_CONFIG(128, 96, 32, 2),  LF_CONFIG(256, 96, 32, 1),
+    LF_CONFIG(128, 96, 32, 2),  LF_CONFIG(256, 96, 32, 1),  LF_CONFIG(256, 96, 32, 2),
     LF_CONFIG(128, 192, 64, 1), LF_CONFIG(128, 192, 64, 2), LF_CONFIG(128, 192, 64, 4),
 #ifdef LF_EVERY_CONFIG
-    LF_CONFIG(128, 96, 64, 1),  LF_CONFIG(128, 96, 64, 2),  LF_CONFIG(64, 96, 64, 1),
-    LF_CONFIG(256, 96, 32, 2),  LF_CONFIG(64, 192, 64, 1),
+    LF_CONFIG(128, 96, 32, 1),  LF_CONFIG(128, 96, 64, 1),  LF_CONFIG(128, 96, 64, 2),
+    LF_CONFIG(64, 96, 64, 1),   LF_CONFIG(64, 192, 64, 1),  LF_CONFIG(256, 96, 32, 4),
+    LF_CONFIG(256, 96, 64, 2),
 #endif
 };  // 256 x 192 does not fit: ptxas serialises its wgmma for want of registers
 
