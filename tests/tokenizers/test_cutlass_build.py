@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from latentforge.errors import ConfigError
-from latentforge.tokenizers import cutlass_build
+from latentforge.tokenizers import cutlass_build, cutlass_conv
 
 FAKE_NVCC = """#!/bin/sh
 if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.88"; exit 0; fi
@@ -54,7 +54,8 @@ def test_the_library_is_built_once_and_named_by_its_toolchain(tmp_path):
 def test_a_failed_build_leaves_no_library_and_shows_nvccs_error(tmp_path, monkeypatch):
     toolchain, _ = fake_toolchain(tmp_path)
     monkeypatch.setenv("FAIL", "1")
-    with pytest.raises(RuntimeError, match=r"(?s)building the CUTLASS conv library failed.*error: something broke"):
+    with pytest.raises(RuntimeError, match=r"(?s)building the CUTLASS conv library failed.*error: something broke"
+                                           r".*LATENTFORGE_CUTLASS=off"):
         cutlass_build.library(toolchain, tmp_path / "cache")
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [f"conv3d_sm90_{toolchain.digest()}.so.lock"]
 
@@ -73,3 +74,16 @@ def test_missing_tools_are_named_with_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("LATENTFORGE_CUTLASS", str(toolchain.cutlass))
     found = cutlass_build.find_toolchain()
     assert (found.nvcc, found.nvcc_version, found.cutlass_version) == (toolchain.nvcc, "13.0.88", "4.7.0")
+
+
+def test_cutlass_can_be_turned_off_whatever_is_installed(tmp_path, monkeypatch):
+    toolchain, _ = fake_toolchain(tmp_path)
+    monkeypatch.setenv("LATENTFORGE_NVCC", str(toolchain.nvcc))
+    monkeypatch.setenv("LATENTFORGE_CUTLASS", "off")
+    with pytest.raises(ConfigError, match="CUTLASS plans are off"):
+        cutlass_build.find_toolchain()
+    cutlass_conv.toolchain.cache_clear()
+    try:
+        assert cutlass_conv.toolchain() is None  # no CUTLASS plan timed, books keyed without CUTLASS
+    finally:
+        cutlass_conv.toolchain.cache_clear()

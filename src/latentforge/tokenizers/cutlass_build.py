@@ -7,7 +7,8 @@ one host) wait on a file lock; the library appears only once complete (tmp sibli
 
 Where the tools come from, in order: `nvcc` — $LATENTFORGE_NVCC, $CUDA_HOME/bin/nvcc, the PATH; CUTLASS — the
 checkout or header folder $LATENTFORGE_CUTLASS names (holding include/cutlass and tools/util/include), else the
-`nvidia-cutlass` package's headers (`pip install --no-deps nvidia-cutlass`).
+`nvidia-cutlass` package's headers (`pip install --no-deps nvidia-cutlass`). LATENTFORGE_CUTLASS=off: no CUTLASS,
+whatever is installed (the machine then times and replays the plans of one without it).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from ..io import atomic_path
 SOURCE = Path(__file__).with_name("cutlass") / "conv3d_sm90.cu"
 FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "-arch=sm_90a", "--expt-relaxed-constexpr", "-shared", "-Xcompiler",
          "-fPIC", "-cudart", "static")
+OFF = "off"
 FIX = ("install CUDA's nvcc (12.3 or later; set LATENTFORGE_NVCC or CUDA_HOME) and CUTLASS's headers (pip install "
-       "--no-deps nvidia-cutlass, or set LATENTFORGE_CUTLASS to a CUTLASS checkout), or run without CUTLASS plans")
+       "--no-deps nvidia-cutlass, or set LATENTFORGE_CUTLASS to a CUTLASS checkout), or set LATENTFORGE_CUTLASS=off "
+       "to run without CUTLASS plans")
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ def _find_nvcc() -> Path:
 
 def _find_cutlass() -> Path:
     named = os.environ.get("LATENTFORGE_CUTLASS")
+    if named == OFF:
+        raise ConfigError("CUTLASS plans are off (LATENTFORGE_CUTLASS=off)")
     if named:
         if not (Path(named) / "include" / "cutlass" / "version.h").is_file():
             raise ConfigError(f"LATENTFORGE_CUTLASS={named!r} holds no include/cutlass/version.h; {FIX}")
@@ -97,7 +102,7 @@ def cache_dir() -> Path:
 def library(toolchain: Toolchain | None = None, directory: Path | None = None, every_config: bool = False) -> Path:
     """The built library for this toolchain, compiled now when the cache lacks it (about a minute for the plan
     candidates on one core; `every_config` adds the configs measured to lose, for the bench); RuntimeError with
-    nvcc's last lines when the build fails."""
+    nvcc's last lines and the fix when the build fails."""
     toolchain = toolchain or find_toolchain()
     directory = directory or cache_dir()
     final = directory / f"conv3d_sm90_{toolchain.digest(every_config)}{'_all' if every_config else ''}.so"
@@ -113,7 +118,8 @@ def library(toolchain: Toolchain | None = None, directory: Path | None = None, e
                     done = subprocess.run(command, capture_output=True, text=True)
                     if done.returncode != 0:
                         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
-                        raise RuntimeError(f"building the CUTLASS conv library failed ({' '.join(command)}):\n{tail}")
+                        raise RuntimeError(f"building the CUTLASS conv library failed ({' '.join(command)}):\n{tail}\n"
+                                           f"Fix: {FIX}")
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return final
