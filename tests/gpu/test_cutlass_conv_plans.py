@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.causal_conv import fp32_conv, operands, rel_l2
+from helpers.causal_conv import check_replay_and_tuning, fp32_conv, operands, rel_l2
 from latentforge.tokenizers import cutlass_conv
 
 
@@ -42,28 +42,10 @@ def test_every_candidate_is_fp32_rounded_once_and_repeats_its_bits(kernels, chan
 
 def test_a_book_naming_a_cutlass_plan_replays_it_and_tuning_times_every_candidate(kernels, cudnn_frontend,
                                                                                     monkeypatch):
-    from latentforge.tokenizers.cudnn_convs import PlannedConvs, signature
-    from latentforge.tokenizers.plan_book import PlanBook
-
     x, w = operands(192, 192)
-    key = signature(x, w, None, 1, (0, 1, 1))
-    for label in cutlass_conv.candidates(192, 192):
-        name = cutlass_conv.plan_name(label, kernels.version)
-        replayed = PlannedConvs(PlanBook(entries={key: name}))(x, w, None, 1, (0, 1, 1))
-        assert torch.equal(replayed, kernels.conv(label, x, w))
-
-    timed = []
-    original = kernels.conv
-
-    def spy(label, padded, weight):
-        timed.append(label)
-        return original(label, padded, weight)
-
-    monkeypatch.setattr(kernels, "conv", spy)
-    book = PlanBook()
-    out = PlannedConvs(book)(x, w, None, 1, (0, 1, 1))
-    assert set(cutlass_conv.candidates(192, 192)) <= set(timed), "tuning did not time every CUTLASS candidate"
-    assert torch.equal(PlannedConvs(PlanBook(entries={key: book.entries()[key]}))(x, w, None, 1, (0, 1, 1)), out)
+    check_replay_and_tuning(monkeypatch, x, w, cutlass_conv.candidates(192, 192),
+                            lambda label: cutlass_conv.plan_name(label, kernels.version),
+                            lambda label: kernels.conv(label, x, w), kernels, "conv", 0)
 
 
 def test_a_plan_recorded_with_another_cutlass_is_refused(kernels, cudnn_frontend):

@@ -14,7 +14,7 @@ import re
 import pytest
 import torch
 
-from helpers.causal_conv import fp32_conv, operands, rel_l2
+from helpers.causal_conv import check_replay_and_tuning, fp32_conv, operands, rel_l2
 from latentforge.tokenizers import triton_conv
 from latentforge.tokenizers.triton_conv import candidates, conv3d_causal, plan_name, weight_taps
 
@@ -49,28 +49,9 @@ def test_the_encoders_strided_input_and_a_config_of_the_book():
 
 
 def test_a_book_naming_a_triton_plan_replays_it_and_tuning_times_every_candidate(cudnn_frontend, monkeypatch):
-    from latentforge.tokenizers.cudnn_convs import PlannedConvs, signature
-    from latentforge.tokenizers.plan_book import PlanBook
-
     x, w = operands(192, 192)
-    key = signature(x, w, None, 1, (0, 1, 1))
-    for config in candidates(192, 192):
-        replayed = PlannedConvs(PlanBook(entries={key: plan_name(config)}))(x, w, None, 1, (0, 1, 1))
-        assert torch.equal(replayed, conv3d_causal(x, weight_taps(w), config))
-
-    timed = []
-    original = triton_conv.conv3d_causal
-
-    def spy(padded, taps, config):
-        timed.append(config)
-        return original(padded, taps, config)
-
-    monkeypatch.setattr(triton_conv, "conv3d_causal", spy)
-    book = PlanBook()
-    out = PlannedConvs(book)(x, w, None, 1, (0, 1, 1))
-    assert set(candidates(192, 192)) <= set(timed), "tuning did not time every Triton candidate"
-    chosen = book.entries()[key]
-    assert torch.equal(PlannedConvs(PlanBook(entries={key: chosen}))(x, w, None, 1, (0, 1, 1)), out)
+    check_replay_and_tuning(monkeypatch, x, w, candidates(192, 192), plan_name,
+                            lambda config: conv3d_causal(x, weight_taps(w), config), triton_conv, "conv3d_causal", 2)
 
 
 def test_a_plan_recorded_under_another_triton_is_refused(cudnn_frontend):

@@ -24,3 +24,29 @@ def fp32_conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def rel_l2(value: torch.Tensor, reference: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(value.float() - reference) / torch.linalg.vector_norm(reference))
+
+
+def check_replay_and_tuning(monkeypatch, x, w, configs, plan_name, direct, owner, attribute: str, config_arg: int):
+    """A one-entry book naming each config's plan (`plan_name(config)`) replays exactly the kernel called directly
+    (`direct(config)`), and tuning an empty book calls `owner.attribute` (the kernel; its argument `config_arg` is
+    the config) for every config and records a plan whose replay repeats the tuned output."""
+    from latentforge.tokenizers.cudnn_convs import PlannedConvs, signature
+    from latentforge.tokenizers.plan_book import PlanBook
+
+    key = signature(x, w, None, 1, (0, 1, 1))
+    for config in configs:
+        replayed = PlannedConvs(PlanBook(entries={key: plan_name(config)}))(x, w, None, 1, (0, 1, 1))
+        assert torch.equal(replayed, direct(config)), f"{plan_name(config)}: the replay is not the kernel's output"
+
+    timed = []
+    original = getattr(owner, attribute)
+
+    def spy(*args):
+        timed.append(args[config_arg])
+        return original(*args)
+
+    monkeypatch.setattr(owner, attribute, spy)
+    book = PlanBook()
+    out = PlannedConvs(book)(x, w, None, 1, (0, 1, 1))
+    assert set(configs) <= set(timed), f"tuning did not time every candidate: {sorted(map(str, timed))}"
+    assert torch.equal(PlannedConvs(PlanBook(entries={key: book.entries()[key]}))(x, w, None, 1, (0, 1, 1)), out)
