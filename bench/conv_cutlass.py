@@ -79,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         note = "the CUTLASS kernels are built for sm_90a: only the baseline runs here"
     elif args.library:
         kernels = cutlass_conv.CutlassKernels(args.library, "(carried)")
-    elif cutlass_conv.toolchain():
-        found = cutlass_conv.toolchain()
+    elif found := cutlass_conv.toolchain():
         kernels = cutlass_conv.CutlassKernels(cutlass_build.library(found, every_config=True), found.cutlass_version)
     else:
         note = f"CUTLASS's library cannot be built here: {cutlass_build.FIX}"

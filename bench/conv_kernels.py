@@ -305,8 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     result = run(args)
     print_table(result)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
+        Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0
 
 

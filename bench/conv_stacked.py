@@ -162,8 +162,7 @@ def main(argv: list[str] | None = None) -> int:
               "shapes": [run_shape(ConvShape.parse(text), args) for text in args.shape]}
     print_table(result)
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
+        Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0
 
 

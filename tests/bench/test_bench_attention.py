@@ -1,18 +1,10 @@
 """bench/attention.py --tiny times SDPA and single_head_attention's SDPA fallback on the CPU (no Triton there)."""
 
-import json
-import subprocess
-import sys
-
-from helpers import REPO
+from helpers.bench_scripts import run_tiny
 
 
 def test_attention_tiny_prints_the_fallback_rows(tmp_path):
-    out = tmp_path / "attention.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "attention.py"), "--tiny", "--reps", "2", "--out",
-                           str(out)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    [shape] = json.loads(out.read_text())["shapes"]
+    [shape] = run_tiny("attention", tmp_path, "--reps", "2")["shapes"]
     assert (shape["frames"], shape["length"], shape["head_dim"]) == (2, 200, 128)
     assert [row["config"] for row in shape["rows"]] == ["sdpa", "single_head_attention (fallback)"]
     for row in shape["rows"]:

@@ -1,19 +1,11 @@
 """bench/conv_cutlass.py on the CPU: the CUTLASS kernels need an sm_90 GPU, so only the baseline runs, and the
 script says why."""
 
-import json
-import subprocess
-import sys
-
-from helpers import REPO
+from helpers.bench_scripts import run_tiny
 
 
 def test_conv_cutlass_tiny_runs_the_baseline_and_says_why_no_kernel_ran(tmp_path):
-    out = tmp_path / "cutlass.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "conv_cutlass.py"), "--tiny", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    result = json.loads(out.read_text())
+    result = run_tiny("conv_cutlass", tmp_path)
     assert "sm_90a" in result["note"]
     [shape] = result["shapes"]
     [row] = shape["rows"]

@@ -1,18 +1,10 @@
 """bench/conv_kernels.py --tiny times the conv through PyTorch both ways on the CPU (the frontend plans need a GPU)."""
 
-import json
-import subprocess
-import sys
-
-from helpers import REPO
+from helpers.bench_scripts import run_tiny
 
 
 def test_conv_kernels_tiny_prints_both_pytorch_rows(tmp_path):
-    out = tmp_path / "kernels.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "conv_kernels.py"), "--tiny", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    [shape] = json.loads(out.read_text())["shapes"]
+    [shape] = run_tiny("conv_kernels", tmp_path)["shapes"]
     assert shape["conv"].startswith("[1,8,6,16,24] x [8,8,3,3,3]")
     assert [row["plan"] for row in shape["rows"]] == ["pytorch cuDNN, heuristics", "pytorch cuDNN, autotuned"]
     assert all(row["same_bits_twice"] and row["seconds"] > 0 for row in shape["rows"])

@@ -1,22 +1,13 @@
 """bench/conv_stacked.py: each layout of the causal conv computes F.conv3d's result (CPU, fp32)."""
 
-import json
-import subprocess
-import sys
-
 import torch
 import torch.nn.functional as F
 
-from helpers import REPO
-from helpers.bench_scripts import load_bench
+from helpers.bench_scripts import load_bench, run_tiny
 
 
 def test_conv_stacked_tiny_layouts_match_conv3d(tmp_path):
-    out = tmp_path / "stacked.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "conv_stacked.py"), "--tiny", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    [shape] = json.loads(out.read_text())["shapes"]
+    [shape] = run_tiny("conv_stacked", tmp_path)["shapes"]
     assert shape["conv"].startswith("[1,8,6,6,10] x [16,8,3,3,3]")
     assert list(shape["layouts"]) == ["3-D", "2-D stacked", "2-D on time-inner memory", "3-D on time-inner memory"]
     for rows in shape["layouts"].values():

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from helpers import REPO
@@ -16,3 +19,12 @@ def load_bench(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def run_tiny(name: str, tmp_path: Path, *extra: str) -> dict:
+    """Runs bench/<name>.py --tiny [extra] in a fresh interpreter and returns the JSON it wrote with --out."""
+    out = tmp_path / f"{name}.json"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / f"{name}.py"), "--tiny", *extra, "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_text())
