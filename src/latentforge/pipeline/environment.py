@@ -67,8 +67,7 @@ def _triton_version() -> str:
 def _cutlass_version(device: torch.device) -> str:
     from ..tokenizers import cutlass_conv
 
-    found = cutlass_conv.toolchain() if torch.cuda.get_device_capability(device) == (9, 0) else None
-    return found.cutlass_version if found else "none"
+    return cutlass_conv.version_on(device) or "none"
 
 
 def _driver_cuda_version() -> str:

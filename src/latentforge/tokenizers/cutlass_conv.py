@@ -119,6 +119,13 @@ def kernels() -> CutlassKernels | None:
     return CutlassKernels(cutlass_build.library(found), found.cutlass_version) if found else None
 
 
+def version_on(device: torch.device) -> str | None:
+    """The CUTLASS version the plans of `device` are built with: None off sm_90 GPUs, or where nvcc or CUTLASS's
+    headers are missing."""
+    found = toolchain() if torch.cuda.get_device_capability(device) == (9, 0) else None
+    return found.cutlass_version if found else None
+
+
 def require_kernels(name: str) -> CutlassKernels:
     found = kernels()
     if found is None:

@@ -32,8 +32,8 @@ def plans_key(device: torch.device) -> str:
 
     name = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(device)).strip("-")
     compiler = f"_triton{triton_conv.triton.__version__}" if triton_conv.triton is not None else ""
-    cutlass = cutlass_conv.toolchain() if torch.cuda.get_device_capability(device) == (9, 0) else None
-    compiler += f"_cutlass{cutlass.cutlass_version}" if cutlass else ""
+    cutlass = cutlass_conv.version_on(device)
+    compiler += f"_cutlass{cutlass}" if cutlass else ""
     return f"{name}_cudnn{torch.backends.cudnn.version()}_fe{cudnn.__version__}{compiler}"
 
 
