@@ -75,6 +75,11 @@ class ForcedWarning(UserWarning):
     one `warning:` line."""
 
 
+class InputNotice(UserWarning):
+    """Something a build decided from its input that the user should see before the work starts (which table
+    column gives the sample ids, captions the text encoder cannot read); the CLI prints it as one `note:` line."""
+
+
 def one_line(text: object) -> str:
     """The first line of an error's text (h5py and pyarrow errors run over several)."""
     lines = str(text).strip().splitlines()

@@ -30,6 +30,8 @@ class SourceEntry:
     depth: str | None = None  # depth source (.npz/.npy, 16-bit PNG folder or video); None when absent
     t5_pickle: str | None = None  # table reader: the row's Cosmos T5 pickle (dataset.t5_pickle_column)
     extra: dict[str, Any] = field(default_factory=dict)  # pass-through columns copied into the manifest
+    # Where the listing holds it ("table t.csv row 2", "videos/a.mp4"), for messages; not part of what it is.
+    origin: str = field(default="", compare=False)
 
     @property
     def root(self) -> str | None:

@@ -19,6 +19,7 @@ from ..errors import (
     DamagedFileWarning,
     ForcedWarning,
     HDF5WriteError,
+    InputNotice,
     LatentforgeError,
     StopRequested,
     environment_message,
@@ -66,15 +67,18 @@ def _os_error_line(error: OSError) -> str:
 @contextlib.contextmanager
 def _warnings_as_lines() -> Iterator[None]:
     """Each DamagedFileWarning (a damaged build record set aside and rebuilt) and ForcedWarning (a check overridden
-    with --force) as one `warning:` line on stderr, every time; other warnings as Python shows them."""
+    with --force) as one `warning:` line on stderr, every time, and each InputNotice as one `note:` line; other
+    warnings as Python shows them."""
     with warnings.catch_warnings():
-        warnings.simplefilter("always", DamagedFileWarning)
-        warnings.simplefilter("always", ForcedWarning)
+        for category in (DamagedFileWarning, ForcedWarning, InputNotice):
+            warnings.simplefilter("always", category)
         shown = warnings.showwarning
 
         def show(message, category, *rest, **named) -> None:  # noqa: ANN001 - warnings.showwarning's signature
             if issubclass(category, (DamagedFileWarning, ForcedWarning)):
                 say(f"warning: {message}", stderr=True)
+            elif issubclass(category, InputNotice):
+                say(f"note: {message}", stderr=True)
             else:
                 shown(message, category, *rest, **named)
 

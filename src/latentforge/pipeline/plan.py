@@ -42,6 +42,46 @@ def _candidates(entry: SourceEntry, starts: list[int] | None) -> list[tuple[str,
     return [(f"{entry.key}@{start}", start) for start in starts]
 
 
+_DIFFERENCE_FIELDS = ("video_rel", "caption", "mask", "depth", "t5_pickle")
+
+
+def _first_difference(kept: SourceEntry, repeat: SourceEntry) -> str:
+    """How a repeated row differs from the kept one: its first differing field, or that it is the same row."""
+    pairs = [(name, getattr(kept, name), getattr(repeat, name)) for name in _DIFFERENCE_FIELDS]
+    pairs += [(f"column {name!r}", kept.extra.get(name), repeat.extra.get(name))
+              for name in sorted(set(kept.extra) | set(repeat.extra))]
+    for name, first, second in pairs:
+        if first != second:
+            return f"they differ in {'video' if name == 'video_rel' else name}: {_short(first)} vs {_short(second)}"
+    return "same row repeated"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "...'"
+
+
+def first_entries(entries: list[SourceEntry]) -> tuple[list[SourceEntry], list[Reject]]:
+    """One entry per id, in listing order: the first occurrence of an id wins, and later ones are `duplicate_id`
+    rejects naming both rows and how they differ. The plan's id rule; every path back to the sources (deep verify,
+    preview) goes through it, so they re-read the row the build kept."""
+    kept: dict[str, SourceEntry] = {}
+    rejects: list[Reject] = []
+    for position, entry in enumerate(entries):
+        # NFC again here, so entries built by any reader agree on one id per visible name
+        key = unicodedata.normalize("NFC", entry.key)
+        origin = entry.origin or f"listing entry {position} ({entry.video_rel})"
+        if key != entry.key or origin != entry.origin:
+            entry = dataclasses.replace(entry, key=key, origin=origin)
+        if key in kept:
+            first = kept[key]
+            rejects.append(Reject(key, -1, "duplicate_id", f"{origin} repeats the id of {first.origin}, which is "
+                                  f"kept; {_first_difference(first, entry)}", "plan"))
+        else:
+            kept[key] = entry
+    return list(kept.values()), rejects
+
+
 def make_plan(
     entries: list[SourceEntry],
     starts_for: Callable[[SourceEntry], list[int] | None] | None,
@@ -49,36 +89,32 @@ def make_plan(
 ) -> tuple[list[Sample], list[Reject]]:
     """Samples in codepoint order of sample_id with source_index = position, and the plan's rejects.
 
-    A repeated id keeps its first occurrence in listing order; later ones are `duplicate_id` rejects.
-    An entry for which `starts_for` returns [] yields no window: a `too_short` reject. `limit` keeps the
-    first N samples after sorting, and only the rejects whose id sorts within them.
+    A repeated id keeps its first occurrence in listing order (first_entries); later ones are `duplicate_id`
+    rejects, as is a window id that another entry's id already took. An entry for which `starts_for` returns []
+    yields no window: a `too_short` reject. `limit` keeps the first N samples after sorting, and only the rejects
+    whose id sorts within them.
     """
     if limit is not None and limit < 0:
         raise LatentforgeError(f"dataset.limit={limit} must be >= 0")
-    first: dict[str, tuple[int, SourceEntry, int | None]] = {}
-    rejects: list[Reject] = []
-    for position, entry in enumerate(entries):
-        # NFC again here, so entries built by any reader agree on one id per visible name
-        key = unicodedata.normalize("NFC", entry.key)
-        if key != entry.key:
-            entry = dataclasses.replace(entry, key=key)
+    unique, rejects = first_entries(entries)
+    first: dict[str, tuple[SourceEntry, int | None]] = {}
+    for entry in unique:
         starts = starts_for(entry) if starts_for is not None else None
         if starts == []:
-            rejects.append(Reject(key, -1, "too_short", f"{entry.video_rel}: no window of the configured "
+            rejects.append(Reject(entry.key, -1, "too_short", f"{entry.video_rel}: no window of the configured "
                                   "length fits the video", "plan"))
             continue
         for sample_id, start in _candidates(entry, starts):
             if sample_id in first:
-                kept_position, kept, _ = first[sample_id]
-                rejects.append(Reject(sample_id, -1, "duplicate_id", f"listing entry {position} "
-                                      f"({entry.video_rel}) repeats the id of entry {kept_position} "
-                                      f"({kept.video_rel}), which is kept", "plan"))
+                kept = first[sample_id][0]
+                rejects.append(Reject(sample_id, -1, "duplicate_id", f"window {sample_id!r} of {entry.origin} is "
+                                      f"also the id of {kept.origin}, which is kept", "plan"))
             else:
-                first[sample_id] = (position, entry, start)
+                first[sample_id] = (entry, start)
     ids = sorted(first)  # str order is codepoint order
     if limit is not None:
         ids = ids[:limit]
-    samples = [Sample(sid, index, first[sid][1], first[sid][2]) for index, sid in enumerate(ids)]
+    samples = [Sample(sid, index, *first[sid]) for index, sid in enumerate(ids)]
     rejects = [r for r in rejects if ids and r.sample_id <= ids[-1]] if limit is not None else rejects
     rejects.sort(key=lambda r: r.sample_id)  # stable: a repeated id keeps listing order
     return samples, rejects

@@ -10,6 +10,7 @@ import glob
 import math
 import os
 import unicodedata
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pa_parquet
 
 from ..config import DatasetConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, InputNotice
 from ..locations import is_url
 from ..records import Sample, SourceEntry
 from .base import Reader
@@ -29,13 +30,15 @@ if TYPE_CHECKING:
     from ..config.schema import BuildConfig
 
 TABLE_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+# The columns that give the sample ids when dataset.id_column is unset, the first one a table has.
+ID_COLUMNS = ("id", "sample_id")
 
 
 @dataclass(frozen=True)
 class TableOptions:
     """The table reader's own keys (dataset.KEY): which columns hold what."""
 
-    id_column: str | None = None  # the sample id; unset: the video path without its extension
+    id_column: str | None = None  # the sample id; unset: an `id` or `sample_id` column, else the video path
     video_column: str = "video"
     caption_column: str = "caption"
     mask_column: str | None = None
@@ -133,7 +136,8 @@ class TableReader(Reader):
     """One SourceEntry per table row, parts concatenated in sorted path order.
 
     Relative paths resolve against the folder of the table file that holds them; video_rel keeps the path
-    as written (NFC). key = the id column when set, else video_rel without its extension.
+    as written (NFC). key = dataset.id_column when set, else the first table's `id` or `sample_id` column, else
+    video_rel without its extension.
     """
 
     name = "table"
@@ -151,9 +155,9 @@ class TableReader(Reader):
         """dataset.reader=auto: table files or globs of them, by suffix."""
         return bool(paths) and all(Path(p).suffix.lower() in TABLE_FORMATS for p in paths)
 
-    def _columns(self) -> dict[str, str | None]:
+    def _columns(self, id_column: str | None) -> dict[str, str | None]:
         c = self.columns
-        return {"id": c.id_column, "video": c.video_column, "caption": c.caption_column,
+        return {"id": id_column, "video": c.video_column, "caption": c.caption_column,
                 "mask": c.mask_column, "depth": c.depth_column, "t5_pickle": c.t5_pickle_column}
 
     @classmethod
@@ -188,24 +192,42 @@ class TableReader(Reader):
         return None if pickle is None else Path(pickle)
 
     def entries(self) -> list[SourceEntry]:
-        roles = {role: name for role, name in self._columns().items() if name}
+        id_column, id_setting = self.columns.id_column, "dataset.id_column"
         entries: list[SourceEntry] = []
-        for part in table_parts(self.config.path):
-            table = read_table(part, list(roles.values()))
-            self._check_columns(part, table.column_names, roles)
+        for number, part in enumerate(table_parts(self.config.path)):
+            text = [n for n in self._columns(id_column).values() if n] + ([] if id_column else list(ID_COLUMNS))
+            table = read_table(part, text)
+            if number == 0 and id_column is None:
+                id_column = self._found_id_column(part, table.column_names)
+                id_setting = "dataset.id_column (unset, so the first table's)"
+            roles = {role: name for role, name in self._columns(id_column).items() if name}
+            self._check_columns(part, table.column_names, roles, id_setting)
             passthrough = {n: _json_column(table, n, part) for n in self.columns.passthrough_columns}
             columns = {role: table.column(name).to_pylist() for role, name in roles.items()}
             extras = {name: column.to_pylist() for name, column in passthrough.items()}
             for row in range(table.num_rows):
                 values = {role: column[row] for role, column in columns.items()}
                 extra = {name: _without_nan(column[row]) for name, column in extras.items()}
-                entries.append(self._entry(part, row + 1, values, extra))
+                entries.append(self._entry(part, row + 1, values, extra, id_column))
         if not entries:
             raise ConfigError(f"the table(s) {self.config.path!r} hold no rows; nothing to cache")
         return entries
 
-    def _check_columns(self, part: Path, names: list[str], roles: dict[str, str]) -> None:
-        wanted = [(f"dataset.{role}_column", name) for role, name in roles.items()]
+    @staticmethod
+    def _found_id_column(part: Path, names: list[str]) -> str | None:
+        """The column that gives the ids when dataset.id_column is unset, said once as the listing is read."""
+        found = next((name for name in ID_COLUMNS if name in names), None)
+        if found is not None:
+            warnings.warn(f"sample ids come from the table's {found!r} column (dataset.id_column is unset; set it to "
+                          "use another column)", InputNotice, stacklevel=3)
+        else:
+            warnings.warn(f"sample ids are the video paths without their extension: {part.name} has no "
+                          f"{ID_COLUMNS[0]!r} or {ID_COLUMNS[1]!r} column (set dataset.id_column to name one); "
+                          "a video listed twice keeps its first row", InputNotice, stacklevel=3)
+        return found
+
+    def _check_columns(self, part: Path, names: list[str], roles: dict[str, str], id_setting: str) -> None:
+        wanted = [(id_setting if role == "id" else f"dataset.{role}_column", name) for role, name in roles.items()]
         wanted += [("dataset.passthrough_columns", name) for name in self.columns.passthrough_columns]
         for setting, name in wanted:
             if name not in names:
@@ -214,14 +236,16 @@ class TableReader(Reader):
             if names.count(name) > 1:
                 raise ConfigError(f"table {part}: column {name!r} appears {names.count(name)} times; rename one")
 
-    def _entry(self, part: Path, row: int, values: dict[str, Any], extra: dict[str, Any]) -> SourceEntry:
-        where = f"table {part} row {row} (1-based, header not counted)"
+    def _entry(self, part: Path, row: int, values: dict[str, Any], extra: dict[str, Any],
+               id_column: str | None) -> SourceEntry:
+        origin = f"table {part} row {row}"
+        where = f"{origin} (1-based, header not counted)"
         video_rel = self._path_text(values["video"], "video", where)
         if video_rel is None:
             raise ConfigError(f"{where}: the video cell ({self.columns.video_column!r}) is empty; fill it or "
                               "drop the row")
         written = unicodedata.normalize("NFC", video_rel)
-        key = self._id_text(values["id"], where) if "id" in values else os.path.splitext(written)[0]
+        key = self._id_text(values["id"], id_column, where) if "id" in values else os.path.splitext(written)[0]
         return SourceEntry(
             key=key,
             video=str(part.parent / video_rel),
@@ -231,13 +255,15 @@ class TableReader(Reader):
             depth=self._resolved(part, self._path_text(values.get("depth"), "depth", where)),
             t5_pickle=self._resolved(part, self._path_text(values.get("t5_pickle"), "t5_pickle", where)),
             extra=extra,
+            origin=origin,
         )
 
-    def _id_text(self, value: Any, where: str) -> str:
+    @staticmethod
+    def _id_text(value: Any, column: str | None, where: str) -> str:
         # bool is an int subclass, and True as an id is surely a wrong column
         if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
-            raise ConfigError(f"{where}: id {value!r} in column {self.columns.id_column!r} must be a non-empty "
-                              "string or an integer")
+            raise ConfigError(f"{where}: id {value!r} in column {column!r} must be a non-empty string or an "
+                              "integer")
         return unicodedata.normalize("NFC", str(value))
 
     def _path_text(self, value: Any, role: str, where: str) -> str | None:

@@ -20,7 +20,7 @@ from ..config import BuildConfig
 from ..configure import load_config
 from ..devices import default_device
 from ..errors import ConfigError, DamagedFile
-from ..pipeline.plan import read_plan
+from ..pipeline.plan import first_entries, read_plan
 from ..pipeline.probe import probe_sample
 from ..pipeline.run_record import read_run_record
 from ..pipeline.sample import SamplePixels, load_sample_pixels, provenance_of
@@ -95,7 +95,8 @@ def load_recorded_tokenizer(config: BuildConfig, cache_config: CacheConfig) -> T
 
 class SampleFinder:
     """Each manifest row's Sample: from build/plan.jsonl, or from re-reading the dataset listing when the user
-    gave a new dataset location or the plan is missing (a fetched cache has no build/)."""
+    gave a new dataset location or the plan is missing (a fetched cache has no build/); a listing that names an id
+    twice gives the row the build kept (the first, as the plan takes it)."""
 
     def __init__(self, root: Path, config: BuildConfig, reread: bool):
         try:
@@ -105,7 +106,7 @@ class SampleFinder:
         self._entries: dict[str, SourceEntry] | None = None
         if reread or not self._plan:
             reader = registry.resolve("reader", config.dataset.reader)(config.dataset)
-            self._entries = {entry.key: entry for entry in reader.entries()}
+            self._entries = {entry.key: entry for entry in first_entries(reader.entries())[0]}
 
     def sample(self, row: ManifestRow) -> Sample:
         planned = self._plan.get(row.sample_id)
