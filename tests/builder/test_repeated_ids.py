@@ -25,7 +25,8 @@ def _rows(world, with_id: bool) -> list[dict]:
 def _build(tmp_path, rows, name):
     table = write_table(rows, tmp_path / "world" / f"{name}.csv")
     root = tmp_path / name
-    config = tiny_config(table, root, modalities=("rgb",), overrides=("dataset.id_column=null", "dataset.passthrough_columns=[]"))
+    overrides = ("dataset.id_column=null", "dataset.passthrough_columns=[]")
+    config = tiny_config(table, root, modalities=("rgb",), overrides=overrides)
     return table, root, build_quietly(config)
 
 

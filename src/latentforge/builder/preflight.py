@@ -1,7 +1,8 @@
 """Pre-flight: every check that needs this machine but no sample, run before anything is written under the
-output root. The output root, the devices and packages the executor needs, and every model file (read and
-hashed) are checked here, so a wrong path, hash or device fails in seconds instead of after the probe, and
-leaves no records that would make the corrected command look like a different build."""
+output root. The output root (a folder latentforge may write: empty, or a cache of its own, never the dataset), the
+devices and packages the executor needs, and every model file (read and hashed) are checked here, so a wrong path,
+hash or device fails in seconds instead of after the probe, and leaves no records that would make the corrected
+command look like a different build."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import os
 from pathlib import Path
 
 from .. import registry
+from ..cache.ownership import check_not_inside, check_root_is_ours, fixed_prefix
+from ..cache.root import CacheRoot
 from ..config import BuildConfig
 from ..errors import ConfigError, StorageError, environment_message
 from ..executor.base import Executor
@@ -31,11 +34,22 @@ def check_output_root(root: Path, key: str = "output.root") -> None:
         raise StorageError(environment_message(OSError(errno.EACCES, os.strerror(errno.EACCES), str(ancestor))))
 
 
+def check_root_ownership(config: BuildConfig, build_dir: Path) -> None:
+    """The output root is empty or a cache latentforge made there with nothing else in it, and it does not hold the
+    dataset: otherwise ConfigError, before anything is written."""
+    root = CacheRoot.of(config.output.root)
+    if not root.is_url:
+        check_not_inside(Path(root.location), [fixed_prefix(p) for p in config.dataset.path])
+    layout = registry.resolve("sink", config.output.sink).root_layout
+    check_root_is_ours(root, layout, build_dir)
+
+
 def preflight(config: BuildConfig, executor: Executor) -> None:
     if records_in_root(config):
         check_output_root(Path(config.output.root))
     else:  # the root is the sink's; records stay local
         check_output_root(executor.build_dir.parent, "output.staging_dir")
+    check_root_ownership(config, executor.build_dir)
     if config.run.metrics_port:
         check_port_free(config.run.metrics_host, config.run.metrics_port, "the build's main process")
     executor.preflight()  # its ranks' ports where they run on this machine

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import registry
-from ..cache.layout import CACHE_CONFIG, LOCK, RUN_RECORDS_DIR
+from ..cache.layout import LOCK, RUN_RECORDS_DIR
+from ..cache.ownership import RootLayout
 from ..config import BuildConfig
-from ..errors import ConfigError, LatentforgeError, StopRequested, storage_error
+from ..errors import ConfigError, StopRequested, storage_error
 from ..executor.base import Executor
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
@@ -60,17 +61,16 @@ def _clear_records(build_dir: Path) -> None:
             shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
 
 
-def _clear_root(root: Path) -> None:
-    """--overwrite, under the lock: remove everything but the lock file itself (a second build waits on it)."""
+def _clear_root(root: Path, layout: RootLayout | None) -> None:
+    """--overwrite, under the lock: remove what the sink's layout names (the pre-flight found nothing else there; a
+    sink without a layout: everything), all but the lock file itself (a second build waits on it)."""
     for child in root.iterdir():
         if child.name == RUN_RECORDS_DIR and child.is_dir():
             for item in child.iterdir():
                 if item.name != LOCK:
                     shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
-        elif child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
+        elif layout is None or not layout.foreign([child.name]):
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
 def _refuse_extend(config: BuildConfig, overwrite: bool) -> None:
@@ -94,9 +94,6 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, ext
     if extend:
         _refuse_extend(config, overwrite)
     in_root = records_in_root(config)
-    if in_root and overwrite and root.exists() and any(root.iterdir()):
-        if not ((root / RUN_RECORDS_DIR).is_dir() or (root / CACHE_CONFIG).exists()):
-            raise LatentforgeError(f"--overwrite refused: {root} is not empty and is not a latentforge cache")
     build_dir = build_records_dir(config)
     arm_main_process()
     executor = executor_for(config, build_dir, quiet)
@@ -144,7 +141,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     build_dir = executor.build_dir
     in_root = records_in_root(config)
     if overwrite and in_root:
-        _clear_root(root)
+        _clear_root(root, registry.resolve("sink", config.output.sink).root_layout)
     elif overwrite:
         _clear_records(build_dir)
     remove_tmp_leftovers(build_dir)

@@ -78,6 +78,14 @@ class CacheRoot:
             raise ConfigError(f"{self}: no usable fsspec backend ({error}); install the package fsspec "
                               "names") from None
 
+    def remote_files(self) -> list[str]:
+        """Every object under a URL root, as paths relative to it (none when nothing is there yet)."""
+        fs, path = self._filesystem()
+        path = path.rstrip("/")
+        if not fs.exists(path):
+            return []
+        return sorted(found[len(path) + 1:] for found in fs.find(path))
+
     def read_config(self) -> dict[str, Any] | None:
         """cache_config.json as JSON; None when there is none or it is not a JSON object (the format checks that
         follow say what is wrong)."""

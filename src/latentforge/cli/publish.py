@@ -11,6 +11,7 @@ from rich.filesize import decimal
 
 from ..builder.progress import BYTES, ProgressBars
 from ..errors import ConfigError
+from ..locations import local_folder
 from ..transfer import Destination, FetchOptions, PublishOptions, TransferEvent, fetch, publish
 from .common import say
 from .progress import progress_bars
@@ -46,7 +47,8 @@ def add_parser(subparsers: Any) -> None:
         "_CACHE_COMPLETE and _SUCCESS locally.",
     )
     get.add_argument("source", help="URL a cache was published to")
-    get.add_argument("root", type=Path, help="local directory to fill")
+    get.add_argument("root", help="local folder to fill: new, empty, or an earlier fetch of the cache (a path or a "
+                     "file:// URL)")
     get.add_argument("--workers", type=int, default=defaults.workers, help="parallel downloads (default %(default)s)")
     get.add_argument("--allow-unpublished", action="store_true",
                      help="fetch even if SOURCE has no _SUCCESS (the check still runs; no local _SUCCESS)")
@@ -106,7 +108,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     with progress_bars(BYTES) as bars:
         options = FetchOptions(workers=args.workers, require_success=not args.allow_unpublished,
                                on_event=_event_printer(bars), progress=bars.start)
-        report = fetch(source, args.root, options)
+        report = fetch(source, Path(local_folder(args.root, "the fetch destination")), options)
     say(f"fetched {args.source} into {report.root}: {len(report.downloaded)} files downloaded "
         f"({decimal(report.bytes_downloaded)}), {len(report.already_present)} already present; SHA256SUMS check "
         "passed")

@@ -46,6 +46,17 @@ class DemoReport:
 
 
 DEMO_TOKENIZERS = ("haar-4x8x8", DV_DEMO)
+DEMO_ENTRIES = ("world", "models", "cache")  # what the demo writes into its folder, and all it may hold
+
+
+def _check_demo_folder(folder: Path) -> None:
+    """ConfigError unless `folder` is new, empty or an earlier demo's: the demo rewrites its world and models."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--out {folder} is a file; give the demo a new folder")
+    other = sorted(p.name for p in folder.iterdir() if p.name not in DEMO_ENTRIES) if folder.is_dir() else []
+    if other:
+        raise ConfigError(f"--out {folder} holds files the demo did not write ({', '.join(other[:5])}); nothing was "
+                          "written. Give the demo a new folder")
 
 
 def demo_config(world: Path, table: Path, model: Path, root: Path, device: str,
@@ -76,6 +87,7 @@ def run_demo(folder: Path, device: str = "cpu", quiet: bool = False, tokenizer: 
         raise ConfigError(f"--tokenizer {tokenizer!r}: the demo runs {' or '.join(DEMO_TOKENIZERS)}")
     started = time.perf_counter()
     folder = Path(folder)
+    _check_demo_folder(folder)
     world = folder / "world"
     table = make_world(world)
     captions = [row["caption"] for row in _csv_rows(table)]

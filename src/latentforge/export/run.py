@@ -21,6 +21,7 @@ from ..cache.layout import SUMS
 from ..errors import ConfigError, DamagedFile, ForcedWarning
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
+from ..locations import local_folder
 from ..reporting import Progress, start_step
 from ..sinks.dispatch import local_hdf5_cache
 from ..sinks.hdf5.dataset import LatentCacheDataset
@@ -76,7 +77,10 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
         warnings.warn(f"{dataset.root}: exporting anyway (forced): {problem}", ForcedWarning, stacklevel=2)
     if target == MUSUBI and len(dataset):  # conditioning is cache-wide: sample 0 refuses before the folder exists
         musubi_files(dataset.config, 0, dataset.__getitems__([0])[0], math.nan, musubi_task)
-    folder = Path(folder)
+    folder = Path(local_folder(str(folder), "the export folder"))
+    if folder.resolve() == dataset.root.resolve() or dataset.root.resolve() in folder.resolve().parents:
+        raise ConfigError(f"the export folder {folder} is inside the cache {dataset.root}, whose verify would then "
+                          "fail on files it did not write; export into a folder outside it")
     _claim(folder, dataset, target)
     config, index = dataset.config, dataset.index
     target_fps = None if config.fps in (None, "source") else float(str(config.fps))
@@ -117,6 +121,9 @@ def _claim(folder: Path, dataset: LatentCacheDataset, target: str) -> None:
             raise ConfigError(f"{folder} holds an export of another cache or other settings ({'; '.join(changed)}); "
                               "export into an empty folder, or delete that one first")
         return
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder} is a file; export into a new or empty folder")
     if folder.is_dir() and any(folder.iterdir()):
-        raise ConfigError(f"{folder} is not empty and holds no {EXPORT_RECORD}; export into an empty folder")
+        raise ConfigError(f"{folder} is not empty and holds no {EXPORT_RECORD}; nothing was written. Export into a "
+                          "new or empty folder")
     write_text_atomic(path, canonical_json(record) + "\n")

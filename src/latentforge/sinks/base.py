@@ -16,6 +16,7 @@ import numpy as np
 
 from ..cache.check_report import VerifyReport
 from ..cache.config_file import CacheConfig
+from ..cache.ownership import RootLayout
 from ..cache.root import CacheRoot
 from ..cache.summary import CacheSummary
 from ..config.schema import NoOptions, OutputConfig
@@ -57,6 +58,9 @@ class Sink:
     # (plan, staged units, run.json, lock) live in a node-local staging folder instead of ROOT/build.
     remote_root: ClassVar[bool] = False
     grows_in_place: ClassVar[bool] = False  # `build --extend` may add samples to a committed cache of this sink
+    # what a root of this format holds: a build writes only into an empty root or one of its own with nothing else in
+    # it; None (a sink that declares none): any root latentforge made, whatever it holds
+    root_layout: ClassVar[RootLayout | None] = None
     # its own output.* keys, as a dataclass with their defaults; load_config parses them into OutputConfig.options
     options_class: ClassVar[type] = NoOptions
 

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..cache.checksums import checksummed_files
-from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS, bucket_markers
-from ..errors import CacheIntegrityError, LatentforgeError
+from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, RUN_RECORDS_DIR, SUMS, bucket_markers
+from ..cache.ownership import made_by_latentforge
+from ..cache.root import CacheRoot
+from ..errors import CacheIntegrityError, ConfigError, LatentforgeError
 from ..hashing import parse_sums, sha256_file
 from ..io import inside, write_bytes_atomic
 from ..reporting import Progress, start_step
@@ -53,6 +55,7 @@ class FetchReport:
 
 def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions()) -> FetchReport:
     root = Path(root)
+    _check_destination(root)
     defaults = PublishOptions()
     remote = open_remote(source.url, source.storage_options, defaults.part_size, defaults.server_checksum)
     published = _read_marker(remote, PUBLISHED_MARKER)
@@ -74,6 +77,12 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     if unparsable:
         raise CacheIntegrityError(f"{source.url}/{SUMS} does not parse:\n  " + "\n  ".join(unparsable))
 
+    stray = sorted(set(checksummed_files(root)) - set(listed)) if root.is_dir() else []
+    if stray:  # files of another cache, or the user's: never replaced, never downloaded beside
+        raise CacheIntegrityError(f"{root} holds files not in {source.url}/{SUMS}, so it is not a copy of that cache; "
+                                  "nothing was downloaded. Fetch into an empty folder, or remove them:\n  "
+                                  + "\n  ".join(f"{rel}: present but not listed in {SUMS}" for rel in stray[:10])
+                                  + (f"\n  and {len(stray) - 10} more" if len(stray) > 10 else ""))
     report = FetchReport(root)
     staging = staging_folder(root)
     paths, problems = _local_paths(root, listed)
@@ -90,8 +99,6 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
         return _download(remote, rel, staging / rel, listed[rel], reasons[rel], received, options)
 
     problems += [problem for problem in run_parallel(download, report.downloaded, options.workers) if problem]
-    stray = sorted(set(checksummed_files(root)) - set(listed)) if root.is_dir() else []
-    problems += [f"{rel}: present but not listed in {SUMS}" for rel in stray]
     markers = bucket_markers(list(listed))  # not checksummed, so not among the listed files checked above
     problems += [f"{marker}: missing at {remote.url}, so that bucket's cache is not complete there" for marker, size
                  in zip(markers, run_parallel(remote.size, markers, options.workers)) if size is None]
@@ -109,6 +116,17 @@ def fetch(source: Destination, root: Path, options: FetchOptions = FetchOptions(
     if published is not None:  # the bytes checked above, not whatever the remote holds by now
         write_bytes_atomic(root / PUBLISHED_MARKER, published)
     return report
+
+
+def _check_destination(root: Path) -> None:
+    """ConfigError, before anything is read or downloaded, unless ROOT is a folder latentforge may fill: absent,
+    empty, or a cache it wrote (an earlier fetch or build)."""
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root} is a file; fetch into a folder (a new or empty one, or an earlier fetch of the "
+                          "cache)")
+    if root.is_dir() and any(root.iterdir()) and not made_by_latentforge(CacheRoot.of(root), root / RUN_RECORDS_DIR):
+        raise ConfigError(f"{root} is not empty and is not a latentforge cache; nothing was downloaded. Fetch into a "
+                          "new or empty folder")
 
 
 def staging_folder(root: Path) -> Path:

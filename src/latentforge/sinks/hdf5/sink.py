@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...cache.bucket_index import is_bucketed
 from ...cache.check_report import VerifyReport
+from ...cache.layout import BUCKETED_ROOT_ENTRIES, ROOT_ENTRIES, shard_rows
+from ...cache.ownership import RootLayout
 from ...cache.root import CacheRoot
 from ...cache.rows import read_rejects
 from ...config.schema import OutputConfig
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 class Hdf5Sink(Sink):
     name = NAME
     grows_in_place = True
+    root_layout = RootLayout(ROOT_ENTRIES | BUCKETED_ROOT_ENTRIES, lambda name: shard_rows(name) is not None)
 
     @classmethod
     def check_config(cls, config: BuildConfig) -> None:

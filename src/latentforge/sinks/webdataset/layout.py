@@ -15,6 +15,7 @@ A sample `KEY` (its dataset_index, nine digits) is the members `KEY.latent.npy` 
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 
@@ -48,6 +49,14 @@ def reader_index_files(present: set[str], tars: set[str]) -> set[str]:
 
 def sample_key(dataset_index: int) -> str:
     return f"{dataset_index:09d}"
+
+
+_TAR_SHARD = re.compile(r"^part-\d{5}-of-\d{5}-\d{9}-\d{9}\.tar$")
+
+
+def is_tar_shard_name(name: str) -> bool:
+    """Is `name` (inside shards/) a tar shard's name?"""
+    return bool(_TAR_SHARD.match(name))
 
 
 def tar_shard_path(k: int, n: int, start: int, end: int) -> str:

@@ -9,7 +9,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...cache.check_report import VerifyReport
-from ...cache.layout import MANIFEST
+from ...cache.layout import (
+    CACHE_CONFIG,
+    COMPLETE_MARKER,
+    MANIFEST,
+    PUBLISHED_MARKER,
+    README,
+    REJECTS,
+    SHARDS_DIR,
+    SUMS,
+)
+from ...cache.ownership import RootLayout
 from ...cache.root import CacheRoot
 from ...cache.summary import CacheSummary
 from ...config.schema import OutputConfig
@@ -21,7 +31,7 @@ from ...writers.gather import ordered_rejects
 from ...writers.staging import read_staged_rejects
 from ..base import Sink, SinkCommit, StagedCache
 from .commit import WebDatasetOptions, commit_webdataset
-from .layout import SINK
+from .layout import EMPTY_PROMPT_TAR, READER_INDEX_DIR, SINK, TAR_INDEX_SUFFIX, is_tar_shard_name
 
 if TYPE_CHECKING:
     from ...config.schema import BuildConfig
@@ -52,6 +62,11 @@ def sink_options(output: OutputConfig) -> WebDatasetSinkOptions:
 class WebDatasetSink(Sink):
     name = SINK
     remote_root = True
+    root_layout = RootLayout(
+        frozenset({CACHE_CONFIG, MANIFEST, REJECTS, EMPTY_PROMPT_TAR, README, SUMS, COMPLETE_MARKER, PUBLISHED_MARKER,
+                   SHARDS_DIR, READER_INDEX_DIR}),
+        lambda name: is_tar_shard_name(name.removesuffix(TAR_INDEX_SUFFIX)),
+        opaque=frozenset({READER_INDEX_DIR}))
     options_class = WebDatasetSinkOptions
 
     @classmethod
