@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 _SIDECAR = ".h5.done.json"
+_RETIRED = ".committed.json"  # a unit whose commit took its arrays (writers/staging.py)
 _STOP_GRACE_SECONDS = 60.0
 
 
@@ -108,11 +109,15 @@ def _tick(main: psutil.Process, inline: bool) -> Tick:
 
 
 def _new_events(staging: Path, known: set[int], unit_size: int, planned: int) -> list[tuple[float, int, int]]:
+    """(time, unit, samples) of each unit staged since the last look: its sidecar's time, or, for a unit its build's
+    commit already retired (a build that ran to its end between two looks), the time of its record."""
     found = []
     if not staging.is_dir():
         return found
-    for sidecar in staging.glob(f"unit-*{_SIDECAR}"):
-        unit = int(sidecar.name[len("unit-"):-len(_SIDECAR)])
+    marks = [(p, p.name[len("unit-"):-len(_SIDECAR)]) for p in staging.glob(f"unit-*{_SIDECAR}")]
+    marks += [(p, p.name[len("unit-"):-len(_RETIRED)]) for p in staging.glob(f"unit-*{_RETIRED}")]
+    for sidecar, number in marks:
+        unit = int(number)
         if unit in known:
             continue
         try:

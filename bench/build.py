@@ -19,7 +19,8 @@ Steady state: each build runs on more rows than its time allows and is stopped w
 staged samples against the staging time of each unit after the warm-up (bench/_build_run.py). The SHA check
 copies units 0 and 1 staged by each run, with that run's record of its models, into a fresh root and runs
 `latentforge build --limit <2 units>` there (--tiny: through the CLI's main() in this process), which resumes from
-them and commits: the shards then hold exactly what that run's ranks encoded.
+them and commits: the shards then hold exactly what that run's ranks encoded. (A run that ran to its end committed
+and retired its units: their records are copied with its shards, from which the commit reads their rows back.)
 
     python bench/build.py --phases all --gpus-list 1 2 --out results/   # GPU machine
     python bench/build.py --tiny --out /tmp/bench                         # CPU, seconds (a test)
@@ -288,7 +289,7 @@ class Bench:
                 "sha256sums_equal": all(d["sha256sums"] == base["sha256sums"] for d in digests.values())}
 
     def subset_commit(self, source: runner.BuildRun, gpus: int) -> dict[str, Any]:
-        from latentforge.cache.layout import MODEL_EMPTY_PROMPT, MODEL_RECORD
+        from latentforge.cache.layout import MODEL_EMPTY_PROMPT, MODEL_RECORD, SHARD_DIGESTS
         from latentforge.hashing import sha256_file
 
         a = self.args
@@ -298,9 +299,19 @@ class Bench:
             shutil.rmtree(root)
         staging = root / "build" / "staging"
         staging.mkdir(parents=True)
+        (root / "build" / "lock").touch()  # build records of latentforge's: a root it may write
+        retired = False
         for unit in (0, 1):
-            for suffix in ("", ".done.json"):
-                shutil.copy2(Path(source.root) / "build" / "staging" / f"unit-{unit:06d}.h5{suffix}", staging)
+            staged = Path(source.root) / "build" / "staging" / f"unit-{unit:06d}.h5"
+            if staged.is_file():  # a run stopped before its commit
+                for suffix in ("", ".done.json"):
+                    shutil.copy2(staged.with_name(staged.name + suffix), staging)
+            else:  # a run that ran to its end retired its units: their rows are read back from its shards
+                shutil.copy2(staged.with_name(f"unit-{unit:06d}.committed.json"), staging)
+                retired = True
+        if retired:
+            shutil.copytree(Path(source.root) / "shards", root / "shards")
+            shutil.copy2(Path(source.root) / "build" / SHARD_DIGESTS, root / "build")
         # with the record of the models that run's ranks encoded with (and its empty prompt), as a resume has it:
         # without it the commit loads the tokenizer and text model only to describe them again
         for record in (MODEL_RECORD, MODEL_EMPTY_PROMPT):

@@ -73,15 +73,23 @@ def test_subset_shards_equal_and_match_what_the_runs_staged(tiny):
     if not sha["all_shards_equal"]:  # only the CPU text encoder's rounding by thread count may differ
         _assert_equal_but_text_rounding(caches / "subset-1", caches / "subset-2", one)
     assert sha["all_shards_equal"] == all(filecmp.cmp(a, b, shallow=False) for a, b in zip(one, two))
-    # the committed rows are the latents the 2-process run staged (units 0 and 1), not a re-encode
-    staged = caches / "perception-2gpu" / "build" / "staging"
+    # the committed rows are the latents the 2-process run encoded (units 0 and 1), not a re-encode: its staged units,
+    # or, when it ran to its end and its commit retired them, the rows its own cache holds for the same samples
+    source = caches / "perception-2gpu"
     with h5py.File(one[0], "r") as shard:
-        rows = shard["perception_latent_state"][:]
-    units = []
-    for unit in (0, 1):
-        with h5py.File(staged / f"unit-{unit:06d}.h5", "r") as handle:
-            units.append(handle["latents"][:])
-    np.testing.assert_array_equal(rows, np.concatenate(units))
+        rows, indices = shard["perception_latent_state"][:], shard["source_index"][:].tolist()
+    staged = [source / "build" / "staging" / f"unit-{unit:06d}.h5" for unit in (0, 1)]
+    if all(path.is_file() for path in staged):
+        encoded = []
+        for path in staged:
+            with h5py.File(path, "r") as handle:
+                encoded.append(handle["latents"][:])
+        np.testing.assert_array_equal(rows, np.concatenate(encoded))
+    else:
+        where = {row["source_index"]: row for row in map(json.loads, (source / "manifest.jsonl").open())}
+        for row, index in zip(rows, indices):
+            with h5py.File(source / where[index]["shard_path"], "r") as handle:
+                np.testing.assert_array_equal(row, handle["perception_latent_state"][where[index]["cache_row"]])
 
 
 def _assert_equal_but_text_rounding(first, second, shards) -> None:

@@ -16,6 +16,8 @@ from helpers.builds import checksummed_bytes, read_manifest
 from latentforge.builder.run import build
 from latentforge.dataset import LatentCacheDataset
 from latentforge.errors import ConfigError, NotACache
+from latentforge.testing import fault_points
+from latentforge.testing.fault_points import FAULT_ENV, InjectedFault
 from latentforge.verification.entry import verify
 
 
@@ -86,22 +88,19 @@ def test_tampering_and_missing_root_marker_fail_verify(bucketed_cache, tmp_path)
     assert {"sha256sums", "17x64x32/sha256sums"} <= names
 
 
-def test_resume_after_a_kill_between_buckets_gives_the_same_bytes(bucketed_cache, bucket_inputs, tmp_path):
+def test_resume_after_a_kill_between_buckets_gives_the_same_bytes(bucketed_cache, bucket_inputs, tmp_path,
+                                                                  monkeypatch):
     root = tmp_path / "resumed"
-    shutil.copytree(bucketed_cache, root)
-    # As a kill after the second bucket staged its units, before its commit and the root's: only run records
-    # of that bucket stay, the root has no index, sums or marker.
-    for name in ("_CACHE_COMPLETE", "SHA256SUMS", "buckets.json", "rejects.jsonl"):
-        (root / name).unlink()
-    second = root / "buckets" / "17x64x32"
-    for item in second.iterdir():
-        if item.name != "build":
-            shutil.rmtree(item) if item.is_dir() else item.unlink()
-    third = root / "buckets" / "17x48x48"
-    shutil.rmtree(third / "build" / "staging")
-    for item in third.iterdir():
-        if item.name != "build":
-            shutil.rmtree(item) if item.is_dir() else item.unlink()
+    # A fault in the second bucket's commit, right after its manifest: the first bucket is complete, the second has its
+    # units staged and its commit cut short, the third has nothing, and the root has no index, sums or marker.
+    monkeypatch.setenv(FAULT_ENV, "manifest:2:raise")
+    monkeypatch.setattr(fault_points, "_arrivals", {})
+    with pytest.raises(InjectedFault):
+        build(bucket_config(*bucket_inputs, root), quiet=True)
+    monkeypatch.delenv(FAULT_ENV)
+    first, second, third = (root / "buckets" / name for name in ("17x32x64", "17x64x32", "17x48x48"))
+    assert (first / "_CACHE_COMPLETE").is_file() and not (second / "_CACHE_COMPLETE").exists()
+    assert list((second / "build" / "staging").glob("unit-*.h5")) and not (third / "cache_config.json").exists()
     with pytest.raises(NotACache, match="is not a latentforge cache yet: it holds an unfinished build"):
         verify(root)
     build(bucket_config(*bucket_inputs, root), quiet=True)

@@ -1,6 +1,8 @@
 """A damaged build record under ROOT/build (run.json, plan.jsonl, a staged unit, a kernel plan book) or a damaged
 cache_config.json in the root: the rerun rebuilds what it can and then ends in the bytes of an uninterrupted build,
-or refuses in one line that names the file and the fix, keeping everything already written."""
+or refuses in one line that names the file and the fix, keeping everything already written. Damage to a finished
+cache is mended by committing again from its shards; damage to the records of a build cut short in its commit
+(staged units still there) is tried on such a build."""
 
 from __future__ import annotations
 
@@ -12,18 +14,21 @@ from pathlib import Path
 import pytest
 
 from helpers.bucket_world import bucket_config
+from helpers.builds import build_stopped_in_commit
 from helpers.exec_world import build_args, exec_config, make_table, sums
 from latentforge.builder.run import build
 from latentforge.errors import DamagedFileWarning
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> tuple[Path, Path]:
-    """(table, a cache built from it without interruption)."""
+def world(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(table, a cache built from it without interruption, the same build stopped by a fault after its first shard:
+    every unit staged, no commit finished)."""
     folder = tmp_path_factory.mktemp("damaged-records")
     table = make_table(folder / "data", count=6)
     build(exec_config(table, folder / "pristine"), quiet=True)
-    return table, folder / "pristine"
+    build_stopped_in_commit(exec_config(table, folder / "cut"))
+    return table, folder / "pristine", folder / "cut"
 
 
 @pytest.fixture
@@ -31,6 +36,14 @@ def root(world, tmp_path) -> Path:
     """A private copy of the built cache, build records included."""
     copy = tmp_path / "cache"
     shutil.copytree(world[1], copy)
+    return copy
+
+
+@pytest.fixture
+def staged(world, tmp_path) -> Path:
+    """A private copy of the build stopped in its commit, its units staged."""
+    copy = tmp_path / "cache"
+    shutil.copytree(world[2], copy)
     return copy
 
 
@@ -64,15 +77,15 @@ def _truncate(path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ run.json
 
-def test_a_damaged_run_record_with_staged_units_is_refused_and_nothing_is_lost(cli, world, root):
-    _truncate(root / "build" / "run.json")
-    before = _files(root)
-    line = _one_error_line(_rebuild(cli, world, root), str(root / "build" / "run.json"), "3 staged unit(s)",
+def test_a_damaged_run_record_with_staged_units_is_refused_and_nothing_is_lost(cli, world, staged):
+    _truncate(staged / "build" / "run.json")
+    before = _files(staged)
+    line = _one_error_line(_rebuild(cli, world, staged), str(staged / "build" / "run.json"), "3 staged unit(s)",
                            "--overwrite")
     assert "damaged" in line
-    assert _files(root) == before
-    assert _rebuild(cli, world, root, "--overwrite").returncode == 0  # the fix it names
-    assert sums(root) == sums(world[1])
+    assert _files(staged) == before
+    assert _rebuild(cli, world, staged, "--overwrite").returncode == 0  # the fix it names
+    assert sums(staged) == sums(world[1])
 
 
 def test_a_damaged_run_record_with_nothing_staged_is_rebuilt_from_the_config(cli, world, root):
@@ -116,36 +129,36 @@ def test_a_damaged_plan_is_made_again_from_the_input(cli, world, root):
 
 # ------------------------------------------------------------------------------------------ staged units
 
-def test_a_staged_unit_that_matches_its_sidecar_but_does_not_open_is_encoded_again(cli, world, root):
-    unit = root / "build" / "staging" / "unit-000001.h5"
+def test_a_staged_unit_that_matches_its_sidecar_but_does_not_open_is_encoded_again(cli, world, staged):
+    unit = staged / "build" / "staging" / "unit-000001.h5"
     unit.write_bytes(b"not an HDF5 file" * 64)
     digest = hashlib.sha256(unit.read_bytes()).hexdigest()
     (unit.parent / (unit.name + ".done.json")).write_text(json.dumps({"size": unit.stat().st_size,
                                                                       "sha256": digest}))
-    _one_warning_line(_rebuild(cli, world, root), str(unit), "encoded again")
-    assert sums(root) == sums(world[1])
-    assert unit.read_bytes() == (world[1] / "build" / "staging" / unit.name).read_bytes()
+    _one_warning_line(_rebuild(cli, world, staged), str(unit), "encoded again")
+    assert sums(staged) == sums(world[1])
+    assert not unit.exists()  # encoded again, committed, and retired like every unit
 
 
 # --------------------------------------------------------------------------------------- kernel plan books
 
-def test_a_damaged_plan_book_with_staged_units_is_refused(cli, world, root):
-    book = root / "build" / "conv_plans" / "0123456789abcdef.json"
+def test_a_damaged_plan_book_with_staged_units_is_refused(cli, world, staged):
+    book = staged / "build" / "conv_plans" / "0123456789abcdef.json"
     book.parent.mkdir()
     book.write_text('{"conv signature": "eng')
-    before = _files(root)
-    _one_error_line(_rebuild(cli, world, root), str(book), "kernel plans the staged units ran", "--overwrite")
-    assert _files(root) == before
+    before = _files(staged)
+    _one_error_line(_rebuild(cli, world, staged), str(book), "kernel plans the staged units ran", "--overwrite")
+    assert _files(staged) == before
 
 
-def test_a_damaged_plan_book_with_nothing_staged_is_discarded(cli, world, root):
-    book = root / "build" / "conv_plans" / "0123456789abcdef.json"
+def test_a_damaged_plan_book_with_nothing_staged_is_discarded(cli, world, staged):
+    book = staged / "build" / "conv_plans" / "0123456789abcdef.json"
     book.parent.mkdir()
     book.write_text("[1, 2")
-    shutil.rmtree(root / "build" / "staging")
-    _one_warning_line(_rebuild(cli, world, root), str(book), "chosen again")
+    shutil.rmtree(staged / "build" / "staging")
+    _one_warning_line(_rebuild(cli, world, staged), str(book), "chosen again")
     assert not book.exists()
-    assert sums(root) == sums(world[1])
+    assert sums(staged) == sums(world[1])
 
 
 # ------------------------------------------------------------------------------------------- --extend
@@ -208,11 +221,11 @@ def test_a_damaged_run_record_is_refused_by_extend(cli, grown, tmp_path):
     assert _files(root) == before
 
 
-def test_a_damaged_model_record_is_made_again_by_loading_the_models(cli, world, root):
-    (root / "build" / "models.json").write_text('{"tokenizer_fingerprint": {"na')
-    _one_warning_line(_rebuild(cli, world, root), str(root / "build" / "models.json"), "loaded again")
-    assert sums(root) == sums(world[1])
-    again = _rebuild(cli, world, root)  # the commit wrote the record again
+def test_a_damaged_model_record_is_made_again_by_loading_the_models(cli, world, staged):
+    (staged / "build" / "models.json").write_text('{"tokenizer_fingerprint": {"na')
+    _one_warning_line(_rebuild(cli, world, staged), str(staged / "build" / "models.json"), "loaded again")
+    assert sums(staged) == sums(world[1])
+    again = _rebuild(cli, world, staged)  # the commit wrote the record again
     assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
 
 

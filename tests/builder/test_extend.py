@@ -114,6 +114,25 @@ def test_an_interrupted_extend_resumes_with_the_same_command(world, fresh_union,
     assert verify_integrity(root).ok
 
 
+@pytest.mark.parametrize("fault", ["commit:1", "manifest:1", "sha256sums:1"])
+def test_an_extend_stopped_in_its_commit_resumes_from_the_shards(world, fresh_union, tmp_path, monkeypatch, fault):
+    """The base's staged units were retired by its commit, so the extend's commit copies their rows back from the
+    shards; stopped after its first new shard (the old one still there), after its manifest (the old one removed,
+    its rows only in the new shards) or after SHA256SUMS, the same command ends in the rows of a fresh build."""
+    union, _, _ = world
+    root = _base(world, tmp_path)
+    assert not list((root / "build" / "staging").glob("*.h5"))  # retired: the rows are only in the shards
+    monkeypatch.setenv(fault_points.FAULT_ENV, f"{fault}:raise")
+    monkeypatch.setattr(fault_points, "_arrivals", {})
+    with pytest.raises(fault_points.InjectedFault):
+        build(exec_config(union, root), quiet=True, extend=True)
+    monkeypatch.delenv(fault_points.FAULT_ENV)
+    result = build(exec_config(union, root), quiet=True, extend=True)
+    assert result.stats["samples_todo"] == 0  # nothing encoded again
+    _assert_same_rows(_rows(root), fresh_union)
+    assert verify_integrity(root).ok
+
+
 def test_removed_ids_are_reported_and_their_rows_kept(world, tmp_path):
     union, _, _ = world
     root = _base(world, tmp_path)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from helpers.builds import build_stopped_in_commit
 from helpers.exec_world import exec_config, make_table
 from helpers.media import pattern_frames, write_video
 from latentforge.builder.lock import BuildLock
@@ -24,6 +25,15 @@ def built(tmp_path):
     table = make_table(tmp_path / "data", count=6)
     root = tmp_path / "cache"
     build(exec_config(table, root), quiet=True)
+    return table, root
+
+
+@pytest.fixture()
+def staged(tmp_path):
+    """A build stopped in its commit: its units staged, as the environment checks compare them."""
+    table = make_table(tmp_path / "data", count=6)
+    root = tmp_path / "cache"
+    build_stopped_in_commit(exec_config(table, root))
     return table, root
 
 
@@ -166,8 +176,8 @@ def _staged_elsewhere(build_dir, environment):
 
 
 @pytest.mark.parametrize("field,value", ENVIRONMENT_CHANGES)
-def test_a_resume_in_another_environment_is_refused_naming_the_field(built, monkeypatch, field, value):
-    table, root = built
+def test_a_resume_in_another_environment_is_refused_naming_the_field(staged, monkeypatch, field, value):
+    table, root = staged
     last = _staged_elsewhere(root / "build", H200)
     monkeypatch.setattr(local, "environment_record", lambda device, environ=None: {**H200, field: value})
     with pytest.raises(LatentforgeError) as error:
@@ -179,15 +189,15 @@ def test_a_resume_in_another_environment_is_refused_naming_the_field(built, monk
     assert last not in completed_units(root / "build")  # refused before encoding
 
 
-def test_a_resume_in_the_staged_units_environment_encodes_the_rest(built):
-    table, root = built
+def test_a_resume_in_the_staged_units_environment_encodes_the_rest(staged):
+    table, root = staged
     last = _drop_last_unit(root / "build")
     assert build(exec_config(table, root), quiet=True).num_samples == 6
-    assert last in completed_units(root / "build")
+    assert last in completed_units(root / "build")  # encoded, committed and retired with the others
 
 
-def test_allowed_mixed_environments_resume_and_verify_warns(built):
-    table, root = built
+def test_allowed_mixed_environments_resume_and_verify_warns(staged):
+    table, root = staged
     _staged_elsewhere(root / "build", H200)
     assert build(exec_config(table, root, "run.allow_mixed_environments=true"), quiet=True).num_samples == 6
     report = verify_integrity(root)

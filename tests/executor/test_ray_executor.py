@@ -98,6 +98,7 @@ def test_unit_that_keeps_failing_is_reported_after_max_tries(table, local_sums, 
     root = tmp_path / "cache"
     blocker = root / "build" / "staging" / "unit-000001.h5"
     blocker.mkdir(parents=True)  # staging unit 1 fails the same way on any worker
+    (root / "build" / "lock").touch()  # as a build that made these folders leaves it: the root is latentforge's
     config = _config(table, root, "run.executor=ray", "run.procs=2", "run.workers_per_gpu=0",
                      "run.max_unit_tries=2")
     with pytest.raises(LatentforgeError, match=r"unit 1 \(samples clip002 \.\. clip003\) failed 2 time") as info:

@@ -109,6 +109,20 @@ def build_quietly(config: BuildConfig) -> BuildResult:
     return build(config, overwrite=True, quiet=True)
 
 
+def build_stopped_in_commit(config: BuildConfig) -> None:
+    """The build stopped by a fault after its commit wrote the first shard: every unit staged, nothing committed
+    (a finished build retires its staged units)."""
+    import pytest
+
+    from latentforge.testing import fault_points
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(fault_points.FAULT_ENV, "commit:1:raise")
+        patch.setattr(fault_points, "_arrivals", {})
+        with pytest.raises(fault_points.InjectedFault):
+            build(config, quiet=True)
+
+
 def checksummed_bytes(root: Path) -> dict[str, bytes]:
     """Every file SHA256SUMS lists (parsed as `sha256sum` lines), by relative path, with its bytes."""
     names = [line.split("  ", 1)[1] for line in (root / "SHA256SUMS").read_text(encoding="utf-8").splitlines()]

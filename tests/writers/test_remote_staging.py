@@ -1,7 +1,7 @@
 """output.staging_url: staged units written to an fsspec URL, object first and sidecar last, and read back by
-the committing process. A build staging at a file:// URL commits the bytes a build staging locally commits;
-a unit object without its sidecar, of another size, or changed after its sidecar was written counts as absent;
-a staging URL serves one build only."""
+the committing process. A build staging at a file:// URL commits the bytes a build staging locally commits and then
+deletes its units there; a unit object without its sidecar, of another size, or changed after its sidecar was
+written counts as absent; a staging URL serves one build only."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from helpers.exec_world import build_args, make_table, sums
+from helpers.builds import build_stopped_in_commit
+from helpers.exec_world import build_args, exec_config, make_table, sums
 from latentforge.cli.main import main
 from latentforge.errors import DamagedFile, LatentforgeError
 from latentforge.writers.remote_staging import RemoteStaging, staged_units
@@ -20,28 +21,34 @@ INLINE = ("--workers-per-gpu", "0")
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
+    """(folder, table): folder/local is the table's cache, folder/cut the same build stopped in its commit."""
     folder = tmp_path_factory.mktemp("remote-staging")
     table = make_table(folder / "data", count=5)
     assert main(build_args(table, str(folder / "local"), *INLINE)) == 0
+    build_stopped_in_commit(exec_config(table, folder / "cut"))
     return folder, table
 
 
 def test_a_build_staging_at_a_url_commits_what_a_locally_staged_build_commits(world, tmp_path):
     folder, table = world
     url = f"file://{tmp_path / 'stage'}"
-    assert main(build_args(table, str(tmp_path / "cache"), *INLINE, "--set", f"output.staging_url={url}")) == 0
-    assert sums(tmp_path / "cache") == sums(folder / "local")
+    root = tmp_path / "cache"
+    build_stopped_in_commit(exec_config(table, root, f"output.staging_url={url}"))
     staged = sorted(p.name for p in (tmp_path / "stage").iterdir())
     assert staged == ["staging.json"] + [f"unit-00000{u}.h5{s}" for u in range(3) for s in ("", ".done.json")]
-    for unit in range(3):  # the units the commit read are the ones staged at the URL, byte for byte
+    for unit in range(3):  # the units the commit reads are the ones staged at the URL, byte for byte
         name = f"unit-00000{unit}.h5"
-        committed_from = tmp_path / "cache" / "build" / "staging" / name
-        assert (tmp_path / "stage" / name).read_bytes() == committed_from.read_bytes()
+        assert (tmp_path / "stage" / name).read_bytes() == (root / "build" / "staging" / name).read_bytes()
+    assert main(build_args(table, str(root), *INLINE, "--set", f"output.staging_url={url}")) == 0
+    assert sums(root) == sums(folder / "local")
+    assert sorted(p.name for p in (tmp_path / "stage").iterdir()) == ["staging.json"]  # deleted once committed
+    assert main(build_args(table, str(root), *INLINE, "--set", f"output.staging_url={url}")) == 0  # nothing to do
+    assert sums(root) == sums(folder / "local")
 
 
 def test_incomplete_or_changed_unit_objects_count_as_absent(world, tmp_path):
     folder, _ = world
-    units = completed_units(folder / "local" / "build")
+    units = completed_units(folder / "cut" / "build")
     stage = tmp_path / "stage"
     remote = RemoteStaging(f"file://{stage}")
     remote.claim({"root": "r", "key_sha256": "k"}, overwrite=False)

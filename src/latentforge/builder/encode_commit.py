@@ -26,6 +26,7 @@ from ..records import Reject, Sample
 from ..sinks.base import SinkCommit, StagedCache
 from ..writers.remote_staging import staged_units
 from ..writers.staging import completed_units, read_staged_rejects
+from .committed import committed_before, record_commit
 from .estimate import check_free_disk, conditioning_values, estimate_output_bytes, output_shapes
 from .progress import BuildProgress
 from .reject_limit import reject_problem
@@ -57,19 +58,18 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
     candidates = len(samples) + len(plan_rejects) + earlier_candidates
     _check_rejects(candidates, earlier + plan_rejects + probe_rejects, config, "by the plan and the probe")
-    total_shape, text_shape = output_shapes(config)
-    needed = estimate_output_bytes(len(samples) - len(probe_rejects), total_shape, text_shape,
-                                   config.output.storage_dtype, rows_per_shard=config.output.rows_per_shard,
-                                   conditioning=conditioning_values(config))
-    # staged units take about the output's size on the disk that holds the build records (ROOT/build for hdf5)
-    check_free_disk(build_dir.parent, needed, config.output.min_free_bytes)
+    total_shape = output_shapes(config)[0]
 
     units = cut_units(samples, probes, config.output.unit_size, unit_of)
     planned = _planned(units, unit_of)
     done = staged_units(build_dir, config.output.staging_url, planned)
+    committed = committed_before(config, build_dir, planned, plan_rejects)
+    if committed is not None:
+        return committed
     todo: list[Unit] = [u for u in units if u.index not in done]
-    set_aside_damaged_books(build_dir, staged=bool(done))
     todo_samples = sum(len(u.samples) for u in todo)
+    _check_peak_disk(config, build_dir, todo_samples, sum(map(len, planned.values())) - len(probe_rejects))
+    set_aside_damaged_books(build_dir, staged=bool(done))
     stats.samples_todo += todo_samples
     stats.units_todo += len(todo)
     for reject in plan_rejects + probe_rejects:
@@ -92,8 +92,24 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     _check_rejects(candidates, earlier + plan_rejects + staged_rejects, config, "in all")
     started = time.perf_counter()
     result = _commit(config, build_dir, total_shape, planned, plan_rejects, executor.main_device(), allow_empty)
+    record_commit(config, build_dir, planned, plan_rejects)
     stats.main_seconds["commit"] = stats.main_seconds.get("commit", 0.0) + time.perf_counter() - started
     return result
+
+
+def _check_peak_disk(config: BuildConfig, build_dir: Path, to_stage: int, rows: int) -> None:
+    """The disk holding the build records and the root must take, at the commit's worst moment, the units still to
+    stage and every shard the commit writes (the replaced shards and the staged units go only once the commit is
+    verified; what is staged or committed already is on the disk)."""
+    total_shape, text_shape = output_shapes(config)
+
+    def size(samples: int) -> int:
+        return estimate_output_bytes(max(samples, 0), total_shape, text_shape, config.output.storage_dtype,
+                                     rows_per_shard=config.output.rows_per_shard,
+                                     conditioning=conditioning_values(config))
+
+    check_free_disk(build_dir.parent, size(to_stage) + size(rows), config.output.min_free_bytes,
+                    what=f"{to_stage} samples to stage and shards of {max(rows, 0)} samples")
 
 
 def _planned(units: list[Unit], unit_of: dict[int, int] | None) -> dict[int, tuple[int, ...]]:

@@ -109,13 +109,15 @@ def _gib(value: int) -> str:
     return f"{value / (1 << 30):.2f} GiB ({value} bytes)"
 
 
-def check_free_disk(root: Path, needed_bytes: int, margin_bytes: int) -> None:
-    """Raise LatentforgeError naming needed, free and the folder when needed + margin exceeds free space."""
+def check_free_disk(root: Path, needed_bytes: int, margin_bytes: int, what: str = "") -> None:
+    """Raise LatentforgeError naming needed (for `what`), free and the folder when needed + margin exceeds free
+    space."""
     folder = _existing_ancestor(Path(root))
     free = shutil.disk_usage(folder).free
     if needed_bytes + margin_bytes > free:
         raise LatentforgeError(
-            f"not enough free disk for the cache at {root}: needs {_gib(needed_bytes)} plus a margin of "
+            f"not enough free disk for the cache at {root}: needs {_gib(needed_bytes)}"
+            f"{f' ({what})' if what else ''} plus a margin of "
             f"{_gib(margin_bytes)} (output.min_free_bytes), but {folder} has {_gib(free)} free; free space, "
             "choose another output.root, or lower output.min_free_bytes"
         )

@@ -23,6 +23,19 @@ class ShardFile:
 
 
 @dataclass(frozen=True)
+class BuildRecords:
+    """What ROOT/build holds beside the cache (never checksummed): its size, and the staged units whose arrays are
+    still there (none once a commit is verified)."""
+
+    bytes: int
+    staged_units: int
+    staged_bytes: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"bytes": self.bytes, "staged_units": self.staged_units, "staged_bytes": self.staged_bytes}
+
+
+@dataclass(frozen=True)
 class CacheSummary:
     root: Path | str  # a WebDataset cache's root may be a URL
     config: CacheConfig
@@ -34,6 +47,7 @@ class CacheSummary:
     # of the first shard: dtype, shape, chunks, compression (a WebDataset cache: its sink section)
     datasets: dict[str, dict[str, Any]]
     empty_prompt: dict[str, dict[str, Any]] | None
+    records: BuildRecords | None = None  # ROOT/build, where the sink keeps its build records in the root
 
     @property
     def bytes(self) -> int:
@@ -53,5 +67,6 @@ class CacheSummary:
                        for s in self.shards],
             "datasets": self.datasets,
             "empty_prompt": self.empty_prompt,
+            "build_records": self.records.to_json() if self.records is not None else None,
             "config": self.config.to_json(),
         }

@@ -65,4 +65,9 @@ def _cache_lines(summary: CacheSummary) -> str:
         f"  frames    {config.frames.get('num_frames')} at {config.frames.get('height')}x{config.frames.get('width')}, "
         f"fps {config.frames.get('fps')}",
     ]
+    records = summary.records
+    if records is not None:
+        staged = "no staged unit arrays (each commit hands them to the cache)" if not records.staged_units else \
+            f"{records.staged_units} staged unit(s) not committed yet, {records.staged_bytes / 2**20:.1f} MiB"
+        lines.append(f"  build/    {records.bytes / 2**20:.1f} MiB of build records (not part of the cache): {staged}")
     return "\n".join(lines)

@@ -4,7 +4,9 @@
 Actions: `kill` (default) SIGKILLs the build's main process and then the current one, as a power cut would;
 `sleep` says so on stderr and stalls the current process for STALL_SECONDS, so a test can signal a build
 whose ranks and decode workers are busy (tests/executor/test_signals.py); `raise` raises InjectedFault there,
-an error no code path expects (a bug's stand-in). Phases: decode, encode, stage, upload (a
+an error no code path expects (a bug's stand-in); `wait` writes `$LATENTFORGE_FAULT_RELEASE.waiting` and holds
+the process until the file `$LATENTFORGE_FAULT_RELEASE` exists, so a test can change the world in between (fill
+the disk) and let the build go on. Phases: decode, encode, stage, upload (a
 staged unit sent to output.staging_url, before its sidecar), commit (after each shard of either sink), manifest,
 sha256sums, marker (docs/execution.md). Without the variable `fault_point` is a dictionary lookup
 and nothing else, so it stays in production code paths.
@@ -19,8 +21,9 @@ import time
 
 FAULT_ENV = "LATENTFORGE_FAULT"
 MAIN_PID_ENV = "LATENTFORGE_FAULT_MAIN_PID"
+RELEASE_ENV = "LATENTFORGE_FAULT_RELEASE"
 PHASES = ("decode", "encode", "stage", "upload", "commit", "manifest", "sha256sums", "marker")
-ACTIONS = ("kill", "sleep", "raise")
+ACTIONS = ("kill", "sleep", "raise", "wait")
 STALL_SECONDS = 600.0  # longer than any test waits; a forgotten stalled process still ends on its own
 
 _arrivals: dict[str, int] = {}
@@ -58,6 +61,13 @@ def fault_point(phase: str) -> None:
         return
     if target[2] == "raise":
         raise InjectedFault(f"{FAULT_ENV}: injected at arrival {target[1]} at {phase}")
+    if target[2] == "wait":
+        release = os.environ[RELEASE_ENV]
+        open(f"{release}.waiting", "w").close()
+        deadline = time.monotonic() + STALL_SECONDS
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return
     if target[2] == "sleep":
         print(f"{FAULT_ENV}: process {os.getpid()} stalls at {phase} for {STALL_SECONDS:g} s", file=sys.stderr,
               flush=True)

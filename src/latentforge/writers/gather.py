@@ -16,7 +16,7 @@ from ..cache.rows import ManifestRow
 from ..cache.text_rows import PADDED
 from ..errors import CacheIntegrityError
 from ..records import Reject
-from .staging import OpenStagedUnit, StagedRow, open_staged_unit
+from .staging import CommittedArrays, OpenStagedUnit, StagedRow, open_staged_unit
 
 Planned = Mapping[int, Sequence[int]]  # {unit: the source_index of every sample the plan put in it}
 
@@ -81,16 +81,18 @@ def _some(values: list[int]) -> str:
     return ", ".join(map(str, values[:8])) + (f" and {len(values) - 8} more" if len(values) > 8 else "") or "none"
 
 
-def gather_staged(schema: ShardSchema, unit_paths: list[Path], planned: Planned, allow_empty: bool = False
+def gather_staged(schema: ShardSchema, unit_paths: list[Path], planned: Planned, allow_empty: bool = False,
+                  committed: CommittedArrays | None = None
                   ) -> tuple[list[PlacedRow], list[Reject], tuple[EncodedBy, ...] | None]:
     """The rows and rejects of the staged units, checked against `planned` ({unit: its samples' source_index}).
-    No rows at all fail unless `allow_empty` (one bucket of a bucketed build may end up empty; the build may not)."""
+    No rows at all fail unless `allow_empty` (one bucket of a bucketed build may end up empty; the build may not).
+    `committed`: where retired units' arrays are (the cache they were committed into)."""
     placed: list[PlacedRow] = []
     rejects: list[Reject] = []
     encoders: dict[int, dict] = {}
     accounted: dict[int, set[int]] = {}
     for path in sorted(unit_paths):
-        with open_staged_unit(path) as staged:
+        with open_staged_unit(path, committed) as staged:
             _check_unit_arrays(path, staged, schema)
             placed.extend(PlacedRow(row, path, i) for i, row in enumerate(staged.rows))
             rejects.extend(staged.rejects)

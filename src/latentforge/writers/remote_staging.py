@@ -28,7 +28,14 @@ from ..errors import ConfigError, DamagedFile, LatentforgeError
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
 from ..testing.fault_points import fault_point
-from .staging import completed_units, sidecar_path, staged_unit_path, write_staged_unit
+from .staging import (
+    completed_units,
+    is_retired,
+    retire_staged_units,
+    sidecar_path,
+    staged_unit_path,
+    write_staged_unit,
+)
 
 CLAIM = "staging.json"  # which build stages under the URL
 
@@ -81,6 +88,16 @@ class RemoteStaging:
         self.fs.put_file(str(unit_file), self._path(unit_file.name))
         fault_point("upload")  # test-only: a kill here leaves a unit object without its sidecar
         self.fs.pipe_file(self._path(sidecar.name), sidecar.read_bytes())
+
+    def remove(self, unit_files: Iterable[Path]) -> None:
+        """Delete staged units here once their commit is verified, each sidecar first (a unit cut short in between
+        counts as absent, which a build whose commit holds the unit never asks about again)."""
+        for unit_file in unit_files:
+            for name in (sidecar_path(unit_file).name, unit_file.name):
+                try:
+                    self.fs.rm_file(self._path(name))
+                except FileNotFoundError:
+                    pass
 
     def pull(self, build_dir: Path, units: Iterable[int]) -> None:
         """Download into build_dir/staging every one of `units` staged here that the local copy lacks or disagrees
@@ -156,6 +173,15 @@ def stage_unit(build_dir: Path, staging_url: str, unit: int, *arrays: Any, **nam
         return
     with tempfile.TemporaryDirectory(prefix="latentforge-unit-") as tmp:
         _staging(staging_url).put(write_staged_unit(Path(tmp), unit, *arrays, **named))
+
+
+def retire_units(build_dir: Path, staging_url: str) -> None:
+    """After a verified commit: the staged units give way to records of their rows (writers/staging.py), and with
+    `staging_url` their objects there are deleted."""
+    staged = [path for path in completed_units(build_dir).values() if not is_retired(path)]
+    retire_staged_units(build_dir)
+    if staging_url:
+        _staging(staging_url).remove(staged)
 
 
 def staged_units(build_dir: Path, staging_url: str, units: Iterable[int]) -> dict[int, Path]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from ...cache.layout import (
     EMPTY_PROMPT,
     PUBLISHED_MARKER,
     README,
+    SHARD_DIGESTS,
     SHARDS_DIR,
     SOURCE_INDEX_DATASET,
     SUMS,
@@ -35,12 +37,14 @@ from ...cache.readme import render_cache_readme
 from ...cache.rows import write_manifest, write_rejects
 from ...cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
 from ...errors import CacheIntegrityError
+from ...hashing import sha256_file
 from ...io import canonical_json, write_text_atomic
 from ...records import Reject
 from ...testing.fault_points import fault_point
+from ...writers.committed_rows import CommittedRows
 from ...writers.gather import PlacedRow, Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
 from ...writers.hdf5 import BlockFiller, write_empty_prompt, write_h5_atomic
-from ...writers.staging import OpenStagedUnit, open_staged_unit
+from ...writers.staging import CommittedArrays, OpenStagedUnit, is_retired, open_staged_unit
 from .integrity import verify_integrity
 from .manifest_table import write_manifest_table
 
@@ -89,25 +93,45 @@ def _fill_shard(schema: ShardSchema, rows: list[PlacedRow], units: dict[Path, Op
     return fill
 
 
-def _write_shards(root: Path, schema: ShardSchema, placed: list[PlacedRow], shards: list[tuple[str, int, int]]
-                  ) -> list[str]:
-    keep = {Path(rel).name for rel, _, _ in shards}
+def _write_shards(root: Path, schema: ShardSchema, placed: list[PlacedRow], shards: list[tuple[str, int, int]],
+                  committed: CommittedArrays | None) -> list[str]:
     shard_dir = root / SHARDS_DIR
     shard_dir.mkdir(parents=True, exist_ok=True)
-    for stale in shard_dir.iterdir():  # shards of an earlier commit with other counts, tmp leftovers
-        if stale.name not in keep and stale.is_file():
-            stale.unlink()
     padded = dataclasses.replace(schema, text_storage=PADDED)  # a trimmed row is at most as large
     row_bytes = sum(np.dtype(d).itemsize * int(np.prod(s[1:])) for d, s in padded.dataset_specs(1).values())
     block_rows = max(1, _BLOCK_BYTES // row_bytes)
     for rel, start, end in shards:
         rows = placed[start:end]
         with contextlib.ExitStack() as stack:
-            units = {p: stack.enter_context(open_staged_unit(p)) for p in sorted({r.unit_path for r in rows})}
+            units = {p: stack.enter_context(open_staged_unit(p, committed))
+                     for p in sorted({r.unit_path for r in rows})}
             write_h5_atomic(root / rel, schema.dataset_specs(end - start), block_rows,
                             _fill_shard(schema, rows, units))
         fault_point("commit")  # test-only: a kill between shards
     return [rel for rel, _, _ in shards]
+
+
+def _read_digests(records: Path | None) -> dict[str, str]:
+    try:
+        data = json.loads((records / SHARD_DIGESTS).read_text(encoding="utf-8")) if records is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def _record_digests(records: Path | None, digests: dict[str, str]) -> None:
+    if records is not None:
+        records.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(records / SHARD_DIGESTS, canonical_json(dict(sorted(digests.items()))) + "\n")
+
+
+def _remove_stale_shards(root: Path, written: list[str]) -> None:
+    """Shards of an earlier commit with other counts, and tmp leftovers: removed only once the manifest names the new
+    shards, so a retired unit's rows stay readable through whichever manifest a killed commit left."""
+    keep = {Path(rel).name for rel in written}
+    for stale in (root / SHARDS_DIR).iterdir():
+        if stale.name not in keep and stale.is_file():
+            stale.unlink()
 
 
 def commit_cache(
@@ -119,10 +143,12 @@ def commit_cache(
     readme_context: dict[str, Any],
     planned: Planned,
     allow_empty: bool = False,
+    records: Path | None = None,
 ) -> CommitResult:
     """Turn staged units into a complete, checksummed, verified cache under `root`; the counts of
     `cache_config` are filled in here. `planned` ({unit: source_index of its samples}) is the plan the staged
-    units must cover exactly (gather_staged)."""
+    units must cover exactly (gather_staged). `records`: the build's records folder, where the SHA-256 of every shard
+    this commit writes is kept, so a later commit may copy the rows of units retired after it (committed_rows.py)."""
     root = Path(root)
     # Until the new content is verified, nothing may claim the cache is complete or published.
     for marker in (COMPLETE_MARKER, PUBLISHED_MARKER, SUMS):
@@ -133,13 +159,27 @@ def commit_cache(
     schema = cache_config.shard_schema()
     if empty_prompt is not None and schema.text_prefix is None:
         raise CacheIntegrityError("an empty prompt was given but the cache has no text datasets")
-    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty)
+    digests = _read_digests(records)
+    with contextlib.closing(CommittedRows(root, schema, digests)) if any(map(is_retired, unit_paths)) else \
+            contextlib.nullcontext() as committed:
+        return _commit(root, unit_paths, plan_rejects, cache_config, schema, empty_prompt, readme_context, planned,
+                       allow_empty, committed, (records, digests))
+
+
+def _commit(root: Path, unit_paths: list[Path], plan_rejects: list[Reject], cache_config: CacheConfig,
+            schema: ShardSchema, empty_prompt: tuple[np.ndarray, np.ndarray] | None, readme_context: dict[str, Any],
+            planned: Planned, allow_empty: bool, committed: CommittedRows | None,
+            trusted: tuple[Path | None, dict[str, str]]) -> CommitResult:
+    records, digests = trusted
+    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty, committed)
     shards = schema.shard_paths(len(placed))
     rejects = ordered_rejects(plan_rejects, unit_rejects)
     config = cache_config.committed(len(placed), len(shards), encoded_by, planned_count(planned, plan_rejects),
                                     len(rejects))
     readme = render_cache_readme(config, readme_context)
-    written = _write_shards(root, schema, placed, shards)
+    written = _write_shards(root, schema, placed, shards, committed)
+    new = {Path(rel).name: sha256_file(root / rel) for rel in written}
+    _record_digests(records, {**digests, **new})  # before the shards they replace go
     if empty_prompt is not None:
         write_empty_prompt(root / EMPTY_PROMPT, schema, *empty_prompt)
     else:
@@ -149,6 +189,7 @@ def commit_cache(
     manifest = manifest_rows(placed, shards)
     write_manifest(root, manifest)
     write_manifest_table(root, manifest)
+    _remove_stale_shards(root, written)
     fault_point("manifest")
     write_text_atomic(root / README, readme)
     write_sha256sums(root)
@@ -161,4 +202,5 @@ def commit_cache(
              "num_samples": len(placed), "num_shards": len(written)}
     fault_point("marker")
     write_text_atomic(root / COMPLETE_MARKER, canonical_json(stamp) + "\n")
+    _record_digests(records, new)
     return CommitResult(root, len(placed), len(written), len(rejects), written, report)

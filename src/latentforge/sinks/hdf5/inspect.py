@@ -11,10 +11,27 @@ from typing import Any
 import h5py
 
 from ...cache.bucket_index import BucketIndex
-from ...cache.layout import COMPLETE_MARKER, EMPTY_PROMPT, PUBLISHED_MARKER, REJECTS, SHARDS_DIR, shard_rows
+from ...cache.layout import (
+    COMPLETE_MARKER,
+    EMPTY_PROMPT,
+    PUBLISHED_MARKER,
+    REJECTS,
+    RUN_RECORDS_DIR,
+    SHARDS_DIR,
+    shard_rows,
+)
 from ...cache.rows import read_rejects
-from ...cache.summary import CacheSummary, ShardFile
+from ...cache.summary import BuildRecords, CacheSummary, ShardFile
+from ...writers.staging import staged_payload_bytes
 from .structure import check_cache_structure
+
+
+def _records(root: Path) -> BuildRecords | None:
+    folder = root / RUN_RECORDS_DIR
+    if not folder.is_dir():
+        return None
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    return BuildRecords(size, *staged_payload_bytes(folder))
 
 
 def _datasets(path: Path) -> dict[str, dict[str, Any]]:
@@ -47,6 +64,7 @@ def inspect_cache(root: Path) -> CacheSummary:
         shards=shards,
         datasets=_datasets(root / shards[0].path) if shards else {},
         empty_prompt=_datasets(root / EMPTY_PROMPT) if (root / EMPTY_PROMPT).is_file() else None,
+        records=_records(root),
     )
 
 

@@ -48,7 +48,7 @@ class Hdf5Sink(Sink):
     def commit(output: OutputConfig, build_dir: Path, staged: StagedCache) -> SinkCommit:
         root = Path(output.root)
         result = commit_cache(root, staged.unit_paths, staged.plan_rejects, staged.cache_config, staged.empty_prompt,
-                              staged.readme_context, staged.planned, staged.allow_empty)
+                              staged.readme_context, staged.planned, staged.allow_empty, records=build_dir)
         return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in read_rejects(root)).items())))
 
     @classmethod
