@@ -12,6 +12,7 @@ import numpy as np
 
 from ..cache.conditioning_streams import IMAGE_COND_LATENT, MASK_CHANNELS
 from ..cache.config_file import CacheConfig
+from ..cache.hdf5_files import reading
 
 
 def conditioning_stats(root: Path, config: CacheConfig, every: int) -> dict[str, Any] | None:
@@ -20,7 +21,7 @@ def conditioning_stats(root: Path, config: CacheConfig, every: int) -> dict[str,
         return None
     sums: dict[str, list[np.ndarray]] = {stream.name: [] for stream in config.conditioning.streams}
     for rel, start, end in config.shard_paths():
-        with h5py.File(Path(root) / rel, "r") as shard:
+        with reading(Path(root) / rel), h5py.File(Path(root) / rel, "r") as shard:
             for row in range(-start % every, end - start, every):
                 for name, found in sums.items():
                     found.append(_row_summary(name, shard[name][row].astype(np.float64)))

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import registry
 from ..cache.config_file import CacheConfig
+from ..cache.hdf5_files import reading
 from ..cache.layout import MANIFEST, REJECTS
 from ..cache.rows import read_manifest, read_rejects
 from ..errors import ConfigError
@@ -186,7 +187,7 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
         raise ConfigError(f"{root} holds no samples to take statistics of")
     advance = start_step(progress, "read", total)
     for (rel, wanted), (_, start, _) in zip(shards, config.shard_paths()):
-        with h5py.File(root / rel, "r") as shard:
+        with reading(root / rel), h5py.File(root / rel, "r") as shard:
             dataset = shard[latent.dataset]
             for row in wanted:
                 sample = dataset[row]  # one chunk: one sample in memory at a time

@@ -22,6 +22,7 @@ import torch
 from .. import registry
 from ..cache.check_report import Check, CheckRecorder, VerifyReport
 from ..cache.config_file import CacheConfig
+from ..cache.hdf5_files import reading
 from ..cache.layout import RUN_RECORDS_DIR, VERIFY_REPORT
 from ..cache.rows import ManifestRow, manifest_rows
 from ..cache.text_rows import padded_row
@@ -90,7 +91,8 @@ def spot_indices(num_samples: int, count: int) -> list[int]:
 
 
 def stored_row(root: Path, row: ManifestRow, dataset: str) -> np.ndarray:
-    with h5py.File(Path(root) / row.shard_path, "r") as shard:
+    path = Path(root) / row.shard_path
+    with reading(path), h5py.File(path, "r") as shard:
         return shard[dataset][row.cache_row]
 
 
@@ -262,7 +264,7 @@ class _DeepRun:
         encoded = encoder.encode([row.prompt for row in rows])
         for row, fresh, length in zip(rows, encoded.embeddings, encoded.lengths):
             index = row.dataset_index
-            with h5py.File(self.root / row.shard_path, "r") as shard:
+            with reading(self.root / row.shard_path), h5py.File(self.root / row.shard_path, "r") as shard:
                 stored, stored_length = padded_row(shard, recorded.embeddings_dataset, recorded.length_dataset,
                                                    row.cache_row, recorded.max_length, recorded.dim)
             if stored_length != int(length):

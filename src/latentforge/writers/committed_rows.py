@@ -15,6 +15,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from ..cache.hdf5_files import open_h5
 from ..cache.layout import SHARDS_DIR, SOURCE_INDEX_DATASET, ShardSchema
 from ..cache.text_rows import padded_row
 from ..errors import CacheIntegrityError
@@ -60,7 +61,7 @@ class CommittedRows:
 
     def file(self, shard_path: str) -> h5py.File:
         if shard_path not in self._files:
-            self._files[shard_path] = h5py.File(self.root / shard_path, "r")
+            self._files[shard_path] = open_h5(self.root / shard_path)
         return self._files[shard_path]
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from torch.utils.data import Dataset
 
 from ...cache.config_file import CacheConfig
 from ...cache.expect import CacheExpectation, CacheMismatch, check_expectation
+from ...cache.hdf5_files import reading
 from ...cache.layout import EMPTY_PROMPT, SOURCE_INDEX_DATASET
 from ...cache.text_rows import TRIMMED, padded_row, trimmed_dtype
 from ...cache.token_ids import check_flatten_tokens, raster_sequence
@@ -169,8 +170,9 @@ class LatentCacheDataset(Dataset):
         shape = (len(locations), end - start, last - first, *self.latent_shape[2:])
         out = np.empty(shape, dtype=self.config.latent_dtype)
         for slot, (shard, row) in enumerate(locations):
-            latents = reader.file(shard)[self.config.latent.dataset]
-            latents.read_direct(out, np.s_[row, start:end, first:last], np.s_[slot])
+            with reading(self.root / self.index.shard_paths[shard]):
+                latents = reader.file(shard)[self.config.latent.dataset]
+                latents.read_direct(out, np.s_[row, start:end, first:last], np.s_[slot])
         return torch.from_numpy(out.astype(np.int64) if self.config.tokens is not None else out)
 
     def empty_prompt(self) -> dict[str, torch.Tensor]:
@@ -183,7 +185,7 @@ class LatentCacheDataset(Dataset):
                     f"{self.root} has no {EMPTY_PROMPT}; rebuild the cache with text.empty_prompt=true to "
                     "use caption dropout"
                 )
-            with h5py.File(path, "r") as handle:
+            with reading(path), h5py.File(path, "r") as handle:
                 embeddings, length = padded_row(handle, text.embeddings_dataset, text.length_dataset, 0,
                                                 text.max_length, text.dim)
             self._empty_prompt = _text_fields(torch.from_numpy(embeddings), length)

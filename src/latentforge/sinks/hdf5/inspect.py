@@ -11,6 +11,7 @@ from typing import Any
 import h5py
 
 from ...cache.bucket_index import BucketIndex
+from ...cache.hdf5_files import reading
 from ...cache.layout import (
     COMPLETE_MARKER,
     EMPTY_PROMPT,
@@ -35,7 +36,7 @@ def _records(root: Path) -> BuildRecords | None:
 
 
 def _datasets(path: Path) -> dict[str, dict[str, Any]]:
-    with h5py.File(path, "r") as handle:
+    with reading(path), h5py.File(path, "r") as handle:
         return {
             name: {"dtype": str(ds.dtype), "shape": list(ds.shape), "chunks": list(ds.chunks or ()),
                    "compression": ds.compression}

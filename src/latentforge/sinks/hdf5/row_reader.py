@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
+from ...cache.hdf5_files import FIX, open_h5, reading
 from ...cache.text_rows import restore_row
 from ...errors import CacheIntegrityError
 
@@ -46,14 +47,16 @@ class ShardReader:
         if handle is None:
             path = self.root / self.shard_paths[shard]
             # Rows are whole single-sample chunks read once each: HDF5's chunk cache would only add a copy.
-            handle = h5py.File(path, "r", rdcc_nbytes=0)
-            self.check(handle, path)
+            handle = open_h5(path, rdcc_nbytes=0)
+            with reading(path):
+                self.check(handle, path)
             self._files[shard] = handle
         return handle
 
     def gather(self, locations: list[Location], name: str, shape: tuple[int, ...], reads: list[Read]) -> torch.Tensor:
         """[len(locations), *shape] tensor of dataset `name`: slot i holds the `reads` of row locations[i]."""
-        dtype = self.file(locations[0][0])[name].dtype
+        with reading(self.root / self.shard_paths[locations[0][0]]):
+            dtype = self.file(locations[0][0])[name].dtype
         # Only workers need shared memory; in the main process a reused heap buffer is cheaper than a memfd.
         if get_worker_info() is not None and _SHARED_FROM_FD is not None and _MEMFD is not None:
             sources = [self._chunk(shard, name, row) for shard, row in locations]
@@ -62,9 +65,10 @@ class ShardReader:
         out = _buffer((len(locations), *shape), dtype)
         target = out.numpy()
         for slot, (shard, row) in enumerate(locations):
-            dataset = self.file(shard)[name]
-            for start, end, at in reads:
-                dataset.read_direct(target, np.s_[row, start:end], np.s_[slot, at : at + end - start])
+            with reading(self.root / self.shard_paths[shard]):
+                dataset = self.file(shard)[name]
+                for start, end, at in reads:
+                    dataset.read_direct(target, np.s_[row, start:end], np.s_[slot, at : at + end - start])
         return out
 
     def gather_trimmed(self, locations: list[Location], name: str, length_name: str, shape: tuple[int, int],
@@ -73,14 +77,19 @@ class ShardReader:
         out = _buffer((len(locations), *shape), dtype)
         target = out.numpy()
         for slot, (shard, row) in enumerate(locations):
-            handle = self.file(shard)
-            length = int(handle[length_name][row])
-            where = f"{handle.filename}:{name}[{row}]"
-            target[slot] = restore_row(handle[name][row], length, shape[0], shape[1], where)
+            with reading(self.root / self.shard_paths[shard]):
+                handle = self.file(shard)
+                length = int(handle[length_name][row])
+                where = f"{handle.filename}:{name}[{row}]"
+                target[slot] = restore_row(handle[name][row], length, shape[0], shape[1], where)
         return out
 
     def _chunk(self, shard: int, name: str, row: int) -> tuple[int, int] | None:
         """(file descriptor, byte offset) of a plain row's chunk, else None."""
+        with reading(self.root / self.shard_paths[shard]):
+            return self._plain_chunk(shard, name, row)
+
+    def _plain_chunk(self, shard: int, name: str, row: int) -> tuple[int, int] | None:
         dataset = self.file(shard)[name]
         plain = self._plain.get((shard, name))
         if plain is None:
@@ -131,7 +140,7 @@ def _sendfile_all(out_fd: int, in_fd: int, offset: int, count: int) -> None:
     while count:
         sent = os.sendfile(out_fd, in_fd, offset, count)
         if sent == 0:
-            raise CacheIntegrityError(f"shard ends before byte {offset + count}: the file is truncated")
+            raise CacheIntegrityError(f"shard ends before byte {offset + count}: the file is truncated; {FIX}")
         offset += sent
         count -= sent
 
