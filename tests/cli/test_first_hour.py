@@ -284,3 +284,69 @@ def test_verbs_that_decode_choose_the_gpu_when_torch_sees_one(cli, built_cache, 
     assert f"deep verify on cpu ({reason})" in done.stdout  # this machine has no GPU: said, and why
     monkeypatch.setattr(devices, "no_gpu_reason", lambda: None)  # as on a machine with one
     assert devices.default_device() == "cuda" and Overrides().device == "cuda"
+
+
+# ------------------------------------------------------------------ the edges a first hour met, each one line
+
+
+def test_an_upper_case_mp4_is_listed_and_other_files_are_named(cli, table, tmp_path):
+    folder = tmp_path / "cosmos"
+    (folder / "metas").mkdir(parents=True)
+    (folder / "videos").mkdir()
+    for i, name in enumerate(("a.mp4", "V3.MP4")):
+        shutil.copy(table.parent / "videos" / f"clip{i:03d}.mp4", folder / "videos" / name)
+        (folder / "metas" / f"{Path(name).stem}.txt").write_text(f"caption {i}")
+    (folder / "videos" / "b.mov").write_bytes(b"not listed")
+    done = cli(["scan", "--dataset", str(folder), "--tokenizer", "haar-4x8x8", "--text", "none", "--device", "cpu",
+                "--set", "frames.num_frames=9", "--set", "frames.height=32", "--set", "frames.width=48",
+                "--out", str(tmp_path / "cache")])
+    assert done.returncode == 0, done.stderr
+    assert "planned 2" in " ".join(done.stdout.split()), done.stdout
+    assert "note:" in done.stderr and "b.mov" in done.stderr and ".mp4 only" in done.stderr
+
+
+def test_an_empty_mask_cell_is_a_reject_that_says_so(cli, table, tmp_path):
+    rows = table.read_text().splitlines()
+    with_mask = tmp_path / "t.csv"
+    with_mask.write_text("\n".join([rows[0] + ",mask"] + [row + "," for row in rows[1:]]) + "\n")
+    shutil.copytree(table.parent / "videos", tmp_path / "videos")
+    root = tmp_path / "cache"
+    done = cli(build_args(with_mask, root, "--set", "modalities.names=[rgb,mask]", "--set", "dataset.mask_column=mask",
+                          "--set", "run.max_reject_fraction=1"))
+    assert done.returncode == 1, done.stderr  # every sample rejected
+    message_of(done, 1, "missing_source", "the listing names no mask source (an empty mask cell)")
+
+
+def test_a_negative_limit_is_a_config_error(cli, table, tmp_path):
+    message_of(cli(build_args(table, tmp_path / "cache", "--set", "dataset.limit=-1")), 2,
+               "dataset.limit=-1 must be >= 0")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_preview_of_no_samples_names_its_own_flag(cli, built_cache):
+    message_of(cli(["preview", str(built_cache), "--samples", "0"]), 2, "--samples 0: preview at least one sample")
+
+
+def test_a_single_video_file_as_the_dataset_says_how_to_list_it(cli, table, tmp_path):
+    message_of(cli(build_args(table.parent / "videos" / "clip000.mp4", tmp_path / "cache")[:1] +
+                   ["--dataset", str(table.parent / "videos" / "clip000.mp4"), "--out", str(tmp_path / "cache"),
+                    "--tokenizer", "haar-4x8x8"]), 2, "is a single file, which no reader takes",
+               "`video` and `caption` columns")
+
+
+def test_rows_added_to_a_finished_cache_point_at_extend(cli, tmp_path):
+    root = tmp_path / "cache"
+    table = make_table(tmp_path / "data", count=CLIPS + 1)
+    lines = table.read_text().splitlines(keepends=True)
+    table.write_text("".join(lines[:-1]))
+    assert cli(build_args(table, root)).returncode == 0
+    table.write_text("".join(lines))  # a row appended to the same table
+    message_of(cli(build_args(table, root)), 1, "1 added, 0 removed, 0 changed", "rerun with --extend")
+    other = table.with_name("grown.csv")  # the grown listing in another file
+    other.write_text("".join(lines))
+    message_of(cli(build_args(other, root)), 1, "config.dataset.path", "--extend")
+
+
+def test_stats_of_a_modality_the_cache_lacks(cli, built_cache):
+    message_of(cli(["stats", str(built_cache), "--modality", "flow"]), 2, "--modality 'flow':",
+               "holds rgb, mask, depth")

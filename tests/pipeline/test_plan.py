@@ -46,6 +46,15 @@ def test_windows_suffix_only_several_starts():
         make_plan(entries[:1], lambda e: [0, 0])
 
 
+def test_windows_sort_by_their_start_frame_as_a_number():
+    starts = {"long": [1008, 48, 0, 2016], "long_b": [0, 16], "lo": None}
+    samples, _ = make_plan([_entry(k) for k in starts], lambda e: starts[e.key])
+    assert [s.sample_id for s in samples] == ["lo", "long@0", "long@48", "long@1008", "long@2016", "long_b@0",
+                                              "long_b@16"]
+    assert [s.sample_id for s in make_plan([_entry(k) for k in starts], lambda e: starts[e.key], limit=3)[0]] == \
+        ["lo", "long@0", "long@48"]
+
+
 def test_duplicates_keep_the_first_in_listing_order():
     nfc, nfd = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
     entries = [_entry("x", "/d/first.mp4"), _entry(nfd, "/d/nfd.mp4"), _entry("x", "/d/second.mp4"),

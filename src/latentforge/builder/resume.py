@@ -88,8 +88,10 @@ def check_config(build_dir: Path, key: dict[str, Any], may_differ: tuple[str, ..
     changed = sorted(k for k in new if old.get(k, _ABSENT) != new[k] and k not in may_differ)
     if changed:
         lines = "\n".join(f"  {k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
+        grown = "a grown listing in another file is added with --extend (docs/extend.md); " \
+            if changed == ["config.dataset.path"] else ""
         raise LatentforgeError(f"this cache root holds a build with a different config; refusing to resume:\n"
-                               f"{lines}\n{_old_values(changed, old)}{RESTART}")
+                               f"{lines}\n{grown}{_old_values(changed, old)}{RESTART}")
 
 
 def _old_values(changed: list[str], old: dict[str, Any]) -> str:
@@ -139,8 +141,16 @@ def check_inputs(build_dir: Path, key: dict[str, Any], fingerprint: dict[str, An
         return
     diff = diff_fingerprints(previous["inputs"], fingerprint)
     if diff:
+        grown = "rerun with --extend to add the new samples to the cache and keep its rows (docs/extend.md), or "
         raise LatentforgeError(f"the inputs changed since this cache root's build started; refusing to resume:\n"
-                               f"  inputs: {diff}\n{RESTART}")
+                               f"  inputs: {diff}\n{grown if _only_added(previous['inputs'], fingerprint) else ''}"
+                               f"{RESTART}")
+
+
+def _only_added(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Does the new listing hold every old sample as it was, and more: what --extend grows a cache by?"""
+    before, after = old.get("entries", {}), new.get("entries", {})
+    return len(after) > len(before) and all(after.get(i) == key for i, key in before.items())
 
 
 def check_environment(config: BuildConfig, executor: Executor, staged: list[Path]) -> None:

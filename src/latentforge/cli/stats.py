@@ -13,7 +13,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--every", type=int, default=1, help="read every N-th sample only (default: all)")
     parser.add_argument("--export-cosmos-mean-std", metavar="DIR",
                         help="write Cosmos-Predict2's video_mean_std.pt and images_mean_std.pt into DIR")
-    parser.add_argument("--modality", default="rgb", help="the modality whose statistics are exported (default rgb)")
+    parser.add_argument("--modality", help="show only this modality, and export its statistics with "
+                        "--export-cosmos-mean-std (default: every modality shown, rgb exported)")
     parser.set_defaults(run=run)
 
 
@@ -25,8 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from .progress import progress_bars
 
     with progress_bars("samples") as bars:
-        report = stats(args.root, args.out, args.extreme, args.every, args.export_cosmos_mean_std, args.modality,
-                       bars.start)
+        report = stats(args.root, args.out, args.extreme, args.every, args.export_cosmos_mean_std,
+                       args.modality or "rgb", bars.start)
     single = isinstance(report, StatsReport)
     reports = {"": report} if single else {f"{name}: ": one for name, one in report.buckets.items()}
     out = console()
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         table = Table("modality", "channels", "mean (min..max over channels)", "std (min..max)", "extreme fraction",
                       title=f"{label}{computed.num_samples} samples, {computed.latent_dataset} {computed.latent_shape}")
-        for m in computed.modalities:
+        for m in (m for m in computed.modalities if args.modality in (None, m.name)):
             table.add_row(m.name, f"{m.channels[0]}..{m.channels[1] - 1}", f"{min(m.mean):.4g}..{max(m.mean):.4g}",
                           f"{min(m.std):.4g}..{max(m.std):.4g}", f"{max(m.extreme_fraction):.3g}")
         out.print(table)

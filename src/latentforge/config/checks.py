@@ -165,6 +165,9 @@ def validate(config: BuildConfig) -> None:
             raise ConfigError(f"frames.fps={config.frames.fps!r}; allowed: 'source' or a positive number") from None
     if config.frames.num_frames < 1:
         raise ConfigError(f"frames.num_frames={config.frames.num_frames} must be >= 1")
+    if config.dataset.limit is not None and config.dataset.limit < 0:
+        raise ConfigError(f"dataset.limit={config.dataset.limit} must be >= 0 (the first N samples of the plan; "
+                          "leave it unset for all)")
     names = config.modalities.names
     bad = [m for m in names if m not in MODALITIES]
     if bad or not names or len(set(names)) != len(names) or names[0] != "rgb":

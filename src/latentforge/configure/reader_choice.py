@@ -22,6 +22,11 @@ def choose_reader(paths: list[str]) -> str:
         return claimed[0]
     if len(paths) == 1 and not Path(paths[0]).exists():
         raise ConfigError(f"dataset.path {paths[0]!r} does not exist; give the dataset folder or table file(s)")
+    if len(paths) == 1 and Path(paths[0]).is_file():
+        raise ConfigError(f"dataset.path {paths[0]!r} is a single file, which no reader takes: list videos (one is "
+                          "enough) in a .csv/.jsonl/.parquet table with `video` and `caption` columns, or put them "
+                          "in a Cosmos folder (<root>/videos/*.mp4 with captions in <root>/metas/<stem>.txt) "
+                          "(docs/inputs.md)")
     raise ConfigError(f"cannot tell the reader from dataset.path={paths!r}: a folder is read by cosmos_dir, "
                       ".csv/.jsonl/.ndjson/.parquet tables (or globs of them) by table; choose one with --reader")
 

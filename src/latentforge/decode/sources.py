@@ -41,7 +41,10 @@ class ModalitySource:
 
 def probe_modality_source(modality: str, path: str | None, sample_id: str) -> ModalitySource:
     """Describe a source without decoding its pixels; raises missing_source, unreadable, lossy_mask_source."""
-    if not path or not Path(path).exists():
+    if not path:
+        raise SampleRejected("missing_source", sample_id, f"the listing names no {modality} source (an empty "
+                             f"{modality} cell); fill it, or drop the row or {modality!r} from modalities.names")
+    if not Path(path).exists():
         raise SampleRejected(
             "missing_source", sample_id, f"{modality} source {path!r} does not exist; fix the {modality} column"
         )

@@ -87,7 +87,8 @@ def make_plan(
     starts_for: Callable[[SourceEntry], list[int] | None] | None,
     limit: int | None = None,
 ) -> tuple[list[Sample], list[Reject]]:
-    """Samples in codepoint order of sample_id with source_index = position, and the plan's rejects.
+    """Samples in plan_order of sample_id (codepoints; windows of one video by start frame) with source_index =
+    position, and the plan's rejects.
 
     A repeated id keeps its first occurrence in listing order (first_entries); later ones are `duplicate_id`
     rejects, as is a window id that another entry's id already took. An entry for which `starts_for` returns []
@@ -111,13 +112,21 @@ def make_plan(
                                       f"also the id of {kept.origin}, which is kept", "plan"))
             else:
                 first[sample_id] = (entry, start)
-    ids = sorted(first)  # str order is codepoint order
+    ids = sorted(first, key=plan_order)
     if limit is not None:
         ids = ids[:limit]
     samples = [Sample(sid, index, *first[sid]) for index, sid in enumerate(ids)]
-    rejects = [r for r in rejects if ids and r.sample_id <= ids[-1]] if limit is not None else rejects
-    rejects.sort(key=lambda r: r.sample_id)  # stable: a repeated id keeps listing order
+    if limit is not None:
+        rejects = [r for r in rejects if ids and plan_order(r.sample_id) <= plan_order(ids[-1])]
+    rejects.sort(key=lambda r: plan_order(r.sample_id))  # stable: a repeated id keeps listing order
     return samples, rejects
+
+
+def plan_order(sample_id: str) -> tuple[str, int]:
+    """Where a sample id sorts: by codepoints, a window `<key>@<start>` after its key by its start frame as a number
+    (`clip@48` before `clip@1008`)."""
+    key, at, start = sample_id.rpartition("@")
+    return (key, int(start)) if at and start.isascii() and start.isdigit() else (sample_id, -1)
 
 
 def _window_starts_for(config: BuildConfig) -> Callable[[SourceEntry], list[int] | None] | None:

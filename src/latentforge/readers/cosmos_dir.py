@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import unicodedata
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import DatasetConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, InputNotice
 from ..records import Sample, SourceEntry
 from ..text.pickles import PICKLE_FOLDER
 from .base import Reader
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 
 
 class CosmosDirReader(Reader):
-    """Lists `<root>/videos/*.mp4` (not recursive, like Cosmos' own Dataset class) with their captions.
+    """Lists `<root>/videos/*.mp4` (any case of the extension; not recursive, like Cosmos' own Dataset class) with
+    their captions.
 
     key = "videos/<stem>" and video_rel = "videos/<name>", both NFC-normalised so that a folder copied
     through a macOS filesystem (NFD names) keeps its sample ids; `video` keeps the name as stored on disk
@@ -62,7 +64,14 @@ class CosmosDirReader(Reader):
                 f"{self.root} has no videos/ folder; the cosmos_dir reader expects <root>/videos/*.mp4 and "
                 "<root>/metas/*.txt (set dataset.path to that root)"
             )
-        videos = sorted(p for p in videos_dir.iterdir() if p.suffix == ".mp4" and p.is_file())
+        files = sorted(p for p in videos_dir.iterdir() if p.is_file())
+        videos = [p for p in files if p.suffix.lower() == ".mp4"]  # V3.MP4 too: names from cameras and Windows
+        others = [p.name for p in files if p.suffix.lower() != ".mp4"]
+        if others:
+            shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+            warnings.warn(f"{videos_dir} holds {len(others)} file(s) the cosmos_dir reader does not list, which reads "
+                          f".mp4 only ({shown}); convert them, or list every video in a table (dataset.reader=table)",
+                          InputNotice, stacklevel=2)
         if not videos:
             raise ConfigError(f"{videos_dir} holds no .mp4 file; nothing to cache")
         return [self._entry(video) for video in videos]

@@ -85,6 +85,8 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
     root = local_hdf5_cache(root, "preview")
     cache_config = check_cache_structure(root)
     config = recorded_config(root, overrides)
+    if indices is None and samples < 1:
+        raise ConfigError(f"--samples {samples}: preview at least one sample")
     wanted = set(indices) if indices is not None else set(spot_indices(cache_config.num_samples, samples))
     rows = manifest_rows(root, lambda row: row.dataset_index in wanted)
     if not rows:

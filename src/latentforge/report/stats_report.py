@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..cache.bucket_index import BucketIndex, is_bucketed
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
+from ..errors import ConfigError
 from ..io import write_text_atomic
 from ..reporting import Progress
 from ..sinks.dispatch import local_hdf5_cache
@@ -88,6 +89,9 @@ def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFA
             reports[entry.name] = report
         return BucketStatsReport(reports)
     config = check_cache_structure(root)
+    held = [m.name for m in config.latent.modalities]
+    if modality not in held:
+        raise ConfigError(f"--modality {modality!r}: {root} holds {', '.join(held)}")
     if cosmos_mean_std is not None:
         check_cosmos_tokenizer(config, root)  # before the statistics are computed
     computed = compute_stats(root, extreme=extreme, every=every, progress=progress)
