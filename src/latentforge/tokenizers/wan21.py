@@ -78,6 +78,10 @@ class Wan21Tokenizer(WanTokenizer):
     checkpoint_advice = LOCAL_FILE_ADVICE
     load_model = staticmethod(load_model)
 
+    @staticmethod
+    def released_architecture() -> diffusers.AutoencoderKLWan:
+        return diffusers.AutoencoderKLWan()  # diffusers' defaults are the Wan2.1 VAE
+
     def __init__(
         self,
         checkpoint: str,

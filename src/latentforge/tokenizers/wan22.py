@@ -24,7 +24,14 @@ from ..config import TokenizerConfig
 from ..devices import tf32_off
 from ..errors import ConfigError
 from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
-from .wan22_checkpoint import LATENTS_MEAN, LATENTS_STD, LOCAL_FILE_ADVICE, load_model
+from .wan22_checkpoint import (
+    LATENTS_MEAN,
+    LATENTS_STD,
+    LOCAL_FILE_ADVICE,
+    RELEASED_WIDTHS,
+    diffusers_config,
+    load_model,
+)
 from .wan_common import (
     OFFICIAL_WINDOW,
     WanTokenizer,
@@ -54,6 +61,14 @@ class Wan22Tokenizer(WanTokenizer):
     )
     checkpoint_advice = LOCAL_FILE_ADVICE
     load_model = staticmethod(load_model)
+
+    @staticmethod
+    def released_architecture() -> diffusers.AutoencoderKLWan:
+        return diffusers.AutoencoderKLWan.from_config(diffusers_config(**RELEASED_WIDTHS))
+
+    @staticmethod
+    def fast_input(video: torch.Tensor) -> torch.Tensor:
+        return patchify(video, patch_size=PATCH)
 
     def __init__(self, checkpoint: str, precision: str = "fp32", sha256: str | None = None,
                  device: torch.device | str = "cpu", max_gpu_mem_gib: float = 24.0, cudnn_benchmark: bool = False,

@@ -18,7 +18,8 @@ from .carried_plans import read_carried_plans
 from .cpu_bf16 import check_cpu_bf16
 from .cudnn_convs import PlannedConvs
 from .plan_book import PlanBook
-from .shared_plans import shared_plan_book
+from .plan_signatures import traced_signatures
+from .shared_plans import plans_key, shared_plan_book, shipped_book
 from .wan21_checkpoint import CheckpointSource, check_sha256, checkpoint_sha256, resolve_checkpoint
 from .wan21_fast import FastWanEncoder
 
@@ -187,6 +188,24 @@ class WanTokenizer(Tokenizer):
     def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan:
         """Every key, shape and tensor of `source` read into the VAE, in `dtype`."""
 
+    @staticmethod
+    @abstractmethod
+    def released_architecture() -> AutoencoderKLWan:
+        """The VAE at its released widths, weights not filled (made on the device in use: meta when traced)."""
+
+    @staticmethod
+    def fast_input(video: torch.Tensor) -> torch.Tensor:
+        """[B,3,T,H,W] video as the fast encoder takes it."""
+        return video
+
+    @classmethod
+    def plan_signatures(cls, cfg: TokenizerConfig, shapes: list[tuple[int, int, int, int]]) -> set[str]:
+        """The convolution signatures whose kernel plans a build with `cfg` records for tokenizer calls of `shapes`
+        ((batch, frames, height, width)), found on the CPU (plan_signatures.py); none where no plans are recorded."""
+        if not runs_recorded_plans(cfg, "cuda"):
+            return set()
+        return traced_signatures(cls.released_architecture, cls.fast_input, shapes, wan_options(cfg).max_gpu_mem_gib)
+
     @classmethod
     def check_settings(cls, cfg: TokenizerConfig) -> None:
         super().check_settings(cfg)
@@ -224,3 +243,7 @@ class WanTokenizer(Tokenizer):
 
     def recorded_plans(self) -> dict[str, str]:
         return fast_plans(self._fast)
+
+    def shipped_plans(self) -> dict[str, str]:
+        recorded = self._fast is not None and isinstance(self._fast.convs, PlannedConvs)
+        return shipped_book(plans_key(self.device)).entries() if recorded else {}
