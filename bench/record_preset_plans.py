@@ -32,7 +32,6 @@ from latentforge import registry  # noqa: E402 - after the src path
 from latentforge.config.buckets import parse_buckets  # noqa: E402
 from latentforge.config.presets import PRESETS  # noqa: E402
 from latentforge.configure import load_config  # noqa: E402
-from latentforge.io import canonical_json  # noqa: E402
 from latentforge.pipeline.plan_pass import plan_shapes  # noqa: E402
 from latentforge.tokenizers.shared_plans import SHIPPED_FOLDER  # noqa: E402
 
@@ -134,7 +133,7 @@ def record(presets: list[str], out: Path) -> int:
             del fast, vae
             torch.cuda.empty_cache()
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{key}.json").write_text(canonical_json(dict(sorted(book.items()))), encoding="utf-8")
+    (out / f"{key}.json").write_text(json.dumps(dict(sorted(book.items())), indent=1) + "\n", encoding="utf-8")
     (out / f"report-{key}.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(f"wrote {out / (key + '.json')}: {len(shipped)} shipped + {len(report['new'])} new signatures")
     return 0
