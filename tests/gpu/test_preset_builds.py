@@ -2,11 +2,12 @@
 re-encode exact (random weights decode to noise, so only the reconstruction-quality thresholds are opened).
 
 - `openvid-perception-stage1` at its shape (93x480x832, mask, depth, T5 of width 1024) from a table that lists one
-  video several times with its own ids and captions (more rows than clips), deep-verified through the build's plan
-  and through the table again (`--dataset`).
+  video twice with its own ids and captions (more rows than clips), deep-verified through the build's plan and
+  through the table again (`--dataset`).
 - `cosmos-predict2-480p` at its shape (93x432x768) twice, in fresh processes with empty plan folders: every plan
   comes from the book shipped for the H200 (no plan chosen on the machine, no note saying so), and the two caches
   are the same bytes.
+Run it alone (`-n 0`): the tests share one module world, and the full-size ones are minutes each.
 - `wan2.2-ti2v-5b` (fp32, umT5 of width 4096), `cosmos-predict1-diffusion` (CV8x8x8, bf16) and
   `cosmos-predict1-autoregressive` (DV8x16x16 token ids, bf16) at reduced sizes that keep their code paths.
   (`wan2.1-i2v-480p`: test_i2v_build.py.)
@@ -48,8 +49,8 @@ class World(dict):
 
     def __init__(self, folder: Path):
         super().__init__(folder=folder)
-        self.table = make_dataset(folder / "data", DatasetSpec(clips=3, rows=5, width=832, height=480, frames=93,
-                                                               grain=0), processes=3)
+        self.table = make_dataset(folder / "data", DatasetSpec(clips=2, rows=3, width=832, height=480, frames=93,
+                                                               grain=0), processes=2)
         self.captions = [line.split(",")[2] for line in self.table.read_text().splitlines()[1:]]
         self["table"] = self.table
 
@@ -82,40 +83,13 @@ def build(world, preset: str, root: Path, checkpoint: str, text: str, *extra: st
 
 def deep_verify(root: Path, *extra: str) -> dict:
     report = root.parent / f"{root.name}-verify-{len(extra)}.json"
-    done = run_cli(["verify", str(root), "--deep", "--spot", "3", "--report", str(report), *OPEN, *extra],
+    done = run_cli(["verify", str(root), "--deep", "--spot", "2", "--report", str(report), *OPEN, *extra],
                    timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(report.read_text())
     assert result["ok"] and result["comparison"].startswith("exact"), result["comparison"]
     assert result["environment"]["device_type"] == "cuda", result["environment"]
     return result
-
-
-def test_the_perception_preset_with_repeated_videos_deep_verifies(cudnn_frontend, world):
-    root = world["folder"] / "perception"
-    build(world, "openvid-perception-stage1", root, str(world["wan21"]), "t5",
-          "--set", "dataset.mask_column=mask", "--set", "dataset.depth_column=depth")
-    manifest = [json.loads(line) for line in (root / "manifest.jsonl").read_text().splitlines()]
-    assert len(manifest) == 5 and len({row["source_path"] for row in manifest}) == 3  # 5 rows over 3 videos
-    for extra in ((), ("--dataset", str(world["table"]))):  # the plan's rows, then the table read again
-        result = deep_verify(root, *extra)
-        checks = {check["name"]: check for check in result["deep"]}
-        assert checks["provenance"]["ok"] and "bit for bit" in checks["reencode"]["detail"], checks
-
-
-def test_the_480p_preset_builds_from_the_shipped_book_alone_and_alike(cudnn_frontend, world):
-    if torch.cuda.get_device_name(0) != "NVIDIA H200":
-        pytest.skip(f"the shipped books are the H200's; this GPU is {torch.cuda.get_device_name(0)}")
-    roots = []
-    for run in ("first", "second"):  # fresh processes, each with an empty plan folder
-        root = world["folder"] / f"480p-{run}"
-        done = build(world, "cosmos-predict2-480p", root, str(world["wan21"]), "t5", plans=f"plans-{run}")
-        assert UNSHIPPED_NOTE not in done.stderr, done.stderr  # nothing chosen on this machine
-        roots.append(root)
-    assert sums(roots[0]) == sums(roots[1])
-    books = [json.loads((root / "cache_config.json").read_text())["conv_plans"] for root in roots]
-    assert books[0] == books[1] and books[0]
-    deep_verify(roots[0])
 
 
 def test_the_wan22_ti2v_preset_deep_verifies(world):
@@ -135,3 +109,29 @@ def test_the_cosmos_presets_deep_verify(world, preset, family, temporal, spatial
     build(world, preset, root, str(checkpoint), "t5", "--set", f"frames.num_frames={frames}",
           "--set", "frames.height=64", "--set", "frames.width=64", plans=None)
     deep_verify(root)
+
+
+def test_the_480p_preset_builds_from_the_shipped_book_alone_and_alike(cudnn_frontend, world):
+    if torch.cuda.get_device_name(0) != "NVIDIA H200":
+        pytest.skip(f"the shipped books are the H200's; this GPU is {torch.cuda.get_device_name(0)}")
+    roots = []
+    for run in ("first", "second"):  # fresh processes, each with an empty plan folder
+        root = world["folder"] / f"480p-{run}"
+        done = build(world, "cosmos-predict2-480p", root, str(world["wan21"]), "t5", plans=f"plans-{run}")
+        assert UNSHIPPED_NOTE not in done.stderr, done.stderr  # nothing chosen on this machine
+        roots.append(root)
+    assert sums(roots[0]) == sums(roots[1])
+    books = [json.loads((root / "cache_config.json").read_text())["conv_plans"] for root in roots]
+    assert books[0] == books[1] and books[0]
+
+
+def test_the_perception_preset_with_repeated_videos_deep_verifies(cudnn_frontend, world):
+    root = world["folder"] / "perception"
+    build(world, "openvid-perception-stage1", root, str(world["wan21"]), "t5",
+          "--set", "dataset.mask_column=mask", "--set", "dataset.depth_column=depth")
+    manifest = [json.loads(line) for line in (root / "manifest.jsonl").read_text().splitlines()]
+    assert len(manifest) == 3 and len({row["source_path"] for row in manifest}) == 2  # 3 rows over 2 videos
+    for extra in ((), ("--dataset", str(world["table"]))):  # the plan's rows, then the table read again
+        result = deep_verify(root, *extra)
+        checks = {check["name"]: check for check in result["deep"]}
+        assert checks["provenance"]["ok"] and "bit for bit" in checks["reencode"]["detail"], checks
