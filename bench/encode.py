@@ -46,7 +46,7 @@ def load_clips(clips_dir: Path | None, count: int, frames: int, height: int, wid
         if info.num_frames < frames:
             continue
         window = select_window(info, cfg, path.stem, None)
-        plan = plan_resize(*info.display_size, width, height, "cover_crop")
+        plan = plan_resize(*info.display_size, width, height, "cover_crop", stored=info.upright_size)
         clips.append(decode_rgb(str(path), info, list(window.indices), plan, cfg, path.stem))
         if len(clips) == count:
             return clips

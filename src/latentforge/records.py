@@ -43,6 +43,13 @@ class SourceEntry:
         return root if root.strip(os.sep) else None
 
 
+def displayed_width(width: int, sample_aspect_ratio: tuple[int, int]) -> int:
+    """A stored row of `width` pixels as wide as a player shows it: width x num / den, rounded half up (704 at 16:11
+    shows 1024 wide), at least 1."""
+    num, den = sample_aspect_ratio
+    return max(1, (2 * width * num + den) // (2 * den))
+
+
 @dataclass(frozen=True)
 class VideoInfo:
     """What the CPU probe learned from demuxing a video (no frame decoded)."""
@@ -55,17 +62,29 @@ class VideoInfo:
     codec: str
     pix_fmt: str
     lossless: bool  # true for codecs/containers that cannot lose information (PNG, FFV1, ...)
+    # width : height of one stored pixel as a player shows it (num, den), reduced; (1, 1): square pixels
+    sample_aspect_ratio: tuple[int, int] = (1, 1)
 
     @property
     def num_frames(self) -> int:
         return len(self.pts)
 
     @property
-    def display_size(self) -> tuple[int, int]:
-        """(width, height) as a player shows the video."""
+    def upright_size(self) -> tuple[int, int]:
+        """(width, height) of the stored pixels with the rotation applied: the size of a decoded frame turned
+        upright, which mask and depth sources match."""
         if self.rotation % 180 == 90:
             return self.height, self.width
         return self.width, self.height
+
+    @property
+    def display_size(self) -> tuple[int, int]:
+        """(width, height) as a player shows the video: the sample aspect ratio stretches the stored width, then
+        the rotation turns the frame."""
+        width = displayed_width(self.width, self.sample_aspect_ratio)
+        if self.rotation % 180 == 90:
+            return self.height, width
+        return width, self.height
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,17 @@ def probe_video(path: str, sample_id: str) -> VideoInfo:
             codec=ctx.name,
             pix_fmt=ctx.pix_fmt or first.format.name,
             lossless=ctx.name in LOSSLESS_CODECS,
+            sample_aspect_ratio=sample_aspect_ratio(stream),
         )
+
+
+def sample_aspect_ratio(stream) -> tuple[int, int]:
+    """(num, den) of the stream's sample aspect ratio: the container's (e.g. MP4 pasp), else the codec's (e.g.
+    H.264 VUI), else square pixels; an unset (0) ratio counts as absent."""
+    for ratio in (stream.sample_aspect_ratio, stream.codec_context.sample_aspect_ratio):
+        if ratio is not None and ratio > 0:
+            return ratio.numerator, ratio.denominator
+    return 1, 1
 
 
 def decode_frames(

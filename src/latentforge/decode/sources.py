@@ -1,8 +1,8 @@
 """Mask and depth sources: what they are, how many frames, what size; read without decoding where possible.
 
 A source is a folder of PNGs (one per video frame, sorted by file name), a video, or (depth only) a .npz /
-.npy array [T, H, W]. Sizes are displayed sizes (rotation applied), frame i of a source belongs to video
-frame i (presentation order). See docs/modalities.md.
+.npy array [T, H, W]. Sizes are the video's stored sizes with the rotation applied, frame i of a source belongs
+to video frame i (presentation order). See docs/modalities.md.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class ModalitySource:
     kind: str  # png_folder | video | npz | npy
     path: str
     num_frames: int
-    size: tuple[int, int]  # displayed (width, height)
+    size: tuple[int, int]  # (width, height), rotation applied
     files: tuple[str, ...] = ()  # png_folder: the frames' files in frame order
     bit_depth: int | None = None  # png_folder / video: bits per id or depth code
     video: VideoInfo | None = None  # video sources
@@ -61,19 +61,21 @@ def probe_modality_source(modality: str, path: str | None, sample_id: str) -> Mo
         )
     bits = av.VideoFormat(info.pix_fmt).components[0].bits
     return ModalitySource(
-        modality, "video", str(source), info.num_frames, info.display_size, bit_depth=bits, video=info
+        modality, "video", str(source), info.num_frames, info.upright_size, bit_depth=bits, video=info
     )
 
 
 def check_matches_video(source: ModalitySource, video: VideoInfo, sample_id: str) -> None:
-    """Every source frame must pair with a video frame at the same displayed size."""
-    if source.num_frames != video.num_frames or source.size != video.display_size:
+    """Every source frame must pair with a video frame of the same size: the video's stored pixels turned upright
+    (its displayed size, unless its pixels are not square)."""
+    width, height = video.upright_size
+    if source.num_frames != video.num_frames or source.size != (width, height):
         raise SampleRejected(
             "modality_mismatch",
             sample_id,
             f"{source.modality} source {source.path} has {source.num_frames} frames of {source.size[0]}x"
-            f"{source.size[1]}, the video has {video.num_frames} frames of {video.display_size[0]}x"
-            f"{video.display_size[1]}; re-export the {source.modality} to match frame for frame",
+            f"{source.size[1]}, the video has {video.num_frames} frames of {width}x{height}; re-export the "
+            f"{source.modality} to match frame for frame",
         )
 
 

@@ -64,7 +64,7 @@ def probe_sample(sample: Sample, config: BuildConfig) -> ProbeResult:
     if config.frames.resize_backend == "device":
         check_yuv_source(info.pix_fmt, info.width, info.height, sample.entry.video, sample.sample_id)
     width, height = info.display_size
-    plan = plan_resize(width, height, frames.width, frames.height, frames.resize)
+    plan = plan_resize(width, height, frames.width, frames.height, frames.resize, stored=info.upright_size)
     modality_info: dict[str, ModalitySource] = {}
     for name in config.modalities.names:
         if name == "rgb":

@@ -36,6 +36,8 @@ def provenance_of(probe: ProbeResult) -> dict[str, Any]:
         "rotation": probe.info.rotation,
         "crop_box": [round(v, 6) for v in probe.plan.source_crop],
     }
+    if probe.info.sample_aspect_ratio != (1, 1):  # only then: rows of square-pixel sources keep their bytes
+        provenance["sample_aspect_ratio"] = list(probe.info.sample_aspect_ratio)
     if probe.bucket is not None:
         provenance["bucket"] = probe.bucket
     return provenance
