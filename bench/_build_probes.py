@@ -21,6 +21,7 @@ from av.video.reformatter import Interpolation
 from latentforge import registry
 from latentforge.config import BuildConfig
 from latentforge.decode import pyav as decode_pyav
+from latentforge.decode.frame_reader import decode_frames
 from latentforge.decode.nvdec import decode_rgb_nvdec, with_nvdec
 from latentforge.decode.yuv_capture import decode_yuv
 from latentforge.pipeline.plan import plan_samples
@@ -198,7 +199,7 @@ def cpu_decode_cost(config: BuildConfig, reps: int, device: str) -> dict[str, An
     threads = config.run.decode_threads
 
     def decode_only() -> None:
-        for _ in decode_pyav.decode_frames(path, info, indices, sample.sample_id, threads=threads):
+        for _ in decode_frames(path, info, indices, sample.sample_id, threads=threads):
             pass
 
     def build_rgb(flags: Interpolation | None = None, threads: int = threads) -> np.ndarray:

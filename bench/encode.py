@@ -23,8 +23,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from latentforge.config import FramesConfig  # noqa: E402
-from latentforge.decode.pyav import decode_rgb, probe_video  # noqa: E402
+from latentforge.decode.pyav import decode_rgb  # noqa: E402
 from latentforge.decode.resize import plan_resize  # noqa: E402
+from latentforge.decode.stream_probe import probe_video  # noqa: E402
 from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
 from latentforge.tokenizers.wan21_fast import FastWanEncoder  # noqa: E402
 from latentforge.transforms.window import select_window  # noqa: E402
@@ -46,7 +47,7 @@ def load_clips(clips_dir: Path | None, count: int, frames: int, height: int, wid
         if info.num_frames < frames:
             continue
         window = select_window(info, cfg, path.stem, None)
-        plan = plan_resize(*info.display_size, width, height, "cover_crop")
+        plan = plan_resize(*info.display_size, width, height, "cover_crop", stored=info.upright_size)
         clips.append(decode_rgb(str(path), info, list(window.indices), plan, cfg, path.stem))
         if len(clips) == count:
             return clips

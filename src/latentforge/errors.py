@@ -30,6 +30,9 @@ REJECT_FIXES = {
     # frames.buckets: the source is smaller (or shorter) than every bucket
     "no_bucket": "add a bucket the source can fill (detail names its size and frames), or set "
                  "frames.bucket_upscale=true",
+    # the window spans a mid-stream change of the frame size; each side alone is fine
+    "resolution_change": "choose windows within one frame size (detail names both sizes and where it changes), or "
+                         "re-encode the video at one size",
 }
 REJECT_REASONS = tuple(REJECT_FIXES)
 

@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import REJECT_REASONS
 
@@ -43,29 +44,84 @@ class SourceEntry:
         return root if root.strip(os.sep) else None
 
 
+def displayed_width(width: int, sample_aspect_ratio: tuple[int, int]) -> int:
+    """A stored row of `width` pixels as wide as a player shows it: width x num / den, rounded half up (704 at 16:11
+    shows 1024 wide), at least 1."""
+    num, den = sample_aspect_ratio
+    return max(1, (2 * width * num + den) // (2 * den))
+
+
 @dataclass(frozen=True)
 class VideoInfo:
-    """What the CPU probe learned from demuxing a video (no frame decoded)."""
+    """What the CPU probe learned from decoding a video: the pictures its decoder shows, in the order it shows them
+    (presentation order), and how a player shows them."""
 
-    width: int  # coded width
-    height: int  # coded height
+    width: int  # coded width of frame 0
+    height: int  # coded height of frame 0
     rotation: int  # degrees to rotate the coded frame counter-clockwise to show it upright (0/90/180/270)
-    fps: float  # the stream's average frame rate
-    pts: tuple[float, ...]  # presentation time in seconds of every frame, in presentation order
+    fps: float  # the stream's average frame rate, or the shown frames' rate where the two disagree
+    pts: tuple[float, ...]  # presentation time in seconds of every shown frame, in presentation order
     codec: str
     pix_fmt: str
     lossless: bool  # true for codecs/containers that cannot lose information (PNG, FFV1, ...)
+    # width : height of one stored pixel as a player shows it (num, den), reduced; (1, 1): square pixels
+    sample_aspect_ratio: tuple[int, int] = (1, 1)
+    # Per shown frame, what a decode needs to find and prove it (decode/frame_reader.py), packed (a long video's
+    # probe is held for each of its samples until the build ends):
+    ticks: bytes = b""  # the timestamp the decoder gave it in stream time-base ticks, int64 little-endian
+    keyframes: tuple[int, ...] = ()  # indices of the frames the decoder flagged as keyframes, ascending
+    digests: bytes = b""  # CRC-32 of each frame's decoded planes, 4 bytes a frame; empty: none could be taken
+    # (first frame index, coded width, coded height) of every mid-stream change of the frame size
+    size_changes: tuple[tuple[int, int, int], ...] = ()
+    notes: tuple[str, ...] = ()  # what the probe read differently from what the file says, for the rows
 
     @property
     def num_frames(self) -> int:
         return len(self.pts)
 
     @property
+    def frame_ticks(self) -> list[int]:
+        """`ticks` unpacked: frame i's decoder timestamp."""
+        return [tick for (tick,) in struct.iter_unpack("<q", self.ticks)]
+
+    @property
+    def seekable(self) -> bool:
+        """Every shown frame has its own timestamp, so a frame decoded after a seek is known by it."""
+        ticks = self.frame_ticks
+        return len(ticks) == self.num_frames and len(set(ticks)) == len(ticks)
+
+    def coded_size(self, index: int) -> tuple[int, int]:
+        """(width, height) of frame `index` as decoded."""
+        size = (self.width, self.height)
+        for first, width, height in self.size_changes:
+            if first > index:
+                break
+            size = (width, height)
+        return size
+
+    def coded_sizes(self, indices: Iterable[int]) -> list[tuple[int, int]]:
+        """The distinct decoded sizes of the frames `indices`, in the order they first appear."""
+        return list(dict.fromkeys(self.coded_size(i) for i in indices))
+
+    def upright_of(self, coded: tuple[int, int]) -> tuple[int, int]:
+        """(width, height) of a stored frame of the coded size with the rotation applied: what a decoded frame
+        turned upright measures, and what mask and depth sources match."""
+        return (coded[1], coded[0]) if self.rotation % 180 == 90 else coded
+
+    def display_of(self, coded: tuple[int, int]) -> tuple[int, int]:
+        """(width, height) a player shows a frame of the coded size at: the sample aspect ratio stretches the stored
+        width, then the rotation turns the frame."""
+        return self.upright_of((displayed_width(coded[0], self.sample_aspect_ratio), coded[1]))
+
+    @property
+    def upright_size(self) -> tuple[int, int]:
+        """upright_of frame 0's size."""
+        return self.upright_of((self.width, self.height))
+
+    @property
     def display_size(self) -> tuple[int, int]:
-        """(width, height) as a player shows the video."""
-        if self.rotation % 180 == 90:
-            return self.height, self.width
-        return self.width, self.height
+        """display_of frame 0's size."""
+        return self.display_of((self.width, self.height))
 
 
 @dataclass(frozen=True)

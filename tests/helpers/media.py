@@ -42,6 +42,7 @@ def write_video(
     options: dict[str, str] | None = None,
     gop: int | None = None,
     full_range: bool = False,
+    sample_aspect_ratio: Fraction | None = None,
 ) -> Path:
     """Encode [T, H, W, 3] uint8 RGB (or [T, H, W] gray ids when pix_fmt starts with 'gray').
 
@@ -49,6 +50,7 @@ def write_video(
     pts_ms: explicit presentation times in milliseconds (variable frame rate), else frame k at k / fps.
     colorspace: tag and convert with 'ITU709' or 'ITU601'; None leaves the stream untagged (BT.601 maths).
     full_range: convert to full-range YUV and tag the stream and frames so (else limited, tagged only with colorspace).
+    sample_aspect_ratio: the shape of one stored pixel as shown (H.264 writes it in the stream, MP4 in its pasp box).
     """
     path = Path(path)
     with av.open(str(path), "w") as container:
@@ -68,6 +70,8 @@ def write_video(
             stream.codec_context.color_range = 2
         if rotation:
             stream.set_display_rotation(rotation)
+        if sample_aspect_ratio is not None:
+            stream.codec_context.sample_aspect_ratio = sample_aspect_ratio
         for t, image in enumerate(frames):
             if pix_fmt.startswith("gray"):
                 frame = av.VideoFrame.from_ndarray(image, format=pix_fmt)

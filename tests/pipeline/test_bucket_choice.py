@@ -25,9 +25,10 @@ def frames(tmp_path_factory):
     return config.frames
 
 
-def _info(width: int, height: int, seconds: float = 6.0, rotation: int = 0) -> VideoInfo:
+def _info(width: int, height: int, seconds: float = 6.0, rotation: int = 0, sar: tuple[int, int] = (1, 1)
+          ) -> VideoInfo:
     return VideoInfo(width, height, rotation, 30.0, tuple(i / 30 for i in range(round(seconds * 30))), "h264",
-                     "yuv420p", False)
+                     "yuv420p", False, sar)
 
 
 @pytest.mark.parametrize("width, height, rotation, expected", [
@@ -44,6 +45,14 @@ def test_preset_buckets_take_each_aspect(frames, width, height, rotation, expect
     assert (choice.frames.num_frames, choice.frames.height, choice.frames.width) == tuple(
         int(v) for v in expected.split("x"))
     assert len(choice.window.indices) == 81 and "without upscaling" in choice.record["reason"]
+
+
+def test_non_square_pixels_choose_by_the_displayed_aspect(frames):
+    """704x576 stored at 16:11 shows 1024x576 (16:9): the landscape bucket keeps 97.5% of it. Taken as square
+    pixels (1.22:1) it fills no bucket, and upscaled the square bucket would win (82% against 70%)."""
+    assert choose_bucket(_info(704, 576, sar=(16, 11)), frames, SAMPLE).bucket.name == "81x480x832"
+    upscale = dataclasses.replace(frames, bucket_upscale=True)
+    assert choose_bucket(_info(704, 576), upscale, SAMPLE).bucket.name == "81x624x624"
 
 
 def test_small_and_short_sources_fit_no_bucket_unless_upscaling(frames):

@@ -1,14 +1,11 @@
-"""Probe and decode videos with PyAV (FFmpeg): timestamps, rotation, colour tags, windowed decoding.
+"""A window's frames as RGB with PyAV (FFmpeg): colour, rotation and resize of the frames frame_reader.py decodes.
 
-Conventions (docs/frames.md): frames are numbered in presentation order; colour comes from each frame's
-matrix/range tags (untagged = BT.601 limited, swscale's default); rotation metadata is applied so frames are
-upright; swscale runs bit-exact so the pixels do not depend on the CPU's SIMD features.
+Conventions (docs/frames.md): colour comes from each frame's matrix/range tags (untagged = BT.601 limited,
+swscale's default); rotation metadata is applied so frames are upright; swscale runs bit-exact so the pixels do not
+depend on the CPU's SIMD features; a frame must have the stored size its window was planned for.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
-from typing import Iterator
 
 import av
 import numpy as np
@@ -19,12 +16,9 @@ from av.video.reformatter import ColorRange, Colorspace, Interpolation
 from ..config import FramesConfig
 from ..errors import SampleRejected
 from ..records import VideoInfo
+from .frame_reader import decode_frames
 from .resize import ResizePlan
 
-# Codecs that cannot lose information; a mask video must use one of them.
-LOSSLESS_CODECS = frozenset(
-    {"ffv1", "png", "apng", "rawvideo", "huffyuv", "ffvhuff", "utvideo", "magicyuv", "qtrle", "tiff", "zlib"}
-)
 # Accurate rounding and full chroma interpolation for quality, bit-exact for the same output on every CPU.
 SWSCALE_FLAGS = Interpolation.ACCURATE_RND | Interpolation.FULL_CHR_H_INT | Interpolation.BITEXACT
 SWSCALE_FILTERS = {
@@ -44,122 +38,6 @@ SWSCALE_MATRICES = {
     "bt2020": Colorspace.BT2020,
 }
 _AVCOL_RANGE_JPEG = 2
-
-
-def _time(ticks: int, time_base) -> float:
-    # One conversion used by probe and decode, so a decoded frame's time matches the probed pts exactly.
-    return float(ticks * time_base)
-
-
-def _open(path: str, sample_id: str, hwaccel=None):
-    try:
-        return av.open(path, hwaccel=hwaccel) if hwaccel is not None else av.open(path)
-    except av.FFmpegError as error:
-        raise SampleRejected("unreadable", sample_id, f"{path}: FFmpeg cannot open it ({error})") from None
-
-
-def probe_video(path: str, sample_id: str) -> VideoInfo:
-    """Demux every packet for the presentation timestamps; decode only the first frame (rotation lives in
-    its display-matrix side data). Raises SampleRejected('missing_source' | 'unreadable')."""
-    file = Path(path)
-    if not file.exists():
-        raise SampleRejected("missing_source", sample_id, f"video {path} does not exist; fix the listing")
-    if not file.is_file() or file.stat().st_size == 0:
-        raise SampleRejected("unreadable", sample_id, f"{path} is empty or not a file; re-export the clip")
-    container = _open(str(file), sample_id)
-    with container:
-        if not container.streams.video:
-            raise SampleRejected("unreadable", sample_id, f"{path} has no video stream")
-        stream = container.streams.video[0]
-        ticks: list[int] = []
-        first = None
-        try:
-            for packet in container.demux(stream):
-                if packet.is_corrupt:
-                    # A short read: the file ends inside this packet, so frames its index lists are gone.
-                    raise SampleRejected("unreadable", sample_id, f"{path}: the file ends inside a video packet "
-                                         f"(cut short, e.g. an interrupted download); re-download or re-export it")
-                if packet.size == 0 or packet.is_discard:
-                    continue
-                tick = packet.pts if packet.pts is not None else packet.dts
-                if tick is None:
-                    raise SampleRejected("unreadable", sample_id, f"{path}: packet without timestamp; remux it")
-                ticks.append(tick)
-                if first is None:
-                    first = next(iter(stream.decode(packet)), None)
-            if first is None:
-                first = next(iter(stream.decode(None)), None)
-        except av.FFmpegError as error:
-            raise SampleRejected("unreadable", sample_id, f"{path}: demux/decode failed ({error})") from None
-        if first is None:
-            raise SampleRejected("unreadable", sample_id, f"{path}: no frame could be decoded")
-        rotation = first.rotation % 360
-        if rotation % 90:
-            raise SampleRejected("unreadable", sample_id, f"{path}: rotation {rotation} is not a multiple of 90")
-        ctx = stream.codec_context
-        pts = tuple(sorted(_time(t, stream.time_base) for t in ticks))
-        rate = stream.average_rate
-        fps = float(rate) if rate else (len(pts) - 1) / (pts[-1] - pts[0]) if len(pts) > 1 else 0.0
-        return VideoInfo(
-            width=ctx.width or first.width,
-            height=ctx.height or first.height,
-            rotation=rotation,
-            fps=fps,
-            pts=pts,
-            codec=ctx.name,
-            pix_fmt=ctx.pix_fmt or first.format.name,
-            lossless=ctx.name in LOSSLESS_CODECS,
-        )
-
-
-def decode_frames(
-    path: str, info: VideoInfo, indices: list[int], sample_id: str, hwaccel=None, threads: int = 0
-) -> Iterator[tuple[int, av.VideoFrame]]:
-    """Yield (index, frame) once per distinct needed index, ascending. Seeks to the keyframe at or before the
-    first needed frame and stops after the last one, so a window decodes only its own stretch of the clip.
-    threads: FFmpeg decoding threads (0: FFmpeg's choice); decoded pixels do not depend on it."""
-    needed = sorted(set(indices))
-    by_time = {info.pts[i]: i for i in needed}
-    first_t, last_t = info.pts[needed[0]], info.pts[needed[-1]]
-    found: set[int] = set()
-    # The seek can land after the first needed frame (demuxers index by dts); then decode from the start.
-    for seek in (True, False) if first_t > info.pts[0] else (False,):
-        container = _open(path, sample_id, hwaccel)
-        with container:
-            stream = container.streams.video[0]
-            if threads:
-                stream.codec_context.thread_count = threads
-            try:
-                if seek:
-                    tb = stream.time_base
-                    target = round(first_t * tb.denominator / tb.numerator)
-                    container.seek(target, stream=stream, backward=True, any_frame=False)
-                for frame in _frames(container, stream):
-                    if frame.pts is None:
-                        raise SampleRejected("decode_error", sample_id, f"{path}: decoded frame without pts")
-                    t = _time(frame.pts, stream.time_base)
-                    if not found and t > first_t:
-                        break  # overshot: retry without seeking
-                    index = by_time.get(t)
-                    if index is not None and index not in found:
-                        found.add(index)
-                        yield index, frame
-                    if t >= last_t:
-                        break
-            except av.FFmpegError as error:
-                raise SampleRejected("decode_error", sample_id, f"{path}: {error}") from None
-        if found:
-            break
-    missing = [i for i in needed if i not in found]
-    if missing:
-        raise SampleRejected(
-            "decode_error", sample_id, f"{path}: frames {missing[:5]} (of {len(missing)} missing) did not decode"
-        )
-
-
-def _frames(container, stream) -> Iterator[av.VideoFrame]:
-    for packet in container.demux(stream):
-        yield from stream.decode(packet)  # the final empty packet flushes the decoder
 
 
 def colour_tags(frame: av.VideoFrame) -> tuple[str, bool]:
@@ -217,12 +95,26 @@ def frame_to_output(frame: av.VideoFrame, info: VideoInfo, plan: ResizePlan, fra
     return np.ascontiguousarray(scaled[y0:y1, x0:x1])
 
 
+def check_planned_size(frame: av.VideoFrame, index: int, info: VideoInfo, plan: ResizePlan, path: str,
+                       sample_id: str) -> None:
+    """A frame of another stored size than the window was planned for would be stretched: reject instead."""
+    upright = info.upright_of((frame.width, frame.height))
+    if upright != (plan.stored_w, plan.stored_h):
+        raise SampleRejected(
+            "resolution_change", sample_id,
+            f"{path}: frame {index} is {upright[0]}x{upright[1]} (rotation applied), but the window was planned for "
+            f"{plan.stored_w}x{plan.stored_h} frames; choose a window within one frame size, or re-encode the "
+            "video at one size")
+
+
 def decode_rgb(
     path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
-    hwaccel=None, threads: int = 0,
+    hwaccel=None, threads: int = 0, from_start: bool = False,
 ) -> np.ndarray:
     """uint8 [T, out_h, out_w, 3] for the source frames `indices` (repeats allowed). threads: FFmpeg's, for
-    decoding and for swscale (0: FFmpeg's choice)."""
-    frames = decode_frames(path, info, indices, sample_id, hwaccel, threads)
-    converted = {i: frame_to_output(frame, info, plan, frames_cfg, threads) for i, frame in frames}
+    decoding and for swscale (0: FFmpeg's choice); from_start: decode from the stream's start, never seeking."""
+    converted = {}
+    for i, frame in decode_frames(path, info, indices, sample_id, hwaccel, threads, from_start):
+        check_planned_size(frame, i, info, plan, path, sample_id)
+        converted[i] = frame_to_output(frame, info, plan, frames_cfg, threads)
     return np.stack([converted[i] for i in indices])

@@ -1,7 +1,9 @@
 """Resize geometry: where the output pixels come from in the displayed source (docs/frames.md).
 
-One `ResizePlan` drives every modality of a sample, so RGB, mask and depth pixels stay aligned: RGB is
-filtered (swscale or torch), masks and depth are sampled nearest-neighbour on the same grid.
+The plan is made in display geometry (the sample aspect ratio and the rotation applied), so output pixels are
+square; the stored frame, rotated upright, is then resized as a whole to the scaled size, which stretches it by
+its sample aspect ratio. One `ResizePlan` drives every modality of a sample, so RGB, mask and depth pixels stay
+aligned: RGB is filtered (swscale or torch), masks and depth are sampled nearest-neighbour on the same grid.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ class ResizePlan:
     scaled_w: int
     scaled_h: int
     crop: tuple[int, int, int, int]  # x0, y0, x1, y1 in scaled pixels (x1, y1 exclusive)
-    source_crop: tuple[float, float, float, float]  # the same box in displayed source pixels
+    source_crop: tuple[float, float, float, float]  # the same box in stored source pixels, rotation applied
     out_w: int
     out_h: int
-    src_w: int  # displayed source size (rotation applied)
-    src_h: int
+    stored_w: int  # stored source size, rotation applied: what a decoded frame turned upright measures
+    stored_h: int
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -36,10 +38,14 @@ class ResizePlan:
         }
 
 
-def plan_resize(src_w: int, src_h: int, out_w: int, out_h: int, mode: str) -> ResizePlan:
+def plan_resize(src_w: int, src_h: int, out_w: int, out_h: int, mode: str,
+                stored: tuple[int, int] | None = None) -> ResizePlan:
     """cover_crop: scale by max(out_w/src_w, out_h/src_h) (sizes rounded to nearest, never below the output),
-    then centre-crop, extra pixel on the right/bottom; stretch: scale straight to the output size."""
-    if src_w < 1 or src_h < 1 or out_w < 1 or out_h < 1:
+    then centre-crop, extra pixel on the right/bottom; stretch: scale straight to the output size.
+    src_w x src_h is the displayed size; `stored` the stored size turned upright (default: the displayed size,
+    square pixels), in whose pixels source_crop is given."""
+    stored_w, stored_h = stored if stored is not None else (src_w, src_h)
+    if src_w < 1 or src_h < 1 or out_w < 1 or out_h < 1 or stored_w < 1 or stored_h < 1:
         raise ConfigError(f"resize {src_w}x{src_h} -> {out_w}x{out_h}: every size must be >= 1")
     if mode == "stretch":
         scaled_w, scaled_h = out_w, out_h
@@ -52,21 +58,21 @@ def plan_resize(src_w: int, src_h: int, out_w: int, out_h: int, mode: str) -> Re
     x0 = (scaled_w - out_w) // 2
     y0 = (scaled_h - out_h) // 2
     crop = (x0, y0, x0 + out_w, y0 + out_h)
-    sx, sy = src_w / scaled_w, src_h / scaled_h
+    sx, sy = stored_w / scaled_w, stored_h / scaled_h
     source_crop = (crop[0] * sx, crop[1] * sy, crop[2] * sx, crop[3] * sy)
-    return ResizePlan(scaled_w, scaled_h, crop, source_crop, out_w, out_h, src_w, src_h)
+    return ResizePlan(scaled_w, scaled_h, crop, source_crop, out_w, out_h, stored_w, stored_h)
 
 
 def nearest_source_indices(plan: ResizePlan) -> tuple[np.ndarray, np.ndarray]:
     """Source row and column of every output pixel under nearest-neighbour sampling.
 
-    Output pixel centre (x + 0.5) in scaled space maps to source x_s = (x + 0.5) * src_w / scaled_w; the
-    source pixel holding that point is floor(x_s). Integer arithmetic keeps it exact.
+    Output pixel centre (x + 0.5) in scaled space maps to stored source x_s = (x + 0.5) * stored_w / scaled_w;
+    the source pixel holding that point is floor(x_s). Integer arithmetic keeps it exact.
     """
     xs = np.arange(plan.crop[0], plan.crop[2], dtype=np.int64)
     ys = np.arange(plan.crop[1], plan.crop[3], dtype=np.int64)
-    cols = ((2 * xs + 1) * plan.src_w) // (2 * plan.scaled_w)
-    rows = ((2 * ys + 1) * plan.src_h) // (2 * plan.scaled_h)
+    cols = ((2 * xs + 1) * plan.stored_w) // (2 * plan.scaled_w)
+    rows = ((2 * ys + 1) * plan.stored_h) // (2 * plan.scaled_h)
     return rows, cols
 
 
@@ -84,7 +90,7 @@ class NearestClip:
         self.values: np.ndarray | None = None  # allocated with the first frame's dtype and trailing axes
 
     def add(self, index: int, frame: np.ndarray) -> np.ndarray:
-        """Sample source frame `index` ([src_h, src_w, ...]) into every clip frame that shows it; returns the
+        """Sample source frame `index` ([stored_h, stored_w, ...]) into every clip frame that shows it; returns the
         sampled frame (a view of `values`)."""
         if self.values is None:
             shape = (self.length, self.rows.size, self.cols.size, *frame.shape[2:])

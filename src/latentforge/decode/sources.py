@@ -1,8 +1,8 @@
 """Mask and depth sources: what they are, how many frames, what size; read without decoding where possible.
 
 A source is a folder of PNGs (one per video frame, sorted by file name), a video, or (depth only) a .npz /
-.npy array [T, H, W]. Sizes are displayed sizes (rotation applied), frame i of a source belongs to video
-frame i (presentation order). See docs/modalities.md.
+.npy array [T, H, W]. Sizes are the video's stored sizes with the rotation applied, frame i of a source belongs
+to video frame i (presentation order). See docs/modalities.md.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import numpy as np
 
 from ..errors import SampleRejected
 from ..records import VideoInfo
-from .pyav import decode_frames, probe_video, upright
+from .frame_reader import decode_frames
+from .pyav import upright
+from .stream_probe import probe_video
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_GRAY, _PNG_PALETTE = 0, 3
@@ -32,7 +34,7 @@ class ModalitySource:
     kind: str  # png_folder | video | npz | npy
     path: str
     num_frames: int
-    size: tuple[int, int]  # displayed (width, height)
+    size: tuple[int, int]  # (width, height), rotation applied
     files: tuple[str, ...] = ()  # png_folder: the frames' files in frame order
     bit_depth: int | None = None  # png_folder / video: bits per id or depth code
     video: VideoInfo | None = None  # video sources
@@ -55,6 +57,11 @@ def probe_modality_source(modality: str, path: str | None, sample_id: str) -> Mo
     if modality == "depth" and suffix in (".npz", ".npy"):
         return _probe_array(source, suffix, sample_id)
     info = probe_video(str(source), sample_id)
+    if info.size_changes:
+        index, width, height = info.size_changes[0]
+        raise SampleRejected("modality_mismatch", sample_id,
+                             f"{modality} video {path} changes frame size mid-stream ({info.width}x{info.height}, "
+                             f"then {width}x{height} from frame {index}); a {modality} source keeps one size")
     if modality == "mask" and not info.lossless:
         raise SampleRejected(
             "lossy_mask_source",
@@ -64,34 +71,37 @@ def probe_modality_source(modality: str, path: str | None, sample_id: str) -> Mo
         )
     bits = av.VideoFormat(info.pix_fmt).components[0].bits
     return ModalitySource(
-        modality, "video", str(source), info.num_frames, info.display_size, bit_depth=bits, video=info
+        modality, "video", str(source), info.num_frames, info.upright_size, bit_depth=bits, video=info
     )
 
 
-def check_matches_video(source: ModalitySource, video: VideoInfo, sample_id: str) -> None:
-    """Every source frame must pair with a video frame at the same displayed size."""
-    if source.num_frames != video.num_frames or source.size != video.display_size:
+def check_matches_video(source: ModalitySource, video: VideoInfo, upright: tuple[int, int], sample_id: str) -> None:
+    """Every source frame must pair with a video frame of the same size: `upright`, the stored size of the window's
+    video frames turned upright (their displayed size, unless their pixels are not square)."""
+    width, height = upright
+    if source.num_frames != video.num_frames or source.size != (width, height):
         raise SampleRejected(
             "modality_mismatch",
             sample_id,
             f"{source.modality} source {source.path} has {source.num_frames} frames of {source.size[0]}x"
-            f"{source.size[1]}, the video has {video.num_frames} frames of {video.display_size[0]}x"
-            f"{video.display_size[1]}; re-export the {source.modality} to match frame for frame",
+            f"{source.size[1]}, the video has {video.num_frames} frames of {width}x{height}; re-export the "
+            f"{source.modality} to match frame for frame",
         )
 
 
 def iter_source_frames(
-    source: ModalitySource, indices: list[int], sample_id: str
+    source: ModalitySource, indices: list[int], sample_id: str, from_start: bool = False
 ) -> Iterator[tuple[int, np.ndarray]]:
     """(index, raw integer plane [H, W], uint8 or uint16, upright) of each distinct frame of `indices`,
     ascending, one at a time: a caller that reduces each frame as it comes keeps it in cache and never holds
-    the whole clip at full resolution. A plane may view the decoder's frame, so use it before the next."""
+    the whole clip at full resolution. A plane may view the decoder's frame, so use it before the next.
+    from_start: a video source is decoded from its start, never seeking."""
     if source.kind == "png_folder":
         for i in sorted(set(indices)):
             yield i, _read_png(source.files[i], source, sample_id)
         return
     video = cast(VideoInfo, source.video)  # kind 'video' always carries its VideoInfo
-    for i, frame in decode_frames(source.path, video, indices, sample_id):
+    for i, frame in decode_frames(source.path, video, indices, sample_id, from_start=from_start):
         yield i, upright(id_plane(frame, source, sample_id), video.rotation)
 
 

@@ -10,8 +10,9 @@ import numpy as np
 from ..config import FramesConfig
 from ..errors import SampleRejected
 from ..records import VideoInfo
+from .frame_reader import decode_frames
 from .modality_frames import ModalityFrames
-from .pyav import colour_tags, decode_frames
+from .pyav import check_planned_size, colour_tags
 from .resize import ResizePlan
 from .yuv_format import YuvFormat
 
@@ -66,16 +67,18 @@ def copy_planes(frame: av.VideoFrame, fmt: YuvFormat, out: np.ndarray) -> None:
 
 def decode_yuv(
     path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
-    hwaccel=None, threads: int = 0,
+    hwaccel=None, threads: int = 0, from_start: bool = False,
 ) -> ModalityFrames:
     """uint8 [T, frame_bytes] YUV frames for the source frames `indices` (repeats allowed), with their YuvFormat.
-    Every frame must share the first one's format, size and colour tags (what the device converts them with)."""
+    Every frame must have the stored size the window was planned for and share the first one's format and colour
+    tags (what the device converts them with). from_start: decode from the stream's start, never seeking."""
     fmt: YuvFormat | None = None
     values: np.ndarray | None = None
     positions: dict[int, list[int]] = {}
     for t, index in enumerate(indices):
         positions.setdefault(index, []).append(t)
-    for index, frame in decode_frames(path, info, indices, sample_id, hwaccel, threads):
+    for index, frame in decode_frames(path, info, indices, sample_id, hwaccel, threads, from_start):
+        check_planned_size(frame, index, info, plan, path, sample_id)
         check_yuv_source(frame.format.name, frame.width, frame.height, path, sample_id)
         frame_fmt = yuv_format(frame, info, plan, frames_cfg)
         if fmt is None:

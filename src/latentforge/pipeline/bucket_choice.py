@@ -1,5 +1,5 @@
 """Which bucket a sample goes to (docs/frames.md, "Buckets"), decided by the CPU probe from the source's
-displayed size and frames.
+displayed size (that of the bucket's window, where the frame size changes mid-stream) and frames.
 
 The rule, over the buckets the source can fill (its displayed size is at least the bucket's on both axes,
 unless frames.bucket_upscale, and it has a full window of the bucket's frames):
@@ -19,7 +19,7 @@ from ..config import FramesConfig
 from ..config.buckets import Bucket, parse_buckets
 from ..errors import SampleRejected
 from ..records import Sample, VideoInfo
-from ..transforms.window import FrameWindow, select_window
+from ..transforms.window import FrameWindow, select_window, window_size
 
 _KEEP_DIGITS = 6  # kept shares are compared rounded, so equal aspects tie exactly
 
@@ -38,35 +38,41 @@ def kept_share(bucket: Bucket, width: int, height: int) -> float:
     return round(min(ratio, 1 / ratio), _KEEP_DIGITS)
 
 
-def _fits(bucket: Bucket, info: VideoInfo, frames: FramesConfig, sample: Sample) -> FrameWindow | str:
-    """The bucket's window for this source, or why the source cannot fill the bucket."""
-    width, height = info.display_size
+def _fits(bucket: Bucket, info: VideoInfo, frames: FramesConfig, sample: Sample
+          ) -> tuple[FrameWindow, tuple[int, int]] | str:
+    """The bucket's window for this source with the displayed size of its frames, or why the source cannot fill
+    the bucket."""
+    try:
+        window = select_window(info, bucket.frames_config(frames), sample.sample_id, sample.start_frame)
+        width, height = info.display_of(window_size(info, window.indices, sample.sample_id, sample.entry.video))
+    except SampleRejected as rejected:
+        if rejected.reason == "resolution_change":
+            return f"{bucket.name}'s window spans a mid-stream change of the frame size"
+        return f"{bucket.name} needs more frames"
     if not frames.bucket_upscale and (bucket.width > width or bucket.height > height):
         return f"{bucket.name} is larger than the {width}x{height} picture"
-    try:
-        return select_window(info, bucket.frames_config(frames), sample.sample_id, sample.start_frame)
-    except SampleRejected:
-        return f"{bucket.name} needs more frames"
+    return window, (width, height)
 
 
 def choose_bucket(info: VideoInfo, frames: FramesConfig, sample: Sample) -> BucketChoice:
     """The bucket of one probed source; SampleRejected(no_bucket) when none fits."""
     width, height = info.display_size
-    fitting: list[tuple[tuple[float, int, int], int, Bucket, FrameWindow]] = []
+    fitting: list[tuple[tuple[float, int, int], int, Bucket, FrameWindow, tuple[int, int]]] = []
     misses: list[str] = []
     for order, bucket in enumerate(parse_buckets(frames)):
         found = _fits(bucket, info, frames, sample)
         if isinstance(found, str):
             misses.append(found)
             continue
-        key = (kept_share(bucket, width, height), bucket.height * bucket.width, bucket.num_frames)
-        fitting.append((key, -order, bucket, found))
+        window, shown = found
+        key = (kept_share(bucket, *shown), bucket.height * bucket.width, bucket.num_frames)
+        fitting.append((key, -order, bucket, window, shown))
     if not fitting:
         raise SampleRejected("no_bucket", sample.sample_id,
                              f"the {width}x{height} source with {info.num_frames} frames fits no bucket ("
                              f"{'; '.join(misses)}); add a bucket of at most {width}x{height} and "
                              f"{info.num_frames} frames, or set frames.bucket_upscale=true")
-    (share, _, _), _, bucket, window = max(fitting, key=lambda item: (item[0], item[1]))
+    (share, _, _), _, bucket, window, (width, height) = max(fitting, key=lambda item: (item[0], item[1]))
     reason = (f"keeps {share:.1%} of the {width}x{height} picture, the most of the {len(fitting)} bucket(s) "
               f"it fills{' (upscaling allowed)' if frames.bucket_upscale else ' without upscaling'}; then the "
               f"largest size and most frames among those")

@@ -16,8 +16,8 @@ from typing import Any, Callable
 from .. import registry
 from ..cache.layout import FINGERPRINT, PLAN, PLAN_REJECTS
 from ..config import BuildConfig, window_step
-from ..decode.pyav import probe_video
-from ..errors import DamagedFile, LatentforgeError, SampleRejected
+from ..decode.stream_probe import probe_video
+from ..errors import DamagedFile, LatentforgeError
 from ..io import canonical_json, write_jsonl_atomic, write_text_atomic
 from ..records import Reject, Sample, SourceEntry
 from ..transforms.window import window_starts
@@ -139,7 +139,7 @@ def _window_starts_for(config: BuildConfig) -> Callable[[SourceEntry], list[int]
     def starts(entry: SourceEntry) -> list[int] | None:
         try:
             info = probe_video(entry.video, entry.key)
-        except SampleRejected:
+        except Exception:  # noqa: BLE001 - a rejected or failing video: the probe rejects it, naming why
             return None
         return [s for s in window_starts(info, config.frames) if s % step == 0] or None
 

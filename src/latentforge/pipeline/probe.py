@@ -1,5 +1,5 @@
 """The CPU-only probe: reject what can be rejected before GPU work, fix each sample's window and resize plan.
-Demuxes the video and reads modality headers; decodes one video frame at most."""
+Decodes the video once (decode/stream_probe.py) and reads modality headers."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..config import BuildConfig
-from ..decode.pyav import probe_video
 from ..decode.resize import ResizePlan, plan_resize
 from ..decode.sources import ModalitySource, check_matches_video, probe_modality_source
+from ..decode.stream_probe import probe_video
 from ..decode.yuv_capture import check_yuv_source
-from ..errors import SampleRejected
+from ..errors import SampleRejected, one_line
 from ..records import Reject, Sample, VideoInfo
-from ..transforms.window import FrameWindow, select_window
+from ..transforms.window import FrameWindow, select_window, window_size
 from .bucket_choice import choose_bucket
 
 
@@ -52,7 +52,19 @@ def resolve_caption(sample: Sample, config: BuildConfig) -> str:
 
 def probe_sample(sample: Sample, config: BuildConfig) -> ProbeResult:
     """Order of checks: video exists and is readable, caption, window length (with frames.buckets: the
-    bucket, pipeline/bucket_choice.py), then each extra modality."""
+    bucket, pipeline/bucket_choice.py), the window's frame size, then each extra modality. Any failure is this
+    sample's reject: an unexpected one becomes unreadable naming it, so one bad file never ends a build."""
+    try:
+        return _probe(sample, config)
+    except SampleRejected:
+        raise
+    except Exception as error:  # noqa: BLE001 - one sample's bad input must not end the run
+        raise SampleRejected("unreadable", sample.sample_id,
+                             f"{sample.entry.video}: probing it raised {type(error).__name__}: {one_line(error)}; "
+                             "re-encode or drop the file (and report it if it plays elsewhere)") from error
+
+
+def _probe(sample: Sample, config: BuildConfig) -> ProbeResult:
     info = probe_video(sample.entry.video, sample.sample_id)
     caption = resolve_caption(sample, config)
     frames, bucket = config.frames, None
@@ -61,17 +73,18 @@ def probe_sample(sample: Sample, config: BuildConfig) -> ProbeResult:
         frames, window, bucket = choice.frames, choice.window, choice.record
     else:
         window = select_window(info, frames, sample.sample_id, sample.start_frame)
+    coded = window_size(info, window.indices, sample.sample_id, sample.entry.video)
     if config.frames.resize_backend == "device":
-        check_yuv_source(info.pix_fmt, info.width, info.height, sample.entry.video, sample.sample_id)
-    width, height = info.display_size
-    plan = plan_resize(width, height, frames.width, frames.height, frames.resize)
+        check_yuv_source(info.pix_fmt, *coded, sample.entry.video, sample.sample_id)
+    width, height = info.display_of(coded)
+    plan = plan_resize(width, height, frames.width, frames.height, frames.resize, stored=info.upright_of(coded))
     modality_info: dict[str, ModalitySource] = {}
     for name in config.modalities.names:
         if name == "rgb":
             continue
         path = sample.entry.mask if name == "mask" else sample.entry.depth
         source = probe_modality_source(name, path, sample.sample_id)
-        check_matches_video(source, info, sample.sample_id)
+        check_matches_video(source, info, (plan.stored_w, plan.stored_h), sample.sample_id)
         modality_info[name] = source
     return ProbeResult(info=info, window=window, plan=plan, caption=caption, modality_info=modality_info,
                        bucket=bucket)

@@ -10,6 +10,7 @@ from ..decode.modality_frames import ModalityFrames
 from ..decode.nvdec import with_nvdec
 from ..decode.pyav import decode_rgb
 from ..decode.yuv_capture import decode_yuv
+from ..errors import SampleRejected, one_line
 from ..records import Sample
 from ..transforms.depth import load_depth
 from ..transforms.masks import load_mask
@@ -27,7 +28,7 @@ class SamplePixels:
 
 def provenance_of(probe: ProbeResult) -> dict[str, Any]:
     """The manifest's window/provenance fields (docs/cache-format.md); JSON-serialisable."""
-    width, height = probe.info.display_size
+    width, height = probe.info.display_of(probe.info.coded_size(probe.window.indices[0]))
     provenance = {
         "frame_indices": list(probe.window.indices),
         "timestamps": list(probe.window.timestamps),
@@ -36,12 +37,18 @@ def provenance_of(probe: ProbeResult) -> dict[str, Any]:
         "rotation": probe.info.rotation,
         "crop_box": [round(v, 6) for v in probe.plan.source_crop],
     }
+    # Only when there is something to say, so the rows of ordinary sources keep their bytes
+    if probe.info.sample_aspect_ratio != (1, 1):
+        provenance["sample_aspect_ratio"] = list(probe.info.sample_aspect_ratio)
+    if probe.info.notes:
+        provenance["source_notes"] = list(probe.info.notes)
     if probe.bucket is not None:
         provenance["bucket"] = probe.bucket
     return provenance
 
 
-def decode_video(sample: Sample, probe: ProbeResult, config: BuildConfig) -> tuple[ModalityFrames, str | None]:
+def decode_video(sample: Sample, probe: ProbeResult, config: BuildConfig, from_start: bool = False
+                 ) -> tuple[ModalityFrames, str | None]:
     """The RGB modality's compact frames (YUV planes for frames.resize_backend=device), and with frames.decoder=nvdec
     the decoder that ran (None for the CPU decoder)."""
     args = (sample.entry.video, probe.info, list(probe.window.indices), probe.plan, config.frames, sample.sample_id)
@@ -49,32 +56,48 @@ def decode_video(sample: Sample, probe: ProbeResult, config: BuildConfig) -> tup
 
     def decode(hwaccel) -> ModalityFrames:
         if config.frames.resize_backend == "device":
-            return decode_yuv(*args, hwaccel=hwaccel, threads=threads)
-        return ModalityFrames(decode_rgb(*args, hwaccel=hwaccel, threads=threads))
+            return decode_yuv(*args, hwaccel=hwaccel, threads=threads, from_start=from_start)
+        return ModalityFrames(decode_rgb(*args, hwaccel=hwaccel, threads=threads, from_start=from_start))
 
     if config.frames.decoder == "nvdec":
         return with_nvdec(decode, config.frames, sample.entry.video, sample.sample_id)
     return decode(None), None
 
 
-def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig) -> SamplePixels:
-    """Every modality in config.modalities.names order, all on the same source frame indices."""
+def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig, from_start: bool = False
+                       ) -> SamplePixels:
+    """Every modality in config.modalities.names order, all on the same source frame indices. from_start: decode
+    every video from its start, never seeking (what a verify does, so it shares no seek with the build). Any
+    failure is this sample's reject: an unexpected one becomes decode_error naming it, so one bad file never
+    ends a build."""
+    try:
+        return _load(sample, probe, config, from_start)
+    except SampleRejected:
+        raise
+    except Exception as error:  # noqa: BLE001 - one sample's bad input must not end the run
+        raise SampleRejected("decode_error", sample.sample_id,
+                             f"{sample.entry.video}: decoding it raised {type(error).__name__}: {one_line(error)}; "
+                             "re-encode the source (and report it if it plays elsewhere)") from error
+
+
+def _load(sample: Sample, probe: ProbeResult, config: BuildConfig, from_start: bool) -> SamplePixels:
     indices = list(probe.window.indices)
     modalities: dict[str, ModalityFrames] = {}
     provenance = provenance_of(probe)
     for name in config.modalities.names:
         if name == "rgb":
-            modalities["rgb"], decoder = decode_video(sample, probe, config)
+            modalities["rgb"], decoder = decode_video(sample, probe, config, from_start)
             if decoder is not None:
                 provenance["decoder"] = decoder
             if config.frames.resize_backend == "device":
                 provenance["resize_backend"] = "device"
         elif name == "mask":
             modalities["mask"], provenance["mask"] = load_mask(
-                probe.modality_info["mask"], indices, probe.plan, config.modalities.mask, sample.sample_id
+                probe.modality_info["mask"], indices, probe.plan, config.modalities.mask, sample.sample_id, from_start
             )
         else:
             modalities["depth"], provenance["depth"] = load_depth(
-                probe.modality_info["depth"], indices, probe.plan, config.modalities.depth, sample.sample_id
+                probe.modality_info["depth"], indices, probe.plan, config.modalities.depth, sample.sample_id,
+                from_start,
             )
     return SamplePixels(sample=sample, modalities=modalities, provenance=provenance)

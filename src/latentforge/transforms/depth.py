@@ -20,13 +20,15 @@ from ..errors import SampleRejected
 _ZIP_LOCAL_HEADER = 30  # bytes of a zip member's fixed local header
 
 
-def source_frames(source: ModalitySource, indices: list[int], sample_id: str) -> Iterator[tuple[int, np.ndarray]]:
+def source_frames(source: ModalitySource, indices: list[int], sample_id: str, from_start: bool = False
+                  ) -> Iterator[tuple[int, np.ndarray]]:
     """(index, [H, W] depth values or codes in the source's own dtype) of each distinct frame of `indices`,
-    ascending; array frames are views, so a memory-mapped one reads only the rows the caller touches."""
+    ascending; array frames are views, so a memory-mapped one reads only the rows the caller touches.
+    from_start: a video source is decoded from its start, never seeking."""
     if source.kind in ("npy", "npz"):
         values = _source_array(source, sample_id)
         return ((i, values[i]) for i in sorted(set(indices)))
-    return iter_source_frames(source, indices, sample_id)
+    return iter_source_frames(source, indices, sample_id, from_start)
 
 
 def _source_array(source: ModalitySource, sample_id: str) -> np.ndarray:
@@ -91,16 +93,18 @@ def normalize_into(depth: np.ndarray, lo: float, hi: float, out: np.ndarray) -> 
 
 
 def load_depth(
-    source: ModalitySource, indices: list[int], plan: ResizePlan, depth_cfg: DepthConfig, sample_id: str
+    source: ModalitySource, indices: list[int], plan: ResizePlan, depth_cfg: DepthConfig, sample_id: str,
+    from_start: bool = False,
 ) -> tuple[ModalityFrames, dict[str, Any]]:
     """float32 [T, out_h, out_w] in [-1, 1] (the encoder repeats it into 3 channels), and the row's params:
-    lo and hi, the min and max over every kept pixel of the clip, a constant clip mapping to 0."""
+    lo and hi, the min and max over every kept pixel of the clip, a constant clip mapping to 0. from_start: a
+    video source is decoded from its start, never seeking."""
     # Select the kept pixels first, then convert: the mapping is per pixel, and float64 copies of whole
     # full-resolution sources cost more than the rest of the depth path. Frame by frame, twice (min/max, then
     # normalise), so each frame's float64 values stay in cache instead of streaming clip-sized arrays.
     clip = NearestClip(plan, indices)
     lo, hi, finite = math.inf, -math.inf, True
-    for index, values in source_frames(source, indices, sample_id):
+    for index, values in source_frames(source, indices, sample_id, from_start):
         units = to_units(clip.add(index, values), source, depth_cfg)
         frame_lo, frame_hi = float(units.min()), float(units.max())
         # min and max propagate NaN and reach +-inf, so both finite means every value is

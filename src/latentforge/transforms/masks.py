@@ -65,15 +65,16 @@ def _undeclared_ids(codes: np.ndarray, declared: np.ndarray) -> list[int]:
 
 
 def load_mask(
-    source: ModalitySource, indices: list[int], plan: ResizePlan, mask_cfg: MaskConfig, sample_id: str
+    source: ModalitySource, indices: list[int], plan: ResizePlan, mask_cfg: MaskConfig, sample_id: str,
+    from_start: bool = False,
 ) -> tuple[ModalityFrames, dict[str, Any]]:
     """The palette colours of the source frames `indices` ([T, out_h, out_w] ids with their palette, or uint8
     [T, out_h, out_w, 3] colours), and the row's params. Declared ids are checked on the whole source frame,
-    not only the kept pixels."""
+    not only the kept pixels. from_start: a video source is decoded from its start, never seeking."""
     clip = NearestClip(plan, indices)
     declared = None if mask_cfg.ids is None else np.unique(np.asarray(mask_cfg.ids))
     undeclared: set[int] = set()
-    for index, codes in iter_source_frames(source, indices, sample_id):
+    for index, codes in iter_source_frames(source, indices, sample_id, from_start):
         if declared is not None:
             undeclared.update(_undeclared_ids(codes, declared))
         clip.add(index, codes)

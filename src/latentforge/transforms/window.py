@@ -85,6 +85,21 @@ def select_window(
     return FrameWindow(indices=indices, timestamps=tuple(info.pts[i] for i in indices))
 
 
+def window_size(info: VideoInfo, indices: tuple[int, ...], sample_id: str, path: str) -> tuple[int, int]:
+    """The decoded (coded) size of the window's frames. A window across a mid-stream change of the frame size is
+    rejected (resolution_change): a frame of one size resized by a plan made for the other would be stretched."""
+    sizes = info.coded_sizes(indices)
+    if len(sizes) == 1:
+        return sizes[0]
+    changed = next(i for i in indices if info.coded_size(i) != sizes[0])
+    (w0, h0), (w1, h1) = sizes[:2]
+    raise SampleRejected(
+        "resolution_change", sample_id,
+        f"{path}: the window's frames {indices[0]}..{indices[-1]} change size mid-stream, from {w0}x{h0} to "
+        f"{w1}x{h1} at frame {changed}; choose a window within one size (frames.window, frames.windows) or "
+        "re-encode the video at one size")
+
+
 def _shortfall(info: VideoInfo, frames_cfg: FramesConfig) -> str:
     n = frames_cfg.num_frames
     fps = target_fps(frames_cfg)

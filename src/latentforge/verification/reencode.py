@@ -124,8 +124,9 @@ class SampleFinder:
 
 
 def recorded_pixels(row: ManifestRow, sample: Sample, config: BuildConfig) -> tuple[SamplePixels, list[str]]:
-    """The frames at the manifest's recorded frame indices, and how the recorded provenance differs from what
-    the sources and config give today (empty when they agree). Raises SampleRejected when a source fails."""
+    """The frames at the manifest's recorded frame indices, decoded from each video's start, and how the recorded
+    provenance differs from what the sources and config give today (empty when they agree). Raises
+    SampleRejected when a source fails."""
     recorded = row.provenance
     probe = probe_sample(sample, config)
     fresh = provenance_of(probe)
@@ -134,7 +135,8 @@ def recorded_pixels(row: ManifestRow, sample: Sample, config: BuildConfig) -> tu
     if probe.caption != row.prompt:
         differences.append(f"prompt recorded {row.prompt!r}, sources give {probe.caption!r}")
     window = FrameWindow(tuple(row.frame_indices), tuple(row.timestamps))
-    pixels = load_sample_pixels(sample, dataclasses.replace(probe, window=window), config)
+    # From each stream's start, never seeking: a seek defect in the build's path cannot verify itself
+    pixels = load_sample_pixels(sample, dataclasses.replace(probe, window=window), config, from_start=True)
     for modality in ("mask", "depth"):
         if modality in pixels.provenance and pixels.provenance[modality] != recorded.get(modality):
             differences.append(f"{modality} recorded {recorded.get(modality)!r}, sources give "
