@@ -1,6 +1,6 @@
 """Captions the text encoder cannot read are caught: a Chinese caption through a tiny T5 whose vocabulary is the
 English captions is recorded with its share of `<unk>` tokens (counted here from transformers' own tokenizer), the
-build says so once in a note; with text.on_unknown=reject the sample is rejected
+build says so once in a note, `stats` shows the distribution; with text.on_unknown=reject the sample is rejected
 with its reason before it joins a batch."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from transformers import AutoTokenizer
 from helpers.builds import build_quietly, read_manifest, tiny_config, tiny_t5, tiny_world, write_table
 from latentforge.cache.rows import ManifestRow
 from latentforge.errors import InputNotice
+from latentforge.report.statistics import compute_stats
+from latentforge.report.stats_report import stats
 from latentforge.sinks.hdf5.integrity import verify_integrity
 
 CHINESE = "一只黄色的方块向右移动"  # "a yellow square moving right": no character of it is in the tiny vocabulary
@@ -46,7 +48,7 @@ def _build(table, t5, root, *overrides: str) -> tuple[object, list[str]]:
     return result, [str(w.message) for w in caught if issubclass(w.category, InputNotice) and NOTICE in str(w.message)]
 
 
-def test_a_caption_the_encoder_cannot_read_is_recorded_and_warned_once(world):
+def test_a_caption_the_encoder_cannot_read_is_recorded_warned_once_and_counted_by_stats(world, cli):
     table, t5, folder = world
     root = folder / "warned"
     result, notices = _build(table, t5, root)
@@ -71,6 +73,18 @@ def test_a_caption_the_encoder_cannot_read_is_recorded_and_warned_once(world):
     assert [r["unknown_token_fraction"] for r in table_rows] == [rows[r["sample_id"]]["unknown_token_fraction"]
                                                                  for r in table_rows]
 
+    report = stats(root, out=folder / "stats")
+    unknown = report.stats.unknown_tokens
+    assert (unknown.measured, unknown.with_unknown, unknown.over_limit) == (3, 2, 1)
+    assert unknown.max == 0.5 and unknown.histogram["0"] == 1 and unknown.histogram["(0.4, 0.5]"] == 1
+    assert [c.sample_id for c in unknown.worst] == ["clip_001", "clip_002"]
+    written = json.loads((folder / "stats" / "stats.json").read_text(encoding="utf-8"))
+    assert written["unknown_tokens"]["over_limit"] == 1
+    assert (folder / "stats" / "unknown_tokens.png").is_file()
+    shown = cli(["stats", str(root), "--out", str(folder / "stats-cli")])
+    assert shown.returncode == 0 and "unknown tokens in captions: 2 of 3 captions hold some, 1 more than 10%" in \
+        shown.stdout, shown.stdout + shown.stderr
+
 
 def test_with_on_unknown_reject_the_sample_is_rejected_with_its_reason(world):
     table, t5, folder = world
@@ -91,8 +105,8 @@ def test_with_on_unknown_reject_the_sample_is_rejected_with_its_reason(world):
 
 
 def test_a_cache_without_the_field_reads_as_not_measured(world, tmp_path):
-    """Rows written before the field existed (or pickle rows) parse with unknown_token_fraction None; a value outside
-    [0, 1] or the field out of its place is not a manifest row."""
+    """Rows written before the field existed (or pickle rows) parse with unknown_token_fraction None, and stats counts
+    them as not measured; a value outside [0, 1] or the field out of its place is not a manifest row."""
     table, t5, folder = world
     root = tmp_path / "cache"
     build_quietly(tiny_config(table, root, text_path=t5))
@@ -101,6 +115,8 @@ def test_a_cache_without_the_field_reads_as_not_measured(world, tmp_path):
                       ensure_ascii=False, separators=(",", ":")) for line in lines]
     assert all(ManifestRow.from_line(line).unknown_token_fraction is None for line in old)
     (root / "manifest.jsonl").write_text("".join(line + "\n" for line in old), encoding="utf-8")
+    unknown = compute_stats(root).unknown_tokens
+    assert (unknown.measured, unknown.not_measured, unknown.max) == (0, 3, None)
 
     row = json.loads(lines[1])
     with pytest.raises(ValueError, match="not a number in"):
@@ -117,3 +133,4 @@ def test_a_build_without_text_is_unaffected(world, tmp_path):
     assert result.rejects_by_reason == {} and notices == []
     assert all("unknown_token_fraction" not in row for row in read_manifest(root))
     assert "unknown_token_fraction" not in pq.read_table(root / "manifest.parquet").column_names
+    assert compute_stats(root).unknown_tokens is None
