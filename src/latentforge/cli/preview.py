@@ -36,5 +36,5 @@ def run(args: argparse.Namespace) -> int:
                        bars.start)
     say(f"previewed dataset_index {', '.join(map(str, made.dataset_indices))}; wrote:")
     say(f"  {made.video}  (every frame; per modality: source | reconstruction)")
-    say(f"  {made.sheet}  (per sample and modality: source above reconstruction, 4 frames across)")
+    say(f"  {made.sheet}  (per sample and modality: source above reconstruction, a few frames across)")
     return 0
