@@ -27,6 +27,9 @@ REJECT_FIXES = {
     "duplicate_id": "make the ids unique",
     # text.source pickles*: the sample's t5_xxl pickle is missing, malformed or unsafe
     "bad_text_pickle": "regenerate the pickles with `latentforge cosmos t5`",
+    # text.on_unknown=reject: more than text.max_unknown_fraction of the caption's tokens are <unk> to the encoder
+    "unknown_tokens": "encode such captions with a text encoder that reads their language (text.name=umt5 for "
+                      "non-English captions), or keep them with text.on_unknown=warn",
     # frames.buckets: the source is smaller (or shorter) than every bucket
     "no_bucket": "add a bucket the source can fill (detail names its size and frames), or set "
                  "frames.bucket_upscale=true",

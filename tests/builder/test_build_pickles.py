@@ -194,10 +194,11 @@ def test_table_pickle_column_with_encoder_fallback(tmp_path, t5_folder):
         origin = manifest[f"videos/{stem}"]["provenance"]["text"]
         if stem in arrays:
             assert origin["source"] == "pickle" and origin["file"] == f"{stem}.pkl"
+            assert "unknown_token_fraction" not in manifest[f"videos/{stem}"]  # not the encoder's tokens
             assert length == arrays[stem].shape[0]
             np.testing.assert_array_equal(embedding[:length], arrays[stem])
         else:
-            assert origin == {"source": "encoder"}
+            assert origin == {"source": "encoder"} and manifest[f"videos/{stem}"]["unknown_token_fraction"] == 0.0
             expected = reference.encode([caption])
             assert length == expected.lengths[0]
             np.testing.assert_array_equal(embedding, expected.embeddings[0].astype(np.float16))

@@ -32,6 +32,8 @@ CASES = {
     "bad choice": ("frames.resize=crop", ["frames.resize='crop' is not allowed; allowed: cover_crop, stretch"]),
     "text storage": ("text.storage=packed", ["text.storage='packed' is not allowed; allowed: padded, trimmed"]),
     "text padding": ("text.padding=longest", ["text.padding='longest' is not allowed; allowed: none, max_length"]),
+    "unknown tokens policy": ("text.on_unknown=drop", ["text.on_unknown='drop' is not allowed; allowed: warn, reject"]),
+    "unknown tokens limit": ("text.max_unknown_fraction=1.5", ["text.max_unknown_fraction=1.5 must be within [0, 1]"]),
     "url root": ("output.root=gs://bucket/cache", ["output.root='gs://bucket/cache' is a URL",
                                                    "latentforge publish LOCAL_FOLDER gs://bucket/cache",
                                                    "output.sink=webdataset"]),

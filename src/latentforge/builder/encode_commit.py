@@ -87,9 +87,10 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
             # every kernel plan the units need is decided here, once, before any rank starts (plan_pass.py)
             executor.run(todo, on_event, plan_request(config, build_dir, executor.main_device()))
 
-    staged_rejects = [r for path in staged_units(build_dir, config.output.staging_url, planned).values()
-                      for r in read_staged_rejects(path)]
+    staged = staged_units(build_dir, config.output.staging_url, planned)
+    staged_rejects = [r for path in staged.values() for r in read_staged_rejects(path)]
     _check_rejects(candidates, earlier + plan_rejects + staged_rejects, config, "in all")
+    stats.unknown_tokens.add_units(staged.values(), config.text.max_unknown_fraction)  # said when the build ends
     started = time.perf_counter()
     result = _commit(config, build_dir, total_shape, planned, plan_rejects, executor.main_device(), allow_empty)
     record_commit(config, build_dir, planned, plan_rejects)

@@ -43,6 +43,8 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
                                                                                   "staging_url")}
     data["run"] = {"seed": data["run"]["seed"]}
     data["dataset"] = {k: v for k, v in data["dataset"].items() if k != "limit"}
+    if config.text.on_unknown == "warn":  # warn changes nothing staged: the key such builds had before these keys
+        data["text"] = {k: v for k, v in data["text"].items() if k not in ("on_unknown", "max_unknown_fraction")}
     if not config.frames.buckets:  # a single-shape build keeps the key it always had
         data["frames"] = single_shape_frames(config.frames)
     # tokenizer.sha256 is a check on the checkpoint, whose actual SHA-256 the key holds below

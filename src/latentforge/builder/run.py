@@ -11,6 +11,7 @@ import contextlib
 import shutil
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from .. import registry
 from ..cache.layout import LOCK, RUN_RECORDS_DIR
 from ..cache.ownership import RootLayout
 from ..config import BuildConfig
-from ..errors import ConfigError, StopRequested, storage_error
+from ..errors import ConfigError, InputNotice, StopRequested, storage_error
 from ..executor.base import Executor
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
@@ -39,6 +40,7 @@ from .records_dir import build_records_dir, records_in_root
 from .remote_root import check_remote_cache
 from .resume import check_config, check_existing_cache, check_inputs, resume_key
 from .run_stats import RunStats
+from .unknown_tokens import unknown_token_notice
 
 
 @dataclass
@@ -118,6 +120,9 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, ext
                 with contextlib.suppress(OSError):
                     stats.write(build_dir)
         result.stats_path = build_dir / stats.path_name
+        notice = unknown_token_notice(stats.unknown_tokens, config.text)
+        if notice is not None:
+            warnings.warn(notice, InputNotice, stacklevel=2)
         if not in_root:
             result.root = config.output.root  # Path() would fold "s3://b/x" into "s3:/b/x"
         return result

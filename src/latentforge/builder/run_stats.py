@@ -23,6 +23,7 @@ from ..executor.node_faults import node_faults
 from ..executor.rank_stats import RankStats, utc_stamp
 from ..io import write_text_atomic
 from ..pipeline.environment import environment_record
+from .unknown_tokens import UnknownTokenCount
 
 
 @dataclass
@@ -41,6 +42,7 @@ class RunStats:
     rejects_before_encode: dict[str, int] = field(default_factory=dict)  # this run's plan and probe rejects
     units_todo: int = 0  # units this run had to encode
     units_staged: int = 0
+    unknown_tokens: UnknownTokenCount = field(default_factory=UnknownTokenCount)  # over the committed rows
 
     @property
     def path_name(self) -> str:
@@ -106,6 +108,8 @@ class RunStats:
             "cpu_core_seconds_per_sample": cpu / encoded if encoded else None,
             "ranks": [r.to_json() for r in ranks],
             "rejects_by_reason": dict(sorted(self.rejects_by_reason.items())),
+            # captions over text.max_unknown_fraction among the committed rows whose fraction is known
+            "unknown_tokens": self.unknown_tokens.to_json(),
             # deep verify compares latents bit for bit only when every run of the build recorded an
             # environment and it equals the verifier's (verify/tolerances.py)
             "environment": self.environment(),

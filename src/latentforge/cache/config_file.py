@@ -16,7 +16,7 @@ from typing import Any
 from .. import registry
 from ..config import BuildConfig
 from ..config.checks import token_storage_dtype
-from ..config.schema import single_shape_frames
+from ..config.schema import TextConfig, single_shape_frames
 from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, ConfigError, DamagedFile
 from ..io import write_text_atomic
 from ..text.base import POSITIONS
@@ -333,6 +333,11 @@ def _text_section(config: BuildConfig, text: TextRecord) -> TextSection:
     details: dict[str, Any] = {"source": config.text.source}
     if config.text.storage != PADDED:
         details["storage"] = config.text.storage
+    default = TextConfig()
+    if (config.text.on_unknown, config.text.max_unknown_fraction) != (default.on_unknown,
+                                                                       default.max_unknown_fraction):
+        # recorded only when set, so caches built with the defaults keep their bytes
+        details.update(on_unknown=config.text.on_unknown, max_unknown_fraction=config.text.max_unknown_fraction)
     if uses_pickles(config.text):
         lookup = registry.resolve("reader", config.dataset.reader).pickle_lookup_rule(config)
         details["pickles"] = {"format": "cosmos-t5-pickle", "lookup": lookup}

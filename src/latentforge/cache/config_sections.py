@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config.schema import TextConfig
 from .layout import text_prefix
 from .text_rows import PADDED
 
@@ -104,6 +105,11 @@ class TextSection:
     @property
     def precision(self) -> str:
         return str(self.details.get("precision", "fp32"))
+
+    @property
+    def max_unknown_fraction(self) -> float:
+        """text.max_unknown_fraction of the build; recorded only when not the default."""
+        return float(self.details.get("max_unknown_fraction", TextConfig.max_unknown_fraction))
 
     @property
     def storage(self) -> str:

@@ -32,6 +32,10 @@ class ManifestRow:
     batch: int
     provenance: dict[str, Any]
     extra: dict[str, Any]
+    # the share of the caption's tokens the text encoder's tokenizer does not know (<unk>), computed when the row was
+    # encoded; only in rows whose text came from an encoder (None: a cache without text, a pickle row, a cache
+    # written before it was recorded)
+    unknown_token_fraction: float | None = None
     # the source frame index the image conditioning was taken from (pixel frame 0 of the window); only in the rows
     # of a cache that stores conditioning, so other manifests keep their bytes
     condition_frame: int | None = None
@@ -55,8 +59,9 @@ class ManifestRow:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        if self.condition_frame is None:
-            del data["condition_frame"]
+        for key in OPTIONAL_KEYS:
+            if data[key] is None:
+                del data[key]
         return data
 
     def to_line(self) -> str:
@@ -64,9 +69,16 @@ class ManifestRow:
 
     @classmethod
     def from_json(cls, data: Any) -> ManifestRow:
-        """ValueError unless `data` is an object with exactly the row's keys, in order."""
-        if not isinstance(data, dict) or list(data) not in (MANIFEST_KEYS, MANIFEST_KEYS[:-1]):
-            raise ValueError(f"not an object with keys {', '.join(MANIFEST_KEYS[:-1])} (and {MANIFEST_KEYS[-1]})")
+        """ValueError unless `data` is an object with exactly the row's keys, in order (each optional key present
+        or not), and an unknown_token_fraction, where present, is a number in [0, 1]."""
+        if not isinstance(data, dict) or list(data) != [k for k in MANIFEST_KEYS if k in data] \
+                or any(k not in data for k in MANIFEST_KEYS if k not in OPTIONAL_KEYS):
+            raise ValueError(f"not an object with keys {', '.join(k for k in MANIFEST_KEYS if k not in OPTIONAL_KEYS)}"
+                             f" (and, where recorded, {', '.join(OPTIONAL_KEYS)})")
+        fraction = data.get("unknown_token_fraction")
+        if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
+                                     or not 0 <= fraction <= 1):
+            raise ValueError(f"unknown_token_fraction {fraction!r} is not a number in [0, 1]")
         return cls(**data)
 
     @classmethod
@@ -80,6 +92,7 @@ class ManifestRow:
 
 
 MANIFEST_KEYS = [f.name for f in fields(ManifestRow)]
+OPTIONAL_KEYS = ("unknown_token_fraction", "condition_frame")  # left out of a row where None
 
 
 def _json_lines(path: Path, skip_blank: bool) -> Iterator[tuple[int, Any]]:

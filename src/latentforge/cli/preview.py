@@ -34,8 +34,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bars("samples") as bars:
         made = preview(args.root, args.samples, Path(args.out) if args.out else None, overrides, args.index,
                        bars.start)
-    say(f"previewed dataset_index {', '.join(map(str, made.dataset_indices))} (per modality: source | "
-        "reconstruction); wrote:")
-    say(f"  {made.video}")
-    say(f"  {made.sheet}")
+    say(f"previewed dataset_index {', '.join(map(str, made.dataset_indices))}; wrote:")
+    say(f"  {made.video}  (every frame; per modality: source | reconstruction)")
+    say(f"  {made.sheet}  (per sample and modality: source above reconstruction, a few frames across)")
     return 0

@@ -19,9 +19,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
     from ..report.stats_report import StatsReport, stats
+    from ..report.unknown_token_statistics import unknown_summary
     from .common import console
     from .progress import progress_bars
 
@@ -33,15 +32,10 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     for label, one in reports.items():
         computed = one.stats
-        if computed.tokens is not None:
-            out.print(_token_table(computed, label))
-            continue
-        table = Table("modality", "channels", "mean (min..max over channels)", "std (min..max)", "extreme fraction",
-                      title=f"{label}{computed.num_samples} samples, {computed.latent_dataset} {computed.latent_shape}")
-        for m in (m for m in computed.modalities if args.modality in (None, m.name)):
-            table.add_row(m.name, f"{m.channels[0]}..{m.channels[1] - 1}", f"{min(m.mean):.4g}..{max(m.mean):.4g}",
-                          f"{min(m.std):.4g}..{max(m.std):.4g}", f"{max(m.extreme_fraction):.3g}")
-        out.print(table)
+        out.print(_token_table(computed, label) if computed.tokens is not None else
+                  _latent_table(computed, label, args.modality))
+        if computed.unknown_tokens is not None:
+            out.print(f"unknown tokens in captions: {unknown_summary(computed.unknown_tokens)}")
         if one.cosmos_mean_std is not None:
             video = one.cosmos_mean_std[0]
             out.print(f"Cosmos mean/std: set mean_std_path to {video.parent / 'mean_std.pt'}")
@@ -51,6 +45,19 @@ def run(args: argparse.Namespace) -> int:
     for one in reports.values():
         out.print(f"open {one.html} in a browser for the plots")
     return 0
+
+
+def _latent_table(computed, label: str, modality: str | None):
+    """A latent cache's summary: per modality (or the one `modality`), its channels' means, stds and extreme
+    values."""
+    from rich.table import Table
+
+    table = Table("modality", "channels", "mean (min..max over channels)", "std (min..max)", "extreme fraction",
+                  title=f"{label}{computed.num_samples} samples, {computed.latent_dataset} {computed.latent_shape}")
+    for m in (m for m in computed.modalities if modality in (None, m.name)):
+        table.add_row(m.name, f"{m.channels[0]}..{m.channels[1] - 1}", f"{min(m.mean):.4g}..{max(m.mean):.4g}",
+                      f"{min(m.std):.4g}..{max(m.std):.4g}", f"{max(m.extreme_fraction):.3g}")
+    return table
 
 
 def _token_table(computed, label: str):

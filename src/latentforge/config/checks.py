@@ -17,6 +17,7 @@ from .schema import (
     CONDITIONING_PRECISIONS,
     IMAGE_LATENTS,
     MODALITIES,
+    TEXT_ON_UNKNOWN,
     TEXT_PADDINGS,
     TEXT_STORAGES,
     BuildConfig,
@@ -35,6 +36,7 @@ _CHOICES = {
     "text.source": ("encoder", "pickles", "pickles+encoder"),
     "text.storage": TEXT_STORAGES,
     "text.padding": TEXT_PADDINGS,
+    "text.on_unknown": TEXT_ON_UNKNOWN,
     "output.storage_dtype": ("float16", "float32"),
     "modalities.depth.normalize": ("minmax",),
     "conditioning.image_latent": IMAGE_LATENTS,
@@ -63,6 +65,9 @@ def _validate_text(config: BuildConfig) -> None:
     text = config.text
     if text.max_length < 1:
         raise ConfigError(f"text.max_length={text.max_length} must be >= 1")
+    if not 0.0 <= text.max_unknown_fraction <= 1.0:
+        raise ConfigError(f"text.max_unknown_fraction={text.max_unknown_fraction} must be within [0, 1]: the "
+                          "fraction of a caption's tokens the text encoder's tokenizer does not know")
     if text.name != "none" and text.name not in registry.names("text"):
         raise ConfigError(f"text.name={text.name!r}; allowed: none, {', '.join(registry.names('text'))}")
     pickles = text.source != "encoder"

@@ -22,6 +22,8 @@ TEXT_STORAGES = ("padded", "trimmed")  # how shards hold text rows (cache/text_r
 # what the text encoder runs over: each prompt's own tokens (none), or Cosmos' call padded to text.max_length with
 # the attention mask (max_length; text/hf_encoder.py)
 TEXT_PADDINGS = ("none", "max_length")
+# what a build does with a caption the text encoder's tokenizer mostly cannot read (text/hf_encoder.py)
+TEXT_ON_UNKNOWN = ("warn", "reject")
 
 
 @dataclass
@@ -102,6 +104,10 @@ class TextConfig:
     # readers restore the same zero-padded rows bit for bit (docs/cache-format.md)
     storage: str = "padded"
     padding: str = "none"  # none | max_length: bit-identical to Cosmos' own encoder call (docs/text.md)
+    # a caption with more than this fraction of tokens the tokenizer does not know (<unk>): the build warns once
+    # with their count (warn), or rejects those samples as unknown_tokens (reject)
+    max_unknown_fraction: float = 0.1
+    on_unknown: str = "warn"  # warn | reject
 
 
 IMAGE_LATENTS = ("none", "wan-i2v", "first-frame")  # what conditioning.image_latent may name (docs/conditioning.md)

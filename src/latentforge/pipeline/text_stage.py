@@ -66,6 +66,31 @@ class TextSource:
     def records_provenance(self) -> bool:
         return self.mode != "encoder"
 
+    def unknown_fractions(self, prompts: list[str]) -> list[float | None]:
+        """Each prompt's share of tokens the encoder's tokenizer does not know, on the host (no model call); None
+        for all under text.source=pickles, where no encoder is loaded."""
+        if self.cache is None:
+            return [None] * len(prompts)
+        return self.cache.encoder.unknown_fractions(prompts)
+
+    def rejects_unknown(self, fraction: float | None) -> bool:
+        """text.on_unknown=reject and more than text.max_unknown_fraction of the caption's tokens are unknown (under
+        warn the build counts such rows at commit instead)."""
+        text = self.config.text
+        return text.on_unknown == "reject" and fraction is not None and fraction > text.max_unknown_fraction
+
+    def check_unknown(self, sample: Sample, caption: str, fraction: float | None) -> None:
+        """Raises SampleRejected(unknown_tokens) where rejects_unknown(fraction)."""
+        if not self.rejects_unknown(fraction):
+            return
+        text = self.config.text
+        shown = caption if len(caption) <= 60 else caption[:57] + "..."
+        raise SampleRejected("unknown_tokens", sample.sample_id,
+                             f"{fraction:.0%} of the tokens of caption {shown!r} are unknown to the {text.name} "
+                             f"tokenizer (text.max_unknown_fraction={text.max_unknown_fraction}); encode such "
+                             "captions with a text encoder that reads their language (text.name=umt5 for "
+                             "non-English captions), or keep them with text.on_unknown=warn")
+
     def pickled(self, sample: Sample) -> PickledText | None:
         """The sample's pickle row, or None when the encoder makes it. Raises SampleRejected(bad_text_pickle)."""
         if self.mode == "encoder":

@@ -183,6 +183,14 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     # Every probed sample's prompt, started now; the rows of the samples decode rejects are dropped at the end
     prompt_of = {s.source_index: probe.caption for s in unit.samples
                  if isinstance(probe := unit.probes[s.source_index], ProbeResult)}
+    # Each caption's share of tokens the text encoder does not know, on the host before any text thread starts (the
+    # tokenizer is not to be shared between threads): recorded per row, and under text.on_unknown=reject a sample
+    # over the limit is rejected before it joins a batch, so it shifts no batch
+    unknown_of: dict[int, float | None] = {}
+    if ctx.text_source is not None and prompt_of:
+        unknown_of = dict(zip(prompt_of, ctx.text_source.unknown_fractions(list(prompt_of.values()))))
+        prompt_of = {index: prompt for index, prompt in prompt_of.items()
+                     if not ctx.text_source.rejects_unknown(unknown_of[index])}
     prefetched = ctx.text_prefetch.submit(list(prompt_of.values())) if ctx.text_prefetch and prompt_of else None
 
     def flush() -> None:
@@ -205,8 +213,13 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
             continue
         pixels = item.result
         probe = unit.probes[sample.source_index]
+        unknown = unknown_of.get(sample.source_index)
         try:  # before the tokenizer, so a sample without usable text costs no encode and shifts no batch
             pickled_text = ctx.text_source.pickled(sample) if ctx.text_source is not None else None
+            if pickled_text is not None:
+                unknown = None  # a pickle row: the encoder's tokenizer did not make it
+            elif ctx.text_source is not None:
+                ctx.text_source.check_unknown(sample, probe.caption, unknown)
         except SampleRejected as error:
             item.release()
             rejects.append(Reject.of(sample, error, "encode"))
@@ -214,7 +227,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
         rows.append(StagedRow(sample_id=sample.sample_id, source_index=sample.source_index, prompt=probe.caption,
                               prompt_truncated=False, source_path=sample.entry.video_rel, unit=unit.index,
                               batch=len(rows) // batch_size, provenance=pixels.provenance,
-                              extra=dict(sample.entry.extra),
+                              extra=dict(sample.entry.extra), unknown_token_fraction=unknown,
                               condition_frame=None if ctx.conditioning is None
                               else int(pixels.provenance["frame_indices"][0])))
         prompts.append(probe.caption)

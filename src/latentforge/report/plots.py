@@ -11,6 +11,7 @@ import numpy as np
 
 from ..io import atomic_path
 from .statistics import CacheStats
+from .unknown_token_statistics import unknown_summary
 
 TOP_NAMES = 30  # source folders shown by name; the rest are summed
 
@@ -77,12 +78,16 @@ def plot_histograms(stats: CacheStats, path: Path) -> Path:
     return _save(figure, path)
 
 
-def plot_counts(counts: dict, title: str, xlabel: str, path: Path) -> Path:
-    """A bar per key; integer keys (text lengths) on a numeric axis, names as the 30 largest plus "others"."""
+def plot_counts(counts: dict, title: str, xlabel: str, path: Path, in_order: bool = False) -> Path:
+    """A bar per key; integer keys (text lengths) on a numeric axis, names as the 30 largest plus "others" (or,
+    `in_order`, every name in the order given: the bins of a histogram)."""
     plt = _pyplot()
     figure, ax = plt.subplots(figsize=(9, 3))
     if all(isinstance(k, int) for k in counts):
         ax.bar(list(counts), list(counts.values()), width=1.0)
+    elif in_order:
+        ax.bar([str(k) for k in counts], list(counts.values()))
+        ax.tick_params(axis="x", labelrotation=45, labelsize=8)
     else:
         ranked = sorted(counts.items(), key=lambda kv: -kv[1])
         shown = dict(ranked[:TOP_NAMES])
@@ -107,6 +112,8 @@ def render_html(stats: CacheStats, plots: list[Path], title: str, extra: str = "
     summary = [["samples", stats.num_samples], ["latent", f"{stats.latent_dataset} {stats.latent_shape} "
                f"{stats.storage_dtype}"], ["rows read", f"every {stats.rows_read[1]}"],
                ["truncated prompts", stats.truncated_prompts],
+               *([["captions with unknown tokens", unknown_summary(stats.unknown_tokens)]]
+                 if stats.unknown_tokens is not None else []),
                ["rejects", ", ".join(f"{k}: {v}" for k, v in stats.rejects_by_reason.items()) or "none"]]
     channels = [[m.name, c, f"{m.mean[i]:.5g}", f"{m.std[i]:.5g}", f"{m.min[i]:.4g}", f"{m.max[i]:.4g}",
                  f"{m.extreme_fraction[i]:.3g}"] for m in stats.modalities for i, c in

@@ -1,8 +1,8 @@
 """Previews of what a cache holds: K samples decoded next to their source frames, as an mp4 and a PNG sheet.
 
-Layout (docs/stats.md): one tile per sample and frame = for each modality, source | reconstruction, side by
-side. The mp4 stacks the K samples' tiles vertically, frame by frame; the contact sheet shows each sample's
-tile at PREVIEW_TIMES of the clip (first, a third, two thirds, last), one sample per row.
+Layout (docs/stats.md): in the mp4, one tile per sample and frame = for each modality, source | reconstruction,
+side by side, the K samples' tiles stacked vertically, frame by frame. The PNG is the labelled contact sheet of
+preview_sheet.py: per sample and modality, source frames above their reconstruction, a few frames across.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 import av
 import numpy as np
 import torch
-from PIL import Image
 
 from ..cache.layout import PREVIEW_FOLDER, RUN_RECORDS_DIR
 from ..cache.rows import manifest_rows
@@ -26,8 +25,8 @@ from ..sinks.hdf5.structure import check_cache_structure
 from ..tokenizers.base import pixels_to_input
 from ..verification.deep import spot_indices, stored_row
 from ..verification.reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
+from .preview_sheet import SheetSample, contact_sheet
 
-PREVIEW_TIMES = (0.0, 1 / 3, 2 / 3, 1.0)
 GAP = 4  # pixels of mid grey between tiles
 GREY = 128
 
@@ -94,7 +93,7 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
     tokenizer = load_recorded_tokenizer(config, cache_config)
     finder = SampleFinder(root, config, reread=bool(overrides.dataset))
     channels = {m.name: m.channels for m in cache_config.latent.modalities}
-    tiles, fps = [], None
+    tiles, sheet_samples, fps = [], [], None
     advance = progress("decode", len(rows)) if progress else (lambda n: None)
     for row in rows:
         try:
@@ -110,13 +109,12 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
             with torch.inference_mode():
                 decoded[name] = to_uint8(tokenizer.decode(latent[None, lo:hi].to(tokenizer.device))[0])
         tiles.append(sample_tiles(source, decoded))
+        sheet_samples.append(SheetSample(row.dataset_index, row.sample_id, row.frame_indices, source, decoded))
         fps = fps or row.source_fps
         advance(1)
     folder = Path(out) if out is not None else root / RUN_RECORDS_DIR / PREVIEW_FOLDER
     video = write_mp4(folder / "preview.mp4", _join(tiles, -3), float(fps or 8.0))
-    times = sorted({round(p * (tiles[0].shape[0] - 1)) for p in PREVIEW_TIMES})
-    sheet_image = _join([_join([tile[t] for t in times], -2) for tile in tiles], -3)
     sheet = folder / "preview.png"
     with atomic_path(sheet) as tmp:
-        Image.fromarray(sheet_image).save(tmp, format="PNG")
+        contact_sheet(sheet_samples).save(tmp, format="PNG")
     return Preview(video, sheet, [row.dataset_index for row in rows])

@@ -2,7 +2,8 @@
 
 Per modality: per-channel and per-channel x per-latent-frame mean/std (population, ddof=0: what trainers
 normalise with), min/max, the fraction of values with |x| >= `extreme`, and a fixed-bin value histogram.
-Also the text-length histogram, truncated prompts, rejects by reason and samples per source folder.
+Also the text-length histogram, truncated prompts, the captions' unknown-token fractions, rejects by reason and
+samples per source folder.
 Means and variances are merged exactly in float64 (Chan et al.), so they equal numpy's float64 statistics
 of the stored arrays up to rounding. A discrete-token cache gets token statistics (token_statistics.py) in place
 of the per-channel ones. docs/stats.md describes every field.
@@ -29,6 +30,7 @@ from ..io import atomic_path
 from ..reporting import Progress, start_step
 from .conditioning_statistics import conditioning_stats
 from .token_statistics import TokenAccumulator, TokenStats
+from .unknown_token_statistics import UnknownTokenAccumulator, UnknownTokenStats
 
 HISTOGRAM_EDGES = np.linspace(-8.0, 8.0, 65)  # beyond these, values count as under/overflow
 DEFAULT_EXTREME = 6.0
@@ -104,6 +106,8 @@ class CacheStats:
     rows_read: list[int] = field(default_factory=list)  # [first, step] of the rows used
     tokens: TokenStats | None = None  # a discrete-token cache's (its `modalities` is then empty)
     conditioning: dict[str, Any] | None = None  # each conditioning stream's summary (conditioning_statistics.py)
+    # the captions' unknown-token fractions (unknown_token_statistics.py); None for a cache without text
+    unknown_tokens: UnknownTokenStats | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -113,6 +117,8 @@ class CacheStats:
             data["tokens"]["sequence_lengths"] = {str(k): v for k, v in self.tokens.sequence_lengths.items()}
         if self.conditioning is None:
             del data["conditioning"]
+        if self.unknown_tokens is None:
+            del data["unknown_tokens"]
         if self.text_lengths is not None:
             data["text_lengths"] = {str(k): v for k, v in sorted(self.text_lengths.items())}
         return data
@@ -169,11 +175,14 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
     config = CacheConfig.load(root)
     # the records first: a damaged one stops the run before the shards are read
     truncated, sources, sample_ids = 0, Counter(), {}
+    unknown = None if config.text is None else UnknownTokenAccumulator(config.text.max_unknown_fraction)
     if (root / MANIFEST).is_file():
         for manifest_row in read_manifest(root):
             sample_ids[manifest_row.dataset_index] = manifest_row.sample_id
             truncated += int(manifest_row.prompt_truncated)
             sources[posixpath.dirname(manifest_row.source_path) or "."] += 1
+            if unknown is not None:
+                unknown.add(manifest_row)
     rejects = Counter(r.reason for r in read_rejects(root)) if (root / REJECTS).is_file() else Counter()
     latent = config.latent
     tokens = None if latent.tokens is None else TokenAccumulator(latent.tokens)
@@ -206,7 +215,8 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
         max_length=text.max_length if text is not None else None, truncated_prompts=truncated,
         rejects_by_reason=dict(sorted(rejects.items())), samples_per_source=dict(sorted(sources.items())),
         rows_read=[0, every], tokens=None if tokens is None else tokens.result(sample_ids),
-        conditioning=conditioning_stats(root, config, every))
+        conditioning=conditioning_stats(root, config, every),
+        unknown_tokens=None if unknown is None else unknown.result())
 
 
 def check_cosmos_tokenizer(config: CacheConfig, root: Path) -> None:

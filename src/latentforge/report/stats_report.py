@@ -48,6 +48,10 @@ def write_stats_report(stats: CacheStats, folder: Path, title: str = "latentforg
     if stats.text_lengths:
         plots.append(plot_counts(stats.text_lengths, "text length (tokens, </s> included)", "length",
                                  folder / "text_lengths.png"))
+    if stats.unknown_tokens is not None and stats.unknown_tokens.with_unknown:
+        plots.append(plot_counts(stats.unknown_tokens.histogram, "captions by their share of unknown tokens",
+                                 "share of the caption's tokens the tokenizer does not know",
+                                 folder / "unknown_tokens.png", in_order=True))
     if stats.rejects_by_reason:
         plots.append(plot_counts(stats.rejects_by_reason, "rejects by reason", "reason", folder / "rejects.png"))
     plots.append(plot_counts(stats.samples_per_source, "samples per source folder", "folder",

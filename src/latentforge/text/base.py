@@ -61,6 +61,11 @@ class TextEncoder(ABC):
     def encode(self, prompts: list[str]) -> TextBatch:
         """Encode prompts (batched internally). Identical prompts may be encoded once."""
 
+    def unknown_fractions(self, prompts: list[str]) -> list[float | None]:
+        """Per prompt, the fraction of its tokens the encoder's vocabulary does not know (docs/text.md); None where
+        the encoder cannot say (one without an unknown token)."""
+        return [None] * len(prompts)
+
     @abstractmethod
     def fingerprint(self) -> dict[str, Any]:
         """What defines the function computed (name, weights SHA-256, precision, max_length); no paths."""

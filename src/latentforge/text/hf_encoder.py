@@ -244,6 +244,19 @@ class HFTextEncoder(TextEncoder):
         ids = self.tokenizer(prompts, truncation=False, verbose=False)["input_ids"]
         return np.array([len(row) for row in ids], dtype=np.int64)
 
+    def unknown_fractions(self, prompts: list[str]) -> list[float | None]:
+        """The share of `<unk>` among each prompt's own tokens: the whole caption, untruncated, without the `</s>`
+        the tokenizer appends, rounded to 4 decimals (what the manifest records and the threshold is held to). A
+        T5 tokenizer turns a run of characters its vocabulary lacks (Chinese text, for t5-11b) into one `<unk>`, so
+        a caption of such text alone is `▁`, `<unk>`: 0.5. The empty prompt has no tokens: 0.0."""
+        unknown = self.tokenizer.unk_token_id
+        if unknown is None:
+            return [None] * len(prompts)
+        if not prompts:
+            return []
+        rows = self.tokenizer(prompts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+        return [round(row.count(unknown) / len(row), 4) if row else 0.0 for row in rows]
+
     def fingerprint(self) -> dict[str, Any]:
         if self._fingerprint is None:
             tokenizer_files = [self.folder / n for n in TOKENIZER_FILES if (self.folder / n).is_file()]

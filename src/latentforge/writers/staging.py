@@ -49,6 +49,7 @@ class StagedRow:
     batch: int
     provenance: dict[str, Any]
     extra: dict[str, Any]
+    unknown_token_fraction: float | None = None  # of the caption's tokens, <unk> (text/hf_encoder.py); None: unknown
     condition_frame: int | None = None  # the source frame of the image conditioning; None: no conditioning
 
 

@@ -6,6 +6,7 @@ other file: the bytes depend only on the rows and the pinned pyarrow version. Co
 - every scalar field of the manifest row (`dataset_index` … `batch`);
 - `num_frames` (frames the sample holds), `source_fps`, `source_width`, `source_height` from its provenance;
 - `provenance` and `extra` as canonical JSON text (DuckDB's json functions read them);
+- `unknown_token_fraction` (double, null where a row does not record it), only in a cache whose rows record it;
 - each pass-through column whose values are scalars of one type, under its own name (unless that name is taken).
 """
 
@@ -41,6 +42,7 @@ _FIXED = pa.schema([
     ("extra", pa.string()),
 ])
 FIXED_COLUMNS = tuple(_FIXED.names)
+UNKNOWN_TOKENS = "unknown_token_fraction"
 
 
 def _fixed_values(row: ManifestRow) -> dict[str, Any]:
@@ -73,6 +75,8 @@ def manifest_table(rows: Iterable[ManifestRow]) -> pa.Table:
     fixed = [_fixed_values(row) for row in rows]
     columns = {name: pa.array([values[name] for values in fixed], type=_FIXED.field(name).type)
                for name in FIXED_COLUMNS}
+    if any(row.unknown_token_fraction is not None for row in rows):  # a cache without it keeps its bytes
+        columns[UNKNOWN_TOKENS] = pa.array([row.unknown_token_fraction for row in rows], type=pa.float64())
     names: list[str] = []
     for row in rows:
         names.extend(name for name in row.extra if name not in names)
