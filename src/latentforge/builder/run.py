@@ -25,7 +25,6 @@ from ..executor.base import Executor
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
-from ..pipeline.probe import probe_all
 from ..pipeline.run_record import set_aside_damaged_record
 from ..testing.fault_points import arm_main_process
 from ..writers.remote_staging import claim_staging, staged_units
@@ -33,6 +32,7 @@ from .bucket_run import build_buckets
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .extend import plan_extension, refuse_plain_rerun, unit_numbers
 from .lock import BuildLock
+from .parallel_probe import probe_plan
 from .placement import executor_for
 from .preflight import preflight
 from .progress import BuildProgress
@@ -164,7 +164,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     check_inputs(build_dir, key, plan_fingerprint(samples))
     write_plan(build_dir, samples, plan_rejects)
     with progress.task("probe", len(samples)) as advance:
-        probes = probe_all(samples, config, advance)
+        probes = probe_plan(samples, config, advance)
     stats.main_seconds["probe"] = time.perf_counter() - started
     stats.samples_planned = len(samples)
     if config.frames.buckets:
@@ -194,7 +194,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     done = staged_units(build_dir, config.output.staging_url, set(unit_of.values()))
     todo = [s for s in extension.samples if unit_of[s.source_index] not in done]
     with progress.task("probe", len(todo)) as advance:
-        probes = probe_all(todo, config, advance)
+        probes = probe_plan(todo, config, advance)
     stats.main_seconds["probe"] = time.perf_counter() - started
     stats.samples_planned = len(extension.samples)
     staged = len(extension.samples) - len(todo)

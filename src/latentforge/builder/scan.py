@@ -22,13 +22,14 @@ from ..executor.rank_stats import utc_stamp
 from ..io import write_jsonl_atomic, write_text_atomic
 from ..pipeline.models import load_models
 from ..pipeline.plan import plan_samples
-from ..pipeline.probe import ProbeResult, probe_all
+from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import Unit, UnitContext, decode_sample, run_unit
 from ..records import Reject
 from ..text.prompt_cache import PromptCache
 from .bucket_run import bucket_config
 from .estimate import conditioning_values, estimate_output_bytes, output_shapes
 from .lock import BuildLock
+from .parallel_probe import probe_plan
 from .placement import executor_for
 from .preflight import preflight
 from .progress import BuildProgress
@@ -98,7 +99,7 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
     with BuildLock(build_dir):
         samples, plan_rejects = plan_samples(config)
         with BuildProgress(quiet).task("probe", len(samples)) as advance:
-            probes = probe_all(samples, config, advance)
+            probes = probe_plan(samples, config, advance)
         rejects = plan_rejects + [p for p in probes.values() if isinstance(p, Reject)]
         rejects_path = build_dir / SCAN_REJECTS
         write_jsonl_atomic(rejects_path, [r.to_json() for r in rejects])

@@ -189,6 +189,7 @@ def validate(config: BuildConfig) -> None:
     if config.run.procs < 1:
         raise ConfigError(f"run.procs={config.run.procs} must be >= 1")
     parse_workers(config.run.workers_per_gpu)
+    parse_workers(config.run.probe_workers, "run.probe_workers", least=1)
     if not 0 <= config.run.metrics_port <= 65535:
         raise ConfigError(f"run.metrics_port={config.run.metrics_port} is not a TCP port; give 1..65535, or 0 "
                           "for no metrics endpoint")
@@ -201,15 +202,16 @@ def validate(config: BuildConfig) -> None:
     _validate_conditioning(config)
 
 
-def parse_workers(setting: str) -> int | None:
-    """run.workers_per_gpu: None for auto, else the number; ConfigError naming the key for anything else."""
+def parse_workers(setting: str, key: str = "run.workers_per_gpu", least: int = 0) -> int | None:
+    """A worker count setting (run.workers_per_gpu, run.probe_workers): None for auto, else the number; ConfigError
+    naming the key for anything else."""
     if setting == AUTO_WORKERS:
         return None
     try:
         workers = int(setting)
     except ValueError:
         workers = -1
-    if workers < 0:
-        raise ConfigError(f"run.workers_per_gpu={setting!r}; allowed: auto, or a whole number >= 0 (0 decodes on "
-                          "the encoder thread)")
+    if workers < least:
+        meaning = " (0 decodes on the encoder thread)" if least == 0 else " (1 probes in the main process)"
+        raise ConfigError(f"{key}={setting!r}; allowed: auto, or a whole number >= {least}{meaning}")
     return workers

@@ -169,6 +169,9 @@ class RunConfig:
     workers_per_gpu: str = "auto"
     # FFmpeg threads per video decode; 0 lets FFmpeg choose (one per core: many workers then oversubscribe)
     decode_threads: int = 1
+    # processes the probe decodes videos in before any GPU work: auto (from the host's cores, once there are enough
+    # videos to pay for starting them) or N; 1 probes in the main process
+    probe_workers: str = "auto"
     executor: str = "local"  # local | ray (docs/execution.md)
     # Prometheus endpoints: the main process on metrics_port, rank r on metrics_port + 1 + r; 0 serves none
     metrics_port: int = 0

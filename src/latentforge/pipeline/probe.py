@@ -95,9 +95,18 @@ def probe_all(samples: list[Sample], config: BuildConfig, advance: Callable[[int
     """{source_index: probe result or reject} of every planned sample; advance(1) after each."""
     probes: dict[int, ProbeResult | Reject] = {}
     for sample in samples:
-        try:
-            probes[sample.source_index] = probe_sample(sample, config)
-        except SampleRejected as error:
-            probes[sample.source_index] = Reject.of(sample, error, "probe")
+        probes.update(probe_samples([sample], config))
         advance(1)
+    return probes
+
+
+def probe_samples(samples: list[Sample], config: BuildConfig) -> list[tuple[int, ProbeResult | Reject]]:
+    """(source_index, probe result or reject) of each sample, in order: one process's share of a parallel probe,
+    the windows of one video together so its stream is decoded once (decode/stream_probe.py caches it)."""
+    probes: list[tuple[int, ProbeResult | Reject]] = []
+    for sample in samples:
+        try:
+            probes.append((sample.source_index, probe_sample(sample, config)))
+        except SampleRejected as error:
+            probes.append((sample.source_index, Reject.of(sample, error, "probe")))
     return probes

@@ -1,0 +1,33 @@
+"""The probe spread over processes (builder/parallel_probe.py) gives what the probe in the main process gives, for
+every sample and reject, and how many processes run follows run.probe_workers."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.exec_world import exec_config, make_table
+from latentforge.builder.parallel_probe import PARALLEL_FROM, probe_plan, probe_workers
+from latentforge.errors import ConfigError
+from latentforge.pipeline.plan import plan_samples
+from latentforge.pipeline.probe import probe_all
+
+
+@pytest.mark.slow  # two spawned processes importing the package
+def test_two_processes_probe_what_one_probes(tmp_path):
+    table = make_table(tmp_path / "data", count=4, frames=13,
+                       rows=[{"id": "short", "video": "videos/missing.mp4", "caption": "gone"}])
+    config = exec_config(table, tmp_path / "cache", "frames.windows=every 4", "run.probe_workers=2")
+    samples, _ = plan_samples(config)
+    assert len(samples) > 4  # several windows of one video
+    advanced = []
+    parallel = probe_plan(samples, config, advanced.append)
+    assert parallel == probe_all(samples, config) and sum(advanced) == len(samples)
+    assert sum(1 for result in parallel.values() if hasattr(result, "reason")) == 1  # the missing video's reject
+
+
+def test_the_number_of_probe_processes(tmp_path):
+    config = lambda setting: exec_config(tmp_path / "t.csv", tmp_path / "r", f"run.probe_workers={setting}")  # noqa: E731
+    assert probe_workers(config("auto"), PARALLEL_FROM - 1) == 1  # few videos: the main process
+    assert probe_workers(config("3"), 2) == 2 and probe_workers(config("1"), 500) == 1
+    with pytest.raises(ConfigError, match="run.probe_workers='0'; allowed: auto, or a whole number >= 1"):
+        config("0")
