@@ -76,7 +76,8 @@ def build(world, preset: str, root: Path, checkpoint: str, text: str, *extra: st
     folder = ["--set", f"tokenizer.conv_plans_dir={world['folder'] / plans}"] if plans else []
     done = run_cli(["build", "--preset", preset, "--dataset", str(world["table"]), "--set", "dataset.reader=table",
                     "--tokenizer-checkpoint", checkpoint, "--text-path", str(world[text]), "--out", str(root),
-                    "--quiet", "--set", "output.min_free_bytes=0", *folder, *extra], timeout=600)
+                    "--quiet", "--set", "output.min_free_bytes=0", "--workers-per-gpu", "2", *folder, *extra],
+                   timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
