@@ -6,17 +6,13 @@ the shipped books' entries for shapes they were recorded at."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from importlib import resources
 
 import pytest
 
-from latentforge import registry
-from latentforge.config.buckets import parse_buckets
+from helpers.bench_scripts import load_bench
 from latentforge.config.presets import PRESETS
-from latentforge.configure import load_config
-from latentforge.pipeline.plan_pass import plan_shapes
 from latentforge.tokenizers.plan_signatures import traced_signatures
 from latentforge.tokenizers.wan21 import Wan21Tokenizer
 
@@ -27,35 +23,9 @@ def _book(key: str) -> dict[str, str]:
     return json.loads((resources.files("latentforge.tokenizers") / "conv_plans" / f"{key}.json").read_text())
 
 
-def _preset_config(name: str):
-    """The preset as a build loads it, with placeholder paths for the files no signature depends on."""
-    preset = PRESETS[name]
-    overrides = ["tokenizer.checkpoint=unused", "dataset.path=[samples.csv]", "dataset.reader=table",
-                 "output.root=unused"]
-    names = preset.get("modalities", {}).get("names", [])
-    overrides += [f"dataset.{m}_column={m}" for m in ("mask", "depth") if m in names]
-    if preset.get("conditioning", {}).get("image_embeds"):
-        overrides.append("conditioning.image_encoder_path=unused")
-    return load_config(preset=name, overrides=overrides)
-
-
-def _call_shapes(config) -> list[tuple[int, int, int, int]]:
-    """Every tokenizer call shape of the preset's build: each bucket's, or the one shape's, at each batch size."""
-    if not config.frames.buckets:
-        return plan_shapes(config)
-    shapes = []
-    for bucket in parse_buckets(config.frames):
-        frames = bucket.frames_config(config.frames)
-        shapes += plan_shapes(dataclasses.replace(config, frames=frames))
-    return shapes
-
-
 def _preset_signatures(name: str) -> set[str]:
-    config = _preset_config(name)
-    backend = registry.resolve("tokenizer", config.tokenizer.name)
-    if not backend.records_plans(config.tokenizer, "cuda"):
-        return set()
-    return backend.plan_signatures(config.tokenizer, _call_shapes(config))
+    """Every signature the preset's build runs by a recorded plan, as bench/record_preset_plans.py traces them."""
+    return load_bench("record_preset_plans").preset_signatures(name)[2]
 
 
 def test_tracing_finds_what_a_gpu_recorded():
