@@ -6,10 +6,12 @@ Bad input is data: a `SampleRejected` names the sample, the value and the fix, a
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import signal
+from typing import Iterator
 
 # The closed list of reject reasons, each with the fix a user applies to the input. Extend it here and in
 # docs/rejects.md together.
@@ -111,6 +113,19 @@ class SampleRejected(LatentforgeError):
         self.sample_id = sample_id
         self.detail = detail
         super().__init__(f"sample {sample_id!r}: {reason}: {detail}")
+
+
+@contextlib.contextmanager
+def rejected_if_unexpected(reason: str, sample_id: str, path: str, doing: str, fix: str) -> Iterator[None]:
+    """Inside the block, an error nobody expected becomes this sample's reject (`reason`) naming it, so one bad file
+    never ends a run; a SampleRejected passes as it is."""
+    try:
+        yield
+    except SampleRejected:
+        raise
+    except Exception as error:  # noqa: BLE001 - one sample's bad input must not end the run
+        raise SampleRejected(reason, sample_id, f"{path}: {doing} raised {type(error).__name__}: {one_line(error)}; "
+                             f"{fix} (and report it if it plays elsewhere)") from error
 
 
 class UnitFailed(LatentforgeError):

@@ -11,7 +11,7 @@ from ..decode.resize import ResizePlan, plan_resize
 from ..decode.sources import ModalitySource, check_matches_video, probe_modality_source
 from ..decode.stream_probe import probe_video
 from ..decode.yuv_capture import check_yuv_source
-from ..errors import SampleRejected, one_line
+from ..errors import SampleRejected, rejected_if_unexpected
 from ..records import Reject, Sample, VideoInfo
 from ..transforms.window import FrameWindow, select_window, window_size
 from .bucket_choice import choose_bucket
@@ -54,14 +54,9 @@ def probe_sample(sample: Sample, config: BuildConfig) -> ProbeResult:
     """Order of checks: video exists and is readable, caption, window length (with frames.buckets: the
     bucket, pipeline/bucket_choice.py), the window's frame size, then each extra modality. Any failure is this
     sample's reject: an unexpected one becomes unreadable naming it, so one bad file never ends a build."""
-    try:
+    with rejected_if_unexpected("unreadable", sample.sample_id, sample.entry.video, "probing it",
+                                "re-encode or drop the file"):
         return _probe(sample, config)
-    except SampleRejected:
-        raise
-    except Exception as error:  # noqa: BLE001 - one sample's bad input must not end the run
-        raise SampleRejected("unreadable", sample.sample_id,
-                             f"{sample.entry.video}: probing it raised {type(error).__name__}: {one_line(error)}; "
-                             "re-encode or drop the file (and report it if it plays elsewhere)") from error
 
 
 def _probe(sample: Sample, config: BuildConfig) -> ProbeResult:

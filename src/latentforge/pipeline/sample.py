@@ -10,7 +10,7 @@ from ..decode.modality_frames import ModalityFrames
 from ..decode.nvdec import with_nvdec
 from ..decode.pyav import decode_rgb
 from ..decode.yuv_capture import decode_yuv
-from ..errors import SampleRejected, one_line
+from ..errors import rejected_if_unexpected
 from ..records import Sample
 from ..transforms.depth import load_depth
 from ..transforms.masks import load_mask
@@ -70,14 +70,9 @@ def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig, 
     every video from its start, never seeking (what a verify does, so it shares no seek with the build). Any
     failure is this sample's reject: an unexpected one becomes decode_error naming it, so one bad file never
     ends a build."""
-    try:
+    with rejected_if_unexpected("decode_error", sample.sample_id, sample.entry.video, "decoding it",
+                                "re-encode the source"):
         return _load(sample, probe, config, from_start)
-    except SampleRejected:
-        raise
-    except Exception as error:  # noqa: BLE001 - one sample's bad input must not end the run
-        raise SampleRejected("decode_error", sample.sample_id,
-                             f"{sample.entry.video}: decoding it raised {type(error).__name__}: {one_line(error)}; "
-                             "re-encode the source (and report it if it plays elsewhere)") from error
 
 
 def _load(sample: Sample, probe: ProbeResult, config: BuildConfig, from_start: bool) -> SamplePixels:
