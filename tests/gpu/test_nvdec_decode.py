@@ -78,3 +78,29 @@ def test_nvdec_frames_through_swscale_equal_software_decoding(nvdec, tmp_path, n
     assert hardware.provenance["decoder"] == "nvdec"
     software = pixels(path, "cpu", "swscale")
     np.testing.assert_array_equal(hardware.modalities["rgb"].values, software.modalities["rgb"].values)
+
+
+@pytest.mark.parametrize("resize_backend", ["swscale", "device"])
+def test_nvdec_windows_past_a_keyframe_seek_and_equal_software_decoding(nvdec, tmp_path, monkeypatch,
+                                                                        resize_backend):
+    """A window after the second keyframe goes through the primed, proven seek with NVDEC too (its frames are
+    checked by order, not by the probe's digests), and equals the software decoder's window."""
+    from latentforge.decode import frame_reader
+
+    path = write_video(tmp_path / "long.mp4", pattern_frames(48, 160, 96, seed=8), gop=12)
+    from_start = []
+    real = frame_reader._from_start
+    monkeypatch.setattr(frame_reader, "_from_start", lambda *args: from_start.append(args[2]) or real(*args))
+    sample = Sample("clip", 0, SourceEntry(key="clip", video=str(path), video_rel=path.name, caption="a clip"), 27)
+    windows = {}
+    for decoder in ("nvdec", "cpu"):
+        built = config(decoder, resize_backend)
+        windows[decoder] = load_sample_pixels(sample, probe_sample(sample, built), built)
+    assert windows["nvdec"].provenance["decoder"] == "nvdec"
+    assert windows["nvdec"].provenance["frame_indices"] == [27, 28, 29, 30, 31]
+    assert from_start == [], "a window past a keyframe fell back to decoding from the start"
+    hardware, software = windows["nvdec"].modalities["rgb"], windows["cpu"].modalities["rgb"]
+    if resize_backend == "device":
+        np.testing.assert_array_equal(as_i420(hardware.values, 160, 96), software.values)
+    else:
+        np.testing.assert_array_equal(hardware.values, software.values)

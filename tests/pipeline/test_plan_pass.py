@@ -18,14 +18,14 @@ from helpers.exec_world import exec_config, make_table
 from helpers.planned_tokenizer import NAME, register_planned_haar
 from latentforge.builder.run import build
 from latentforge.cache.config_file import CacheConfig
-from latentforge.errors import LatentforgeError
+from latentforge.errors import InputNotice, LatentforgeError
 from latentforge.executor import plan_decision
 from latentforge.executor.rank import RankSpec
 from latentforge.executor.ray import plan_task
 from latentforge.pipeline import plan_pass
 from latentforge.pipeline.kernel_plans import environment_digest
 from latentforge.pipeline.models import load_models
-from latentforge.pipeline.plan_pass import DecidedPlans, PlanRequest, decide_plans, plan_shapes
+from latentforge.pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, plan_shapes
 from latentforge.tokenizers.plan_book import PlanMissing
 
 SHAPE = (9, 32, 48)  # exec_config's frames, height, width
@@ -59,10 +59,16 @@ def test_every_batch_size_up_to_the_batch_or_the_unit_is_planned(tmp_path):
 def test_a_build_decides_every_plan_before_its_ranks_and_records_one_book(planned, tmp_path):
     table = make_table(tmp_path / "world", count=5)  # units of 2, 2 and 1: batches of 2 and of 1
     root = tmp_path / "cache"
-    build(exec_config(table, root, f"tokenizer.name={NAME}", "output.batch_size=2", "run.procs=1"), quiet=True)
-    (request, device, (digest, decided)), = planned
+    with pytest.warns(InputNotice) as notes:
+        build(exec_config(table, root, f"tokenizer.name={NAME}", "output.batch_size=2", "run.procs=1"), quiet=True)
+    (request, device, result), = planned
+    digest, decided = result.digest, result.book
     assert device == "cpu" and request.known == {}  # a first run: nothing recorded yet
-    assert sorted(decided) == [key(1), key(2)]
+    assert sorted(decided) == [key(1), key(2)] and decided[key(1)] == "shipped plan"
+    # said once: the batch-2 shape is in no shipped book, so this machine chose its plan; the batch-1 one is shipped
+    (note,) = [str(n.message) for n in notes if "plan book shipped" in str(n.message)]
+    assert note.startswith("1 convolution(s) of this build's shapes are in no plan book shipped") and key(2) in note
+    assert key(1) not in note and f"tokenizer.conv_plans_file={root}/cache_config.json" in note
     # the ranks replayed it (they may not choose) and the build recorded exactly that book, once
     book = root / "build" / "conv_plans" / f"{digest}.json"
     assert json.loads(book.read_text()) == decided
@@ -76,7 +82,8 @@ def test_a_rank_meeting_a_shape_the_plan_pass_missed_refuses_and_times_nothing(p
         build(exec_config(table, tmp_path / "cache", f"tokenizer.name={NAME}", "output.batch_size=2",
                           "run.procs=1"), quiet=True)
     assert key(1) in str(error.value) and "plan pass" in str(error.value)
-    (_, _, (digest, decided)), = planned
+    (_, _, result), = planned
+    digest, decided = result.digest, result.book
     book = tmp_path / "cache" / "build" / "conv_plans" / f"{digest}.json"
     assert json.loads(book.read_text()) == decided == {key(2): decided[key(2)]}  # the rank added nothing
 
@@ -90,11 +97,13 @@ def test_the_builds_own_book_wins_then_the_carried_one_then_timing(planned, tmp_
     config = exec_config(tmp_path / "t.csv", tmp_path / "r", f"tokenizer.name={NAME}", "output.batch_size=4",
                          "output.unit_size=4")
     digest = environment_digest("cpu")
-    mine, decided = decide_plans(PlanRequest(config, {digest: {key(2): "recorded by the build"}}), "cpu")
-    assert mine == digest
+    result = decide_plans(PlanRequest(config, {digest: {key(2): "recorded by the build"}}), "cpu")
+    decided = result.book
+    assert result.digest == digest
     assert decided == {key(1): "carried plan", key(2): "recorded by the build", key(3): "carried plan",
                        key(4): decided[key(4)]}
     assert decided[key(4)].startswith("timed by pid")  # only what nobody knew is timed
+    assert result.unshipped == (key(4),)  # what was carried or the build's own is no news
 
 
 def test_the_decided_book_travels_in_the_rank_spec_and_is_replayed_only(tmp_path, monkeypatch):
@@ -137,7 +146,7 @@ def test_the_ray_driver_runs_one_plan_task_on_a_gpu_and_records_its_book(tmp_pat
     decided = {key(1): "eng41", key(2): "pytorch"}
     calls = []
     monkeypatch.setattr(plan_task, "decide_plans_here",
-                        lambda request, device: calls.append(device) or ("ab12", decided))
+                        lambda request, device: calls.append(device) or PassResult("ab12", decided))
     ray = _FakeRay()
     request = PlanRequest(exec_config(tmp_path / "t.csv", tmp_path / "r"), {})
     plans = plan_task.ray_plan_pass(ray, request, tmp_path / "build", "token", "cuda:0")
@@ -158,7 +167,7 @@ def test_the_ray_driver_runs_one_plan_task_on_a_gpu_and_records_its_book(tmp_pat
 @pytest.mark.slow  # two fresh interpreters importing torch
 def test_the_local_plan_pass_runs_in_a_spawned_process_and_reports_its_failure(tmp_path):
     config = exec_config(tmp_path / "t.csv", tmp_path / "r", "output.batch_size=2")  # haar: no plans to decide
-    assert plan_decision.spawned_plan_pass(PlanRequest(config, {}), "cpu") == (environment_digest("cpu"), {})
+    assert plan_decision.spawned_plan_pass(PlanRequest(config, {}), "cpu") == PassResult(environment_digest("cpu"), {})
     with pytest.raises(LatentforgeError, match="plan pass on cpu failed: unknown tokenizer 'no-such'"):
         plan_decision.spawned_plan_pass(PlanRequest(replace(config, tokenizer=replace(config.tokenizer,
                                                                                          name="no-such")), {}), "cpu")

@@ -22,7 +22,7 @@ import av
 
 from ..errors import SampleRejected
 from ..records import VideoInfo
-from .container import open_video, seconds
+from .container import open_video
 from .frame_digest import DIGEST_BYTES, frame_digest
 
 
@@ -38,9 +38,6 @@ def decode_frames(
     first keyframe seeks (proven as above, else decoded from the start); from_start never seeks.
     threads: FFmpeg decoding threads (0: FFmpeg's choice); decoded pixels do not depend on it."""
     needed = sorted(set(indices))
-    if hwaccel is not None:  # NVDEC keeps the decode its GPU tests last passed on (below)
-        yield from _hwaccel_frames(path, info, needed, sample_id, hwaccel, threads, from_start)
-        return
     delivered: set[int] = set()
     anchor = None if from_start or not info.seekable else _last_keyframe(info, needed[0])
     if anchor:  # a keyframe after frame 0: seeking saves decoding the frames before it
@@ -163,41 +160,3 @@ def _from_start(path: str, info: VideoInfo, needed: list[int], sample_id: str, h
         f"{path}: the decoder showed {shown} frames, the probe counted {info.num_frames}; frame(s) {missing[:5]} "
         f"({len(missing)} of the {len(needed)} the window needs) never came out; the file may be damaged there, "
         "re-encode it")
-
-
-def _hwaccel_frames(path: str, info: VideoInfo, needed: list[int], sample_id: str, hwaccel, threads: int,
-                    from_start: bool) -> Iterator[tuple[int, av.VideoFrame]]:
-    """A hardware decoder's window as NVDEC decoded it before seeks were proven: a seek to the keyframe at or before
-    the first needed frame, frames matched by their presentation time, from the start where the seek overshoots.
-    The proven seek above has not yet passed the GPU test suite with NVDEC, so it stays the software decoder's."""
-    by_time = {info.pts[i]: i for i in needed}
-    first_t, last_t = info.pts[needed[0]], info.pts[needed[-1]]
-    found: set[int] = set()
-    for seek in (True, False) if first_t > info.pts[0] and not from_start else (False,):
-        container, stream = _open(path, sample_id, hwaccel, threads)
-        with container:
-            try:
-                if seek:
-                    tb = stream.time_base
-                    container.seek(round(first_t * tb.denominator / tb.numerator), stream=stream, backward=True,
-                                   any_frame=False)
-                for frame in _decoded(container, stream):
-                    if frame.pts is None:
-                        raise SampleRejected("decode_error", sample_id, f"{path}: decoded frame without pts")
-                    t = seconds(frame.pts, stream.time_base)
-                    if not found and t > first_t:
-                        break  # overshot: again without seeking
-                    index = by_time.get(t)
-                    if index is not None and index not in found:
-                        found.add(index)
-                        yield index, frame
-                    if t >= last_t:
-                        break
-            except av.FFmpegError as error:
-                raise SampleRejected("decode_error", sample_id, f"{path}: {error}") from None
-        if found:
-            break
-    missing = [i for i in needed if i not in found]
-    if missing:
-        raise SampleRejected("decode_error", sample_id, f"{path}: frames {missing[:5]} ({len(missing)} of the "
-                             f"{len(needed)} the window needs) did not come out of the hardware decoder")

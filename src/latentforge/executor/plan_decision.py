@@ -11,12 +11,12 @@ from pathlib import Path
 from ..errors import LatentforgeError
 from ..io import canonical_json
 from ..pipeline.kernel_plans import write_build_book
-from ..pipeline.plan_pass import DecidedPlans, PlanRequest, decide_plans
+from ..pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, note_unshipped
 from .process_setup import child_process_setup, child_signals_held
 
 
 def _plan_pass_main(request: PlanRequest, device: str, answer: Connection) -> None:
-    """Entry point of the spawned plan pass: ("ok", (digest, book)) or ("error", why) back through `answer`."""
+    """Entry point of the spawned plan pass: ("ok", PassResult) or ("error", why) back through `answer`."""
     child_process_setup()
     try:
         answer.send(("ok", decide_plans(request, device)))
@@ -25,7 +25,7 @@ def _plan_pass_main(request: PlanRequest, device: str, answer: Connection) -> No
         answer.send(("error", why))
 
 
-def spawned_plan_pass(request: PlanRequest, device: str) -> tuple[str, dict[str, str]]:
+def spawned_plan_pass(request: PlanRequest, device: str) -> PassResult:
     """The plan pass in a fresh process on `device`, which frees its GPU memory when it exits; killed when the
     build stops meanwhile (it dies with this process too)."""
     context = multiprocessing.get_context("spawn")
@@ -59,7 +59,8 @@ def decide_local_plans(request: PlanRequest, devices: list[str], environments: l
         first_of.setdefault(canonical_json(environment), device)
     books = {}
     for device in first_of.values():
-        digest, entries = spawned_plan_pass(request, device)
-        write_build_book(build_dir, digest, entries)
-        books[digest] = entries
+        result = spawned_plan_pass(request, device)
+        write_build_book(build_dir, result.digest, result.book)
+        note_unshipped(result, build_dir)
+        books[result.digest] = result.book
     return DecidedPlans(books)

@@ -14,6 +14,7 @@ once, only where none of them knows it.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import torch
 
 from .. import registry
 from ..config import BuildConfig
-from ..errors import LatentforgeError
+from ..errors import InputNotice, LatentforgeError
 from ..tokenizers.carried_plans import carried_book
 from .kernel_plans import environment_digest, recorded_books
 
@@ -53,6 +54,34 @@ class DecidedPlans:
         return self.books[digest]
 
 
+@dataclass(frozen=True)
+class PassResult:
+    """What one plan pass decided: its environment, its book, and the signatures of that book no book shipped with
+    latentforge for the environment (nor a carried book, nor the build's own) holds: chosen on this machine."""
+
+    digest: str
+    book: dict[str, str]
+    unshipped: tuple[str, ...] = ()
+
+
+_SHOWN = 3
+
+
+def note_unshipped(result: PassResult, build_dir: Path) -> None:
+    """Say once, before any rank encodes, which signatures this machine chose, and how to get the same bytes
+    elsewhere."""
+    if not result.unshipped:
+        return
+    shown = "; ".join(result.unshipped[:_SHOWN]) + (f"; and {len(result.unshipped) - _SHOWN} more"
+                                                    if len(result.unshipped) > _SHOWN else "")
+    warnings.warn(f"{len(result.unshipped)} convolution(s) of this build's shapes are in no plan book shipped for this "
+                  f"GPU and software, so their kernels were chosen on this machine (timed here, or read from its "
+                  f"shared plan folder): {shown}. Another machine may choose others and write other bytes; to build "
+                  f"the same bytes there, carry this build's book with --set tokenizer.conv_plans_file="
+                  f"{Path(build_dir).parent}/cache_config.json (or its build/conv_plans/ book)",
+                  InputNotice, stacklevel=2)
+
+
 def needs_plan_pass(config: BuildConfig, device: str) -> bool:
     """Does a build encoding on `device` run recorded kernel plans (so its plans are decided before its ranks)?"""
     return registry.resolve("tokenizer", config.tokenizer.name).records_plans(config.tokenizer, device)
@@ -70,19 +99,22 @@ def plan_shapes(config: BuildConfig) -> list[tuple[int, int, int, int]]:
     return [(batch, frames.num_frames, frames.height, frames.width) for batch in range(1, largest + 1)]
 
 
-def decide_plans(request: PlanRequest, device: str) -> tuple[str, dict[str, str]]:
-    """Run the plan pass in this process on `device`: (environment digest, the book of every signature the
-    build's shapes need, plus what the build's own book held before)."""
+def decide_plans(request: PlanRequest, device: str) -> PassResult:
+    """Run the plan pass in this process on `device`: the environment digest, the book of every signature the
+    build's shapes need (plus what the build's own book held before), and which of them no shipped book holds."""
     config = request.config
     backend = registry.resolve("tokenizer", config.tokenizer.name)
     tokenizer = backend.from_config(config.tokenizer, torch.device(device))
     digest = environment_digest(device)  # after the tokenizer is made: it may set what the record reads
-    carried = backend.carried_plans_file(config.tokenizer)
-    tokenizer.record_plans(entries=request.known.get(digest, {}),
-                           beneath=carried_book(carried, digest) if carried else None)
+    carried_file = backend.carried_plans_file(config.tokenizer)
+    carried = carried_book(carried_file, digest) if carried_file else None
+    known = request.known.get(digest, {})
+    tokenizer.record_plans(entries=known, beneath=carried)
     with torch.inference_mode():
         for batch, frames, height, width in plan_shapes(config):
             tokenizer.encode(torch.zeros((batch, 3, frames, height, width), device=device))
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
-    return digest, tokenizer.recorded_plans()
+    book, shipped = tokenizer.recorded_plans(), tokenizer.shipped_plans()
+    unshipped = tuple(s for s in book if s not in shipped and s not in (carried or {}) and s not in known)
+    return PassResult(digest, book, unshipped)

@@ -131,6 +131,10 @@ class Tokenizer(ABC):
         """{signature: plan} of every convolution run since record_plans, and the entries it was given."""
         return {}
 
+    def shipped_plans(self) -> dict[str, str]:
+        """{signature: plan} of the book latentforge ships for this tokenizer's environment ({} when none)."""
+        return {}
+
     @abstractmethod
     def encode(self, video: torch.Tensor) -> torch.Tensor:
         """[B,3,T,H,W] float in [-1,1] on self.device -> [B,C,T',H',W'] float32 normalised latent (a token

@@ -19,7 +19,7 @@ from .cpu_bf16 import check_cpu_bf16
 from .cudnn_convs import PlannedConvs
 from .plan_book import PlanBook
 from .plan_signatures import traced_signatures
-from .shared_plans import shared_plan_book
+from .shared_plans import plans_key, shared_plan_book, shipped_book
 from .wan21_checkpoint import CheckpointSource, check_sha256, checkpoint_sha256, resolve_checkpoint
 from .wan21_fast import FastWanEncoder
 
@@ -243,3 +243,7 @@ class WanTokenizer(Tokenizer):
 
     def recorded_plans(self) -> dict[str, str]:
         return fast_plans(self._fast)
+
+    def shipped_plans(self) -> dict[str, str]:
+        recorded = self._fast is not None and isinstance(self._fast.convs, PlannedConvs)
+        return shipped_book(plans_key(self.device)).entries() if recorded else {}

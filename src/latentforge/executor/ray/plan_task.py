@@ -10,11 +10,11 @@ from typing import Any
 
 from ...errors import LatentforgeError
 from ...pipeline.kernel_plans import write_build_book
-from ...pipeline.plan_pass import DecidedPlans, PlanRequest, decide_plans
+from ...pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, note_unshipped
 from .session import BUILD_TOKEN_ENV
 
 
-def decide_plans_here(request: PlanRequest, device: str) -> tuple[str, dict[str, str]]:
+def decide_plans_here(request: PlanRequest, device: str) -> PassResult:
     """decide_plans, its error as a plain LatentforgeError: the project's errors with extra arguments do not
     pickle back from a Ray worker."""
     try:
@@ -29,9 +29,10 @@ def ray_plan_pass(ray: Any, request: PlanRequest, build_dir: Path, token: str, d
     task = ray.remote(num_gpus=1, num_cpus=1, max_calls=1, max_retries=0,
                       runtime_env={"env_vars": {BUILD_TOKEN_ENV: token}})(decide_plans_here)
     try:
-        digest, entries = ray.get(task.remote(request, device))
+        result = ray.get(task.remote(request, device))
     except ray.exceptions.RayTaskError as error:
         cause = getattr(error, "cause", None) or error
         raise LatentforgeError(f"the build's plan pass failed on the Ray cluster: {cause}") from None
-    write_build_book(build_dir, digest, entries)
-    return DecidedPlans({digest: entries})
+    write_build_book(build_dir, result.digest, result.book)
+    note_unshipped(result, build_dir)
+    return DecidedPlans({result.digest: result.book})
