@@ -72,11 +72,13 @@ def world(tmp_path_factory) -> World:
 
 
 def build(world, preset: str, root: Path, checkpoint: str, text: str, *extra: str, plans: str | None = "plans"):
-    """`latentforge build --preset PRESET` of the world's table; `plans` names the Wan tokenizers' plan folder."""
+    """`latentforge build --preset PRESET --gpus all` of the world's table (a build runs on the CPU unless told
+    otherwise); `plans` names the Wan tokenizers' plan folder."""
     folder = ["--set", f"tokenizer.conv_plans_dir={world['folder'] / plans}"] if plans else []
     done = run_cli(["build", "--preset", preset, "--dataset", str(world["table"]), "--set", "dataset.reader=table",
                     "--tokenizer-checkpoint", checkpoint, "--text-path", str(world[text]), "--out", str(root),
-                    "--quiet", "--set", "output.min_free_bytes=0", "--workers-per-gpu", "2", *folder, *extra],
+                    "--quiet", "--set", "output.min_free_bytes=0", "--gpus", "all", "--workers-per-gpu", "2", *folder,
+                    *extra],
                    timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
