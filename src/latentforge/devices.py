@@ -60,6 +60,18 @@ def device_note(device: str) -> str:
     return f"on {device}" + (f" ({reason})" if reason else "")
 
 
+def cpu_build_notice(device: str) -> str | None:
+    """For a build encoding on `device`: a note when that is the CPU on a host where torch sees a GPU (a build
+    encodes on run.device, cpu unless told, where verify and preview take the GPU by themselves); else None."""
+    if device != "cpu" or no_gpu_reason() is not None:
+        return None
+    import torch
+
+    return (f"this build encodes on the CPU (run.device=cpu, the default) although torch sees "
+            f"{torch.cuda.device_count()} CUDA GPU(s) here; add --gpus all (one encoder process per GPU) or "
+            "--device cuda to encode there")
+
+
 def check_device_present(device: str, key: str) -> None:
     """ConfigError naming the key, the value, why it is absent and what to use instead."""
     check_device_name(device, key)

@@ -286,6 +286,23 @@ def test_verbs_that_decode_choose_the_gpu_when_torch_sees_one(cli, built_cache, 
     assert devices.default_device() == "cuda" and Overrides().device == "cuda"
 
 
+@no_gpu
+def test_a_cpu_build_on_a_gpu_host_says_how_to_encode_on_the_gpu(cli, table, tmp_path, monkeypatch):
+    """A build encodes on run.device (cpu unless told), where verify and preview take the GPU by themselves: on a
+    host whose GPU torch sees, the build says so in one note and names the flags; on this GPU-less machine, not."""
+    from latentforge import devices
+
+    quiet = cli(build_args(table, tmp_path / "here"))
+    assert quiet.returncode == 0 and "torch sees" not in quiet.stderr, quiet.stderr
+    monkeypatch.setattr(devices, "no_gpu_reason", lambda: None)  # as on a machine with one
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    done = cli(build_args(table, tmp_path / "gpu-host"))
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert said.count("note: this build encodes on the CPU") == 1 and "torch sees 2 CUDA GPU(s)" in said, said
+    assert "--gpus all" in said and "--device cuda" in said
+
+
 # ------------------------------------------------------------------ the edges a first hour met, each one line
 
 

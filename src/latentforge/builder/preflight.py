@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import errno
 import os
+import warnings
 from pathlib import Path
 
 from .. import registry
 from ..cache.ownership import check_not_inside, check_root_is_ours, fixed_prefix
 from ..cache.root import CacheRoot
 from ..config import BuildConfig
-from ..errors import ConfigError, StorageError, environment_message
+from ..devices import cpu_build_notice
+from ..errors import ConfigError, InputNotice, StorageError, environment_message
 from ..executor.base import Executor
 from ..executor.metrics import check_port_free
 from .records_dir import records_in_root
@@ -55,6 +57,9 @@ def preflight(config: BuildConfig, executor: Executor) -> None:
     executor.preflight()  # its ranks' ports where they run on this machine
     # the device the ranks encode on: run.gpus wins over run.device
     registry.resolve("tokenizer", config.tokenizer.name).preflight(config.tokenizer, executor.main_device())
+    notice = cpu_build_notice(str(executor.main_device()))
+    if notice is not None:
+        warnings.warn(notice, InputNotice, stacklevel=2)
     if config.text.name != "none":
         registry.resolve("text", config.text.name).preflight(config.text)
     conditioning = config.conditioning
