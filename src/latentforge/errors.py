@@ -38,6 +38,16 @@ REJECT_FIXES = {
     # the window spans a mid-stream change of the frame size; each side alone is fine
     "resolution_change": "choose windows within one frame size (detail names both sizes and where it changes), or "
                          "re-encode the video at one size",
+    # segments.detect: no window of the configured length fits between two cuts (margins dropped)
+    "shot_too_short": "lower frames.num_frames (or the target fps) or segments.margin_frames; short shots are "
+                      "often fine to drop",
+    # a table segment (dataset.start_column/end_column) outside its video, ending before it starts, or overlapping
+    # another row of the same video
+    "bad_segment": "fix the row's start and end (the detail names the row, the video's length and any other row)",
+    # segments.min_motion: the window hardly moves (a still, a frozen stream)
+    "low_motion": "lower segments.min_motion, or drop still clips",
+    # segments.max_black_fraction: too many black or blank frames in the window
+    "black_frames": "raise segments.max_black_fraction, or drop the blank stretches",
 }
 REJECT_REASONS = tuple(REJECT_FIXES)
 

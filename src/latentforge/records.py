@@ -31,6 +31,9 @@ class SourceEntry:
     depth: str | None = None  # depth source (.npz/.npy, 16-bit PNG folder or video); None when absent
     t5_pickle: str | None = None  # table reader: the row's Cosmos T5 pickle (dataset.t5_pickle_column)
     extra: dict[str, Any] = field(default_factory=dict)  # pass-through columns copied into the manifest
+    # a table row's segment of its video (dataset.start_column/end_column): {"start", "end", "unit": seconds |
+    # frames}, [start, end) with None for the video's start or end; None: the whole video (pipeline/segments.py)
+    segment: dict[str, Any] | None = None
     # Where the listing holds it ("table t.csv row 2", "videos/a.mp4"), for messages; not part of what it is.
     origin: str = field(default="", compare=False)
 
@@ -132,6 +135,8 @@ class Sample:
     source_index: int
     entry: SourceEntry
     start_frame: int | None = None  # fixed by `windows: every N`; None lets the window policy choose
+    # with segments: the shot or table segment the window lies in and its quality scores (pipeline/segments.py)
+    segment: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ segment, so an interrupted extend rerun with the same command finds the same uni
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import warnings
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ def plan_extension(build_dir: Path, key: dict[str, Any], listing: list[Sample], 
                                f"(same id, other file size, mtime, caption or window): {_quote(changed)}. "
                                "Restore them, give the new content new ids, or rebuild with --overwrite")
     first_new = max(s.source_index for s in old.values()) + 1
-    new = [Sample(s.sample_id, first_new + i, s.entry, s.start_frame)
+    new = [dataclasses.replace(s, source_index=first_new + i)
            for i, s in enumerate(s for s in listing if s.sample_id not in old)]
     segments = list(record.get("segments", [0]))
     if new and segments[-1] != first_new:
@@ -107,7 +108,7 @@ def _recorded_plan(build_dir: Path, record: dict[str, Any] | None, listing: list
                           "--overwrite")
     warnings.warn(f"{path} was damaged ({problem}); the plan is made again from the input", DamagedFileWarning,
                   stacklevel=3)
-    return {s.sample_id: Sample(s.sample_id, i, s.entry, s.start_frame) for i, s in enumerate(kept)}
+    return {s.sample_id: dataclasses.replace(s, source_index=i) for i, s in enumerate(kept)}
 
 
 def _disagreement(plan: dict[str, Sample], record: dict[str, Any]) -> str | None:

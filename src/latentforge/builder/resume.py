@@ -21,7 +21,7 @@ from typing import Any
 from .. import registry
 from ..cache.layout import CACHE_CONFIG
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
-from ..config import BuildConfig, ConditioningConfig
+from ..config import BuildConfig, ConditioningConfig, SegmentsConfig
 from ..config.schema import single_shape_frames
 from ..errors import DamagedFile, DamagedFileWarning, LatentforgeError, one_line
 from ..executor.base import Executor
@@ -56,6 +56,8 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     # a build without conditioning keeps the key it always had; image_encoder_sha256 is a check, like tokenizer.sha256,
     # on the image encoder's weights, whose actual SHA-256 the key holds
     key = {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
+    if config.segments == SegmentsConfig():  # a build that cuts no shots keeps the key it always had
+        del data["segments"]
     if config.conditioning == ConditioningConfig():
         del data["conditioning"]
     else:

@@ -32,6 +32,7 @@ from .bucket_run import build_buckets
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .extend import plan_extension, refuse_plain_rerun, unit_numbers
 from .lock import BuildLock
+from .parallel_analysis import analyser
 from .parallel_probe import probe_plan
 from .placement import executor_for
 from .preflight import preflight
@@ -160,7 +161,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     claim_staging(config.output, key, overwrite)
     refuse_plain_rerun(build_dir)
     started = time.perf_counter()
-    samples, plan_rejects = plan_samples(config)
+    samples, plan_rejects = plan_samples(config, _analyser(config, build_dir, progress))
     check_inputs(build_dir, key, plan_fingerprint(samples))
     write_plan(build_dir, samples, plan_rejects)
     with progress.task("probe", len(samples)) as advance:
@@ -178,6 +179,11 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     return BuildResult(root, num_samples, rejects, time.time() - stats.started_unix, stats.summary())
 
 
+def _analyser(config: BuildConfig, build_dir: Path, progress: BuildProgress):
+    """segments: the videos' analyses, recorded under build/analysis/ and reused by reruns, resumes and --extend."""
+    return analyser(config, build_dir, lambda videos: progress.task("shots", videos))
+
+
 def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress: BuildProgress,
                    stats: RunStats) -> BuildResult:
     """Merge the input into the recorded plan, encode the units not staged yet, commit all staged units."""
@@ -188,7 +194,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     check_config(build_dir, key, may_differ=("config.dataset.path",))
     claim_staging(config.output, key, overwrite=False)
     started = time.perf_counter()
-    listing, plan_rejects = plan_samples(config)
+    listing, plan_rejects = plan_samples(config, _analyser(config, build_dir, progress))
     extension = plan_extension(build_dir, key, listing, plan_rejects)
     unit_of = unit_numbers(extension.samples, config.output.unit_size, extension.segment_starts)
     done = staged_units(build_dir, config.output.staging_url, set(unit_of.values()))

@@ -29,6 +29,7 @@ from ..text.prompt_cache import PromptCache
 from .bucket_run import bucket_config
 from .estimate import conditioning_values, estimate_output_bytes, output_shapes
 from .lock import BuildLock
+from .parallel_analysis import analyser
 from .parallel_probe import probe_plan
 from .placement import executor_for
 from .preflight import preflight
@@ -97,7 +98,8 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
     executor = executor_for(config, build_dir, quiet)
     preflight(config, executor)
     with BuildLock(build_dir):
-        samples, plan_rejects = plan_samples(config)
+        samples, plan_rejects = plan_samples(config, analyser(
+            config, build_dir, lambda videos: BuildProgress(quiet).task("shots", videos)))
         with BuildProgress(quiet).task("probe", len(samples)) as advance:
             probes = probe_plan(samples, config, advance)
         rejects = plan_rejects + [p for p in probes.values() if isinstance(p, Reject)]

@@ -74,6 +74,7 @@ VERIFY_REPORT = "verify_report.json"
 STATS_FOLDER = "stats"
 PREVIEW_FOLDER = "preview"
 SCAN_REJECTS = "scan-rejects.jsonl"
+ANALYSIS_DIR = "analysis"  # one record per analysed video: shots and quality measures (pipeline/analysis_records.py)
 
 
 def rank_traceback_name(rank: int) -> str:

@@ -116,6 +116,41 @@ def _validate_conditioning(config: BuildConfig) -> None:
                           "and conditioning.image_embeds=none")
 
 
+SHOT_DETECTORS = ("none", "content", "adaptive")
+
+
+def _validate_segments(config: BuildConfig) -> None:
+    """segments: the detector, its numbers, and the keys it does not combine with."""
+    segments = config.segments
+    if segments.detect == "transnetv2":
+        raise ConfigError("segments.detect=transnetv2 is not supported yet (latentforge ships no TransNetV2 weights "
+                          "and downloads none); use content or adaptive (PySceneDetect's detectors)")
+    if segments.detect not in SHOT_DETECTORS:
+        raise ConfigError(f"segments.detect={segments.detect!r} is not allowed; allowed: {', '.join(SHOT_DETECTORS)}")
+    if segments.threshold is not None and segments.threshold <= 0:
+        raise ConfigError(f"segments.threshold={segments.threshold} must be > 0 (unset: the detector's default)")
+    for key, least in (("min_shot_frames", 1), ("margin_frames", 0), ("analysis_width", 16), ("dissolve_frames", 0)):
+        if getattr(segments, key) < least:
+            raise ConfigError(f"segments.{key}={getattr(segments, key)} must be >= {least}")
+    if segments.dissolve_frames == 1:
+        raise ConfigError("segments.dissolve_frames=1 compares neighbouring frames, which the detector already does; "
+                          "give 0 (hard cuts only) or >= 2")
+    if segments.min_motion is not None and segments.min_motion < 0:
+        raise ConfigError(f"segments.min_motion={segments.min_motion} must be >= 0 (a mean frame difference, 0..255)")
+    fraction = segments.max_black_fraction
+    if fraction is not None and not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"segments.max_black_fraction={fraction} must be within [0, 1]")
+    if segments.detect != "none":
+        try:
+            import scenedetect  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"segments.detect={segments.detect} needs PySceneDetect; install it with "
+                              "pip install 'latentforge[scenes]'") from None
+    if config.frames.buckets and segments != type(segments)():
+        raise ConfigError("segments places windows of one shape inside shots, but frames.buckets gives several; "
+                          "build one shape (frames.num_frames/height/width) or leave the segments keys unset")
+
+
 def _validate_output(config: BuildConfig) -> None:
     output = config.output
     if output.sink not in registry.names("sink"):
@@ -199,6 +234,7 @@ def validate(config: BuildConfig) -> None:
         raise ConfigError("output.root is empty; give the cache root folder with --out")
     _validate_output(config)
     _validate_buckets(config)
+    _validate_segments(config)
     _validate_conditioning(config)
 
 

@@ -60,6 +60,24 @@ class FramesConfig:
 
 
 @dataclass
+class SegmentsConfig:
+    """Long videos cut into shots before windows are placed (docs/long-videos.md). Everything at its default: no
+    analysis pass, windows as frames.window(s) place them in the whole video."""
+
+    # none | content | adaptive: PySceneDetect's ContentDetector / AdaptiveDetector on low-resolution frames
+    detect: str = "none"
+    threshold: float | None = None  # the detector's threshold; unset: the library's default (content 27, adaptive 3)
+    min_shot_frames: int = 15  # the detector's minimum shot length (a cut closer to the previous one is dropped)
+    margin_frames: int = 2  # frames dropped on each side of every cut (and around a gradual transition's frames)
+    analysis_width: int = 128  # width the analysis decode scales frames to (height by the source's aspect)
+    # gradual transitions (dissolves, fades) up to about this many frames are cuts too; 0 finds hard cuts only
+    dissolve_frames: int = 8
+    quality: bool = False  # the analysis pass and the rows' quality scores without shot detection
+    min_motion: float | None = None  # reject windows whose mean frame difference (0..255) is below this
+    max_black_fraction: float | None = None  # reject windows with a larger share of black or blank frames
+
+
+@dataclass
 class MaskConfig:
     ids: list[int] | None = None  # the declared id set; None allows every id of the source's bit depth
     palette: str = "golden"  # how ids map to colours; see docs/modalities.md
@@ -189,6 +207,7 @@ class BuildConfig:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     text: TextConfig = field(default_factory=TextConfig)
     conditioning: ConditioningConfig = field(default_factory=ConditioningConfig)
+    segments: SegmentsConfig = field(default_factory=SegmentsConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     run: RunConfig = field(default_factory=RunConfig)
 

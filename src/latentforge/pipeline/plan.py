@@ -21,6 +21,8 @@ from ..errors import DamagedFile, LatentforgeError
 from ..io import canonical_json, write_jsonl_atomic, write_text_atomic
 from ..records import Reject, Sample, SourceEntry
 from ..transforms.window import window_starts
+from .analysis_records import Analyser, analyse_serially, analysis_needed
+from .segments import SegmentPlanner
 
 FINGERPRINT_VERSION = 1
 _REPLAN = "rerun the build command: it makes the plan again from the input"
@@ -82,10 +84,14 @@ def first_entries(entries: list[SourceEntry]) -> tuple[list[SourceEntry], list[R
     return list(kept.values()), rejects
 
 
+WindowsFor = Callable[[SourceEntry], "tuple[list[tuple[str, int | None, dict[str, Any] | None]], list[Reject]]"]
+
+
 def make_plan(
     entries: list[SourceEntry],
     starts_for: Callable[[SourceEntry], list[int] | None] | None,
     limit: int | None = None,
+    windows_for: WindowsFor | None = None,
 ) -> tuple[list[Sample], list[Reject]]:
     """Samples in plan_order of sample_id (codepoints; windows of one video by start frame) with source_index =
     position, and the plan's rejects.
@@ -93,25 +99,31 @@ def make_plan(
     A repeated id keeps its first occurrence in listing order (first_entries); later ones are `duplicate_id`
     rejects, as is a window id that another entry's id already took. An entry for which `starts_for` returns []
     yields no window: a `too_short` reject. `limit` keeps the first N samples after sorting, and only the rejects
-    whose id sorts within them.
+    whose id sorts within them. `windows_for` (segments: pipeline/segments.py) replaces `starts_for`: each entry's
+    (sample_id, start_frame, segment record) windows and its own plan rejects.
     """
     if limit is not None and limit < 0:
         raise LatentforgeError(f"dataset.limit={limit} must be >= 0")
     unique, rejects = first_entries(entries)
-    first: dict[str, tuple[SourceEntry, int | None]] = {}
+    first: dict[str, tuple[SourceEntry, int | None, dict[str, Any] | None]] = {}
     for entry in unique:
-        starts = starts_for(entry) if starts_for is not None else None
-        if starts == []:
-            rejects.append(Reject(entry.key, -1, "too_short", f"{entry.video_rel}: no window of the configured "
-                                  "length fits the video", "plan"))
-            continue
-        for sample_id, start in _candidates(entry, starts):
+        if windows_for is not None:
+            windows, refused = windows_for(entry)
+            rejects += refused
+        else:
+            starts = starts_for(entry) if starts_for is not None else None
+            if starts == []:
+                rejects.append(Reject(entry.key, -1, "too_short", f"{entry.video_rel}: no window of the configured "
+                                      "length fits the video", "plan"))
+                continue
+            windows = [(sample_id, start, None) for sample_id, start in _candidates(entry, starts)]
+        for sample_id, start, segment in windows:
             if sample_id in first:
                 kept = first[sample_id][0]
                 rejects.append(Reject(sample_id, -1, "duplicate_id", f"window {sample_id!r} of {entry.origin} is "
                                       f"also the id of {kept.origin}, which is kept", "plan"))
             else:
-                first[sample_id] = (entry, start)
+                first[sample_id] = (entry, start, segment)
     ids = sorted(first, key=plan_order)
     if limit is not None:
         ids = ids[:limit]
@@ -146,10 +158,18 @@ def _window_starts_for(config: BuildConfig) -> Callable[[SourceEntry], list[int]
     return starts
 
 
-def plan_samples(config: BuildConfig) -> tuple[list[Sample], list[Reject]]:
-    """The build's plan: its reader's listing cut into windows, ordered, with the plan's rejects."""
+def plan_samples(config: BuildConfig, analyse: Analyser | None = None) -> tuple[list[Sample], list[Reject]]:
+    """The build's plan: its reader's listing cut into windows, ordered, with the plan's rejects. With segments (a
+    segments key set, or table rows naming segments) every video is analysed first (`analyse`: the builder's,
+    recorded under build/analysis/ and spread over processes; else in this process, unrecorded) and windows are
+    placed inside its shots and segments."""
     entries = registry.resolve("reader", config.dataset.reader)(config.dataset).entries()
-    return make_plan(entries, _window_starts_for(config), config.dataset.limit)
+    if not analysis_needed(config, entries):
+        return make_plan(entries, _window_starts_for(config), config.dataset.limit)
+    unique, _ = first_entries(entries)
+    analyses = (analyse or analyse_serially(config, None))(unique)
+    planner = SegmentPlanner(config, analyses)
+    return make_plan(entries, None, config.dataset.limit, windows_for=planner.windows)
 
 
 def _stat(path: str | None) -> list[int] | None:
@@ -178,6 +198,8 @@ def content_key(sample: Sample) -> str:
         "start_frame": sample.start_frame,
         "extra": entry.extra,
     }
+    if entry.segment is not None or sample.segment is not None:  # keys of plans without segments stay as they were
+        parts.update(segment=entry.segment, window_segment=sample.segment)
     return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()[:16]
 
 
@@ -207,8 +229,14 @@ def diff_fingerprints(old: dict[str, Any], new: dict[str, Any]) -> str | None:
 
 
 def _sample_row(sample: Sample) -> dict[str, Any]:
-    return {"sample_id": sample.sample_id, "source_index": sample.source_index, "start_frame": sample.start_frame,
-            **dataclasses.asdict(sample.entry)}
+    entry = dataclasses.asdict(sample.entry)
+    if entry["segment"] is None:  # the rows of plans without segments stay as they were
+        del entry["segment"]
+    row = {"sample_id": sample.sample_id, "source_index": sample.source_index, "start_frame": sample.start_frame,
+           **entry}
+    if sample.segment is not None:
+        row["window_segment"] = sample.segment
+    return row
 
 
 def read_plan(build_dir: Path) -> dict[str, Sample]:
@@ -234,7 +262,8 @@ def _planned_sample(line: str) -> Sample | None:
     try:
         row = json.loads(line)
         sample_id, source_index, start = row.pop("sample_id"), row.pop("source_index"), row.pop("start_frame")
-        return Sample(sample_id, source_index, SourceEntry(**row), start)
+        segment = row.pop("window_segment", None)
+        return Sample(sample_id, source_index, SourceEntry(**row), start, segment)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 

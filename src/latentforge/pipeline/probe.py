@@ -25,6 +25,7 @@ class ProbeResult:
     caption: str
     modality_info: dict[str, Any] = field(default_factory=dict)  # modality -> ModalitySource
     bucket: dict[str, Any] | None = None  # with frames.buckets: the bucket's name and why it was chosen
+    segment: dict[str, Any] | None = None  # with segments: the window's shot or segment and quality scores
 
 
 def resolve_caption(sample: Sample, config: BuildConfig) -> str:
@@ -82,7 +83,7 @@ def _probe(sample: Sample, config: BuildConfig) -> ProbeResult:
         check_matches_video(source, info, (plan.stored_w, plan.stored_h), sample.sample_id)
         modality_info[name] = source
     return ProbeResult(info=info, window=window, plan=plan, caption=caption, modality_info=modality_info,
-                       bucket=bucket)
+                       bucket=bucket, segment=sample.segment)
 
 
 def probe_all(samples: list[Sample], config: BuildConfig, advance: Callable[[int], None] = lambda n: None

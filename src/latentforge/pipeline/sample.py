@@ -44,6 +44,9 @@ def provenance_of(probe: ProbeResult) -> dict[str, Any]:
         provenance["source_notes"] = list(probe.info.notes)
     if probe.bucket is not None:
         provenance["bucket"] = probe.bucket
+    if probe.segment is not None:  # segments: the shot or table segment, and the window's quality scores
+        provenance["segment"] = {k: v for k, v in probe.segment.items() if k != "quality"}
+        provenance["quality"] = probe.segment["quality"]
     return provenance
 
 

@@ -7,6 +7,8 @@ other file: the bytes depend only on the rows and the pinned pyarrow version. Co
 - `num_frames` (frames the sample holds), `source_fps`, `source_width`, `source_height` from its provenance;
 - `provenance` and `extra` as canonical JSON text (DuckDB's json functions read them);
 - `unknown_token_fraction` (double, null where a row does not record it), only in a cache whose rows record it;
+- `motion`, `black_fraction`, `brightness` (double) from `provenance.quality`, only in a cache whose rows record it
+  (segments: docs/long-videos.md);
 - each pass-through column whose values are scalars of one type, under its own name (unless that name is taken).
 """
 
@@ -43,6 +45,7 @@ _FIXED = pa.schema([
 ])
 FIXED_COLUMNS = tuple(_FIXED.names)
 UNKNOWN_TOKENS = "unknown_token_fraction"
+QUALITY_COLUMNS = ("motion", "black_fraction", "brightness")  # provenance.quality, where segments scored the rows
 
 
 def _fixed_values(row: ManifestRow) -> dict[str, Any]:
@@ -77,6 +80,10 @@ def manifest_table(rows: Iterable[ManifestRow]) -> pa.Table:
                for name in FIXED_COLUMNS}
     if any(row.unknown_token_fraction is not None for row in rows):  # a cache without it keeps its bytes
         columns[UNKNOWN_TOKENS] = pa.array([row.unknown_token_fraction for row in rows], type=pa.float64())
+    if any("quality" in row.provenance for row in rows):  # likewise: only a cache whose rows were scored
+        for name in QUALITY_COLUMNS:
+            columns[name] = pa.array([(row.provenance.get("quality") or {}).get(name) for row in rows],
+                                     type=pa.float64())
     names: list[str] = []
     for row in rows:
         names.extend(name for name in row.extra if name not in names)
