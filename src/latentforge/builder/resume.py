@@ -12,6 +12,7 @@ software) the run's ranks will record is compared with the staged units' own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import warnings
@@ -42,7 +43,11 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     data["output"] = {k: v for k, v in data["output"].items() if k not in ("root", "min_free_bytes", "staging_dir",
                                                                                   "staging_url")}
     data["run"] = {"seed": data["run"]["seed"]}
-    data["dataset"] = {k: v for k, v in data["dataset"].items() if k != "limit"}
+    # a reader's keys as it records them (the table reader leaves its segment keys out while unset)
+    options = config.dataset.options
+    own = {f.name for f in dataclasses.fields(options)} if dataclasses.is_dataclass(options) else set()
+    recorded = registry.resolve("reader", config.dataset.reader).recorded_keys(options) if own else {}
+    data["dataset"] = {k: v for k, v in data["dataset"].items() if k != "limit" and (k not in own or k in recorded)}
     if config.text.on_unknown == "warn":  # warn changes nothing staged: the key such builds had before these keys
         data["text"] = {k: v for k, v in data["text"].items() if k not in ("on_unknown", "max_unknown_fraction")}
     if not config.frames.buckets:  # a single-shape build keeps the key it always had

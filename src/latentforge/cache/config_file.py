@@ -356,7 +356,8 @@ def _count(data: dict[str, Any], key: str) -> int:
 def _dataset_record(config: BuildConfig) -> dict[str, Any]:
     """The dataset section less its locations: the reader, its own keys, then the common ones."""
     dataset = config.dataset
-    return {"reader": dataset.reader, **dataclasses.asdict(dataset.options),
+    reader = registry.resolve("reader", dataset.reader)
+    return {"reader": dataset.reader, **reader.recorded_keys(dataset.options),
             "on_missing_caption": dataset.on_missing_caption}
 
 

@@ -4,8 +4,9 @@ where its samples' text side files (Cosmos T5 pickles) are. A reader is a subcla
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..config import DatasetConfig
 from ..config.schema import NoOptions
@@ -34,6 +35,12 @@ class Reader:
     def entries(self) -> list[SourceEntry]:
         """Every sample of the listing, in any order (the plan sorts them)."""
         raise NotImplementedError
+
+    @classmethod
+    def recorded_keys(cls, options) -> dict[str, Any]:
+        """Its own keys as cache_config.json and the resume key record them (a reader may leave out keys at a
+        default that caches built before the key existed did not record)."""
+        return dataclasses.asdict(options) if dataclasses.is_dataclass(options) else {}
 
     @classmethod
     def check_config(cls, config: BuildConfig) -> None:

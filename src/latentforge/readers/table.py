@@ -6,6 +6,7 @@ paths and captions are read as text, pass-through columns keep their types (ints
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import math
 import os
@@ -45,6 +46,15 @@ class TableOptions:
     depth_column: str | None = None
     passthrough_columns: list[str] = field(default_factory=list)  # copied into each manifest row
     t5_pickle_column: str | None = None  # each row's Cosmos T5 pickle (text.source pickles*)
+    # a segment of the row's video, [start, end) (docs/long-videos.md): many rows per video, a caption each
+    start_column: str | None = None
+    end_column: str | None = None
+    segment_unit: str = "seconds"  # seconds (from the video's first frame) | frames (0-based frame indices)
+
+
+SEGMENT_UNITS = ("seconds", "frames")
+# keys recorded (cache_config.json, the resume key) only when set, so caches built without them keep their bytes
+SEGMENT_KEYS = {"start_column": None, "end_column": None, "segment_unit": "seconds"}
 
 
 def table_options(config: DatasetConfig) -> TableOptions:
@@ -158,7 +168,8 @@ class TableReader(Reader):
     def _columns(self, id_column: str | None) -> dict[str, str | None]:
         c = self.columns
         return {"id": id_column, "video": c.video_column, "caption": c.caption_column,
-                "mask": c.mask_column, "depth": c.depth_column, "t5_pickle": c.t5_pickle_column}
+                "mask": c.mask_column, "depth": c.depth_column, "t5_pickle": c.t5_pickle_column,
+                "start": c.start_column, "end": c.end_column}
 
     @classmethod
     def check_config(cls, config: BuildConfig) -> None:
@@ -173,6 +184,8 @@ class TableReader(Reader):
                     f"modality {modality!r} is configured but dataset.{modality}_column is not set; set it to the "
                     f"table column holding the {modality} source, or drop {modality!r} from modalities.names"
                 )
+        if columns.segment_unit not in SEGMENT_UNITS:
+            raise ConfigError(f"dataset.segment_unit={columns.segment_unit!r}; allowed: {', '.join(SEGMENT_UNITS)}")
         pickles = config.text.source != "encoder"
         if pickles and not columns.t5_pickle_column:
             raise ConfigError(f"text.source={config.text.source!r} with dataset.reader=table needs "
@@ -181,6 +194,12 @@ class TableReader(Reader):
             raise ConfigError(f"dataset.t5_pickle_column={columns.t5_pickle_column!r} is set but text.source="
                               "encoder reads no pickles; set text.source=pickles or pickles+encoder, or unset the "
                               "column")
+
+    @classmethod
+    def recorded_keys(cls, options) -> dict[str, Any]:
+        """The keys cache_config.json and the resume key record: the segment keys only when set."""
+        keys = dataclasses.asdict(options if isinstance(options, TableOptions) else TableOptions())
+        return {k: v for k, v in keys.items() if k not in SEGMENT_KEYS or v != SEGMENT_KEYS[k]}
 
     @classmethod
     def pickle_lookup_rule(cls, config: BuildConfig) -> str:
@@ -195,7 +214,9 @@ class TableReader(Reader):
         id_column, id_setting = self.columns.id_column, "dataset.id_column"
         entries: list[SourceEntry] = []
         for number, part in enumerate(table_parts(self.config.path)):
-            text = [n for n in self._columns(id_column).values() if n] + ([] if id_column else list(ID_COLUMNS))
+            numbers = {self.columns.start_column, self.columns.end_column}
+            text = [n for n in self._columns(id_column).values() if n and n not in numbers]
+            text += [] if id_column else list(ID_COLUMNS)
             table = read_table(part, text)
             if number == 0 and id_column is None:
                 id_column = self._found_id_column(part, table.column_names)
@@ -255,8 +276,32 @@ class TableReader(Reader):
             depth=self._resolved(part, self._path_text(values.get("depth"), "depth", where)),
             t5_pickle=self._resolved(part, self._path_text(values.get("t5_pickle"), "t5_pickle", where)),
             extra=extra,
+            segment=self._segment(values, where),
             origin=origin,
         )
+
+    def _segment(self, values: dict[str, Any], where: str) -> dict[str, Any] | None:
+        """The row's [start, end) when the table has segment columns; whether it fits its video is the plan's
+        question (pipeline/segments.py), answered with a bad_segment reject naming the row."""
+        if "start" not in values and "end" not in values:
+            return None
+        ends = {}
+        for role in ("start", "end"):
+            value = values.get(role)
+            if isinstance(value, str):
+                try:
+                    value = float(value) if value.strip() else None
+                except ValueError:
+                    value = False
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or value != value):
+                column = getattr(self.columns, f"{role}_column")
+                raise ConfigError(f"{where}: segment {role} {values.get(role)!r} in column {column!r} is not a number")
+            if value is not None and self.columns.segment_unit == "frames" and float(value) != int(value):
+                raise ConfigError(f"{where}: segment {role} {value!r} is not a whole frame number "
+                                  "(dataset.segment_unit=frames)")
+            ends[role] = value
+        return {**ends, "unit": self.columns.segment_unit}
 
     @staticmethod
     def _id_text(value: Any, column: str | None, where: str) -> str:
