@@ -95,7 +95,7 @@ def test_a_shot_shorter_than_a_window_is_a_recorded_reject(tmp_path, long_video)
     samples, rejects = plan_samples(config)
     short = [r for r in rejects if r.reason == "shot_too_short"]
     assert [r.sample_id for r in short] == ["long#shot001"] and "frames 42..67" in short[0].detail
-    assert [s.sample_id for s in samples] == ["long#shot000@0", "long#shot002@72", "long#shot003@121"]
+    assert [s.sample_id for s in samples] == ["long#shot000@0", "long#shot002@72", "long#shot003@123"]
 
 
 def test_quality_thresholds_reject_with_their_own_reasons(tmp_path, long_video):

@@ -154,10 +154,10 @@ class _Cuts:
         return kept
 
     def _gradual(self, flags: list[int]) -> list[Transition]:
-        """Clusters of lagged flags (step ends less than `lag` apart) that are blends: around the cluster, where
-        frames h before and after differ most, the middle frame is close to their average (a dissolve or fade
-        mixes two pictures; motion or a hard cut does not). Centre: the middle of that plateau; frames: where the
-        difference stays above half its peak."""
+        """Clusters of lagged flags (step ends less than `lag` apart) that are blends. A cluster's blended frames
+        are the frames m whose neighbours h before and after differ by at least half the cluster's peak difference
+        while m is close to their average (a dissolve or fade mixes two pictures; motion or a hard cut does not).
+        The transition spans them widened by h - 1 on each side (the frames they mix), its cut is their middle."""
         clusters: list[list[int]] = []
         for end in flags:
             if clusters and end - clusters[-1][-1] < self.lag:
@@ -170,14 +170,14 @@ class _Cuts:
             if not span:
                 continue
             peak = max(self.spread[m] for m in span)
-            top = [m for m in span if self.spread[m] >= 0.9 * peak]
-            centre = (top[0] + top[-1] + 1) // 2
-            if peak <= 0 or self.bend[centre] > BLEND_BEND * peak:
-                continue  # not a blend: motion, or a hard cut the main detector judges
-            wide = [m for m in span if self.spread[m] >= 0.5 * peak]
-            first, last = wide[0] + self.half // 2, wide[-1] - self.half // 2 + 1
-            if last - first < 2:
+            if peak <= 0:
                 continue
+            # blended frames: the ends differ (at least half the peak) and the middle is close to their average
+            blended = [m for m in span if self.spread[m] >= 0.5 * peak and self.bend[m] <= BLEND_BEND * self.spread[m]]
+            if len(blended) < 2:
+                continue  # not a blend: motion, or a hard cut the main detector judges
+            centre = (blended[0] + blended[-1] + 1) // 2
+            first, last = blended[0] - self.half + 1, blended[-1] + self.half  # the frames the blended ones mix
             transitions.append(Transition(centre, min(first, centre), max(last, centre + 1), "gradual"))
         return transitions
 
