@@ -78,3 +78,19 @@ def test_extend_probes_only_the_samples_it_adds(world, tmp_path, counted):
     result = build(exec_config(union, tmp_path / "cache"), quiet=True, extend=True)
     assert result.num_samples == 5
     assert counted["probe"] == [["clip000", "clip001", "clip002"], ["clip003", "clip004"]]
+
+
+def test_extend_writes_only_the_new_shards_and_the_old_ones_keep_their_bytes_and_mtimes(world, tmp_path, counted):
+    union, base = world
+    root = tmp_path / "cache"
+    build(exec_config(base, root, "output.rows_per_shard=2"), quiet=True)
+    old = [(p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes()) for p in sorted((root / "shards").iterdir())]
+    assert len(old) == 2  # 2 + 1 rows
+    build(exec_config(union, root, "output.rows_per_shard=2"), quiet=True, extend=True)
+    new = sorted((root / "shards").iterdir())
+    assert [p.name for p in new] == ["part-00000-of-00003-000000000-000000002.h5",
+                                     "part-00001-of-00003-000000002-000000004.h5",
+                                     "part-00002-of-00003-000000004-000000005.h5"]
+    assert (new[0].stat().st_ino, new[0].stat().st_mtime_ns, new[0].read_bytes()) == old[0]  # the full shard, linked
+    assert new[1].stat().st_ino != old[1][0]  # the partial one took new rows: written again
+    assert integrity.verify_integrity(root).ok  # read whole, as a user's verify does

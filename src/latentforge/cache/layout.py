@@ -69,6 +69,7 @@ MODEL_EMPTY_PROMPT = "models-empty-prompt.npz"
 STAGING_DIR = "staging"
 COMMITTED_RECORD = "committed.json"  # which plan the cache at the root was last committed from
 SHARD_DIGESTS = "shard_digests.json"  # the SHA-256 of each shard as its commit wrote it: whose rows a commit may copy
+SHARD_STATS = "shard_stats.json"  # the size and mtime of each shard with a recorded digest, as its commit left it
 PROBE_RECORD = "probes.pickle"  # each sample's probe result with the content key and settings it was made from
 STACKS_DIR = "stacks"
 VERIFY_REPORT = "verify_report.json"
