@@ -1,4 +1,4 @@
-"""A small GPU build through the CLI, each run its own `latentforge build` process: bench/determinism.py's main()
+"""A small GPU build through the CLI, each run its own `latentforge build` process: bench/build/determinism.py's main()
 with GPU-sized arguments (as tests/bench/test_bench_determinism.py runs it with --tiny on the CPU).
 
 Four 17x128x224 clips (two units of two), the Wan2.1 VAE at its released width with random weights, bf16 with the
@@ -26,7 +26,7 @@ REPLAYED = ("fresh-1", "fresh-2", "ranks-2", "killed+resumed")
 
 
 def test_gpu_builds_give_one_sha256sums_and_deep_verify_is_exact(cudnn_frontend, tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_determinism", REPO / "bench" / "determinism.py")
+    spec = importlib.util.spec_from_file_location("bench_determinism", REPO / "bench" / "build" / "determinism.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "result.json"

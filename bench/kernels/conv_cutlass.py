@@ -6,12 +6,13 @@ library with a C interface (static CUDA runtime, no PyTorch headers), here with 
 (the plan candidates and the ones measured to lose): on first use into the user's cache, or with --build DIR on a
 machine without a GPU, to be carried to one with --library:
 
-    LATENTFORGE_NVCC=/path/to/nvcc LATENTFORGE_CUTLASS=/path/to/cutlass python bench/conv_cutlass.py --build DIR
-    python bench/conv_cutlass.py --library DIR/conv3d_sm90_<digest>.so --out cutlass.json   # an sm_90 GPU
-    python bench/conv_cutlass.py --tiny                                                     # CPU: the baseline only
+    LATENTFORGE_NVCC=/path/to/nvcc LATENTFORGE_CUTLASS=/path/to/cutlass \
+        python bench/kernels/conv_cutlass.py --build DIR
+    python bench/kernels/conv_cutlass.py --library DIR/conv3d_sm90_<digest>.so --out cutlass.json   # an sm_90 GPU
+    python bench/kernels/conv_cutlass.py --tiny                                             # CPU: the baseline only
 
 Each config: the same bits twice, rel-L2 and max |diff| against an fp32 conv and against the baseline's output,
-median time over --reps calls (CUDA events), and its speed against the baseline (bench/conv_triton.py's).
+median time over --reps calls (CUDA events), and its speed against the baseline (bench/kernels/conv_triton.py's).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conv_triton import ConvShape, _format, _row, _twice, matmul_rate, measure_baseline  # noqa: E402

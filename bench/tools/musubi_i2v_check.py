@@ -1,8 +1,8 @@
-"""The image-to-video side of bench/musubi_check.py: samples carrying `clip_image_embeds` and `image_cond_latent`
+"""The image-to-video side of bench/tools/musubi_check.py: samples carrying `clip_image_embeds` and `image_cond_latent`
 go through latentforge's own musubi export (export.targets.musubi_files, export.write.write_verified), and the
 folder is loaded with musubi-tuner's own dataset code through the TOML of docs/export.md, as its Wan trainer does.
 
-    python bench/musubi_i2v_check.py MUSUBI_CHECKOUT
+    python bench/tools/musubi_i2v_check.py MUSUBI_CHECKOUT
 
 Samples are generated (seeded): 16-channel float16 latents [16, 3, 6, 8] of 9 frames at 64x48, y = Wan's
 first-frame mask and a 16-channel latent, CLIP tokens [257, 1280], 4096-wide text. For each of musubi-tuner's I2V

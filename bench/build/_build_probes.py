@@ -1,4 +1,4 @@
-"""In-process measurements of bench/build.py: pure encode, T5 with and without prompt dedup, CPU decode cost.
+"""In-process measurements of bench/build/build.py: pure encode, T5 with and without prompt dedup, CPU decode cost.
 
 Each uses the library's own functions on the same config the builds use, so the numbers are comparable:
 pure encode = the build's tokenizer, batch and precision on pre-decoded batches already on the device;

@@ -4,8 +4,8 @@ Prints (and writes as JSON with --out) a table of s/clip, TFLOP/s, % of a bf16 m
 peak GiB, and rel-L2 / max-abs against the fp32 reference, plus a per-layer roofline of the fast path (each
 conv's time inside the encoder vs the same conv alone). `--tiny` runs every code path on CPU in seconds.
 
-    python bench/encode.py --device cuda --clips-dir CLIPS --out results.json
-    python bench/encode.py --tiny
+    python bench/encode/encode.py --device cuda --clips-dir CLIPS --out results.json
+    python bench/encode/encode.py --tiny
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from latentforge.config import FramesConfig  # noqa: E402
 from latentforge.decode.pyav import decode_rgb  # noqa: E402
@@ -30,7 +30,7 @@ from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
 from latentforge.tokenizers.wan21_fast import FastWanEncoder  # noqa: E402
 from latentforge.transforms.window import select_window  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 from _encode_probes import matmul_tflops, per_layer_roofline, profile_kernels, timed  # noqa: E402
 from _random_wan import random_wan_vae  # noqa: E402
 

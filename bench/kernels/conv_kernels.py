@@ -3,14 +3,11 @@ heuristics' choice and with autotuning (a timing race), and, when the cudnn fron
 engine plan cuDNN offers (heuristics modes B, A and the fallback list, runtime-compiled engines included and
 marked), each by name, checked for the same bits on a second run. The question it answers: is there a plan
 faster than the ones a build's plan book times (the first `CANDIDATE_PLANS` precompiled plans of modes B then A,
-tokenizers/cudnn_convs.py), that a build could select by name, reproducibly? With --knobs, also every knob
-combination of the fastest plan's engine (tile size, tile K, cluster shape: _cudnn_knobs.py), most of which the
-heuristics never list.
+tokenizers/cudnn_convs.py), that a build could select by name, reproducibly?
 
-    python bench/conv_kernels.py --out kernels.json               # the 96-channel conv (carry nvidia-cudnn-frontend)
-    python bench/conv_kernels.py --encoder --out kernels.json     # every main conv of a 93x480x832 encode
-    python bench/conv_kernels.py --knobs --out kernels.json       # and every knob combination of its engine
-    python bench/conv_kernels.py --tiny                           # CPU: checks the script
+    python bench/kernels/conv_kernels.py --out kernels.json            # the 96-channel conv (carry cudnn-frontend)
+    python bench/kernels/conv_kernels.py --encoder --out kernels.json  # every main conv of a 93x480x832 encode
+    python bench/kernels/conv_kernels.py --tiny                        # CPU: checks the script
 """
 
 from __future__ import annotations
@@ -27,10 +24,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _cudnn_knobs import knob_plans  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from latentforge.tokenizers.cudnn_convs import CANDIDATE_PLANS  # noqa: E402
 
@@ -197,38 +191,6 @@ def frontend_rows(x, w, reference, args, device, flops) -> tuple[list[dict], str
     return rows, None
 
 
-def knob_rows(x, w, reference, args, device, flops, fastest: str) -> list[dict]:
-    """Every knob combination of the engine of the `fastest` listed plan (book-filtered graph): each screened
-    with two runs, then the five fastest and `fastest` itself re-timed with --reps runs, same bits checked."""
-    import cudnn
-
-    out = torch.empty_like(reference, memory_format=torch.channels_last_3d)
-    handle = cudnn_handle(cudnn)
-    graph, operands, listed = _graph(cudnn, handle, x, w, out, [cudnn.heur_mode.B, cudnn.heur_mode.A], False)
-
-    def runner(index: int):
-        run, _ = plan_runner(graph, operands, index, x, w, handle)
-        return lambda: run(out)
-
-    engine = int(fastest.removeprefix("eng").split("_")[0])
-    screened, tried = knob_plans(graph, engine, set(listed), lambda i, reps: timed(runner(i), device, reps),
-                                 args.budget_s)
-    print(f"knobs of engine {engine}: {tried} combinations tried, {len(screened)} built and ran", flush=True)
-    finalists = [(fastest, listed[fastest], True)] + [
-        (row["plan"], row["index"], row["listed_by_heuristics"])
-        for row in sorted(screened, key=lambda r: r["seconds"])[:5]]
-    rows = []
-    for name, index, was_listed in finalists:
-        run, _ = plan_runner(graph, operands, index, x, w, handle)
-        first, second = run(torch.empty_like(out)), run(torch.empty_like(out))
-        seconds = timed(lambda run=run: run(out), device, args.reps)
-        rows.append({"plan": name, "listed_by_heuristics": was_listed, "seconds": seconds,
-                     "tflops": flops / seconds / 1e12, "same_bits_twice": torch.equal(first, second),
-                     "max_abs_vs_heuristics": float((first.float() - reference.float()).abs().max()),
-                     "combinations_tried": tried, "combinations_ran": len(screened)})
-    return rows
-
-
 def run_shape(shape: ConvShape, args) -> dict:
     device = torch.device(args.device)
     x, w = conv_inputs(shape, device)
@@ -240,9 +202,7 @@ def run_shape(shape: ConvShape, args) -> dict:
     timed_plans = [row for row in rows if "seconds" in row and "book_candidate" in row]
     best = min(timed_plans, key=lambda r: r["seconds"], default=None)
     best_book = min((row for row in timed_plans if row["book_candidate"]), key=lambda r: r["seconds"], default=None)
-    knobs = knob_rows(x, w, reference, args, device, shape.flops, best_book["plan"]) if args.knobs and best_book \
-        else []
-    return {"conv": shape.describe(), "frontend_note": why, "rows": rows, "knob_rows": knobs,
+    return {"conv": shape.describe(), "frontend_note": why, "rows": rows,
             "best_plan": best and best["plan"], "best_book_candidate": best_book and best_book["plan"],
             "best_vs_book": best and best_book and best_book["seconds"] / best["seconds"]}
 
@@ -270,14 +230,6 @@ def print_table(result: dict) -> None:
                 continue
             print(f"{row['plan'][:56]:<56} {flags} {row['seconds'] * 1e3:8.2f} {row['tflops']:8.1f} "
                   f"{str(row['same_bits_twice']):>9} {row['max_abs_vs_heuristics']:8.3g}")
-        if shape["knob_rows"]:
-            first = shape["knob_rows"][0]
-            print(f"every knob combination of its engine ({first['combinations_tried']} tried, "
-                  f"{first['combinations_ran']} ran); the book's fastest first:")
-            for row in shape["knob_rows"]:
-                print(f"{row['plan'][:56]:<56} {'yes' if row['listed_by_heuristics'] else '':>4} {'':>4} "
-                      f"{row['seconds'] * 1e3:8.2f} {row['tflops']:8.1f} {str(row['same_bits_twice']):>9} "
-                      f"{row['max_abs_vs_heuristics']:8.3g}")
         if shape["best_vs_book"]:
             print(f"fastest plan {shape['best_plan']}: {shape['best_vs_book']:.3f}x the fastest plan the book times "
                   f"({shape['best_book_candidate']})")
@@ -294,8 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-frontend", action="store_true", help="only the PyTorch rows")
     parser.add_argument("--max-plans", type=int, default=64, help="build and time at most this many frontend plans")
     parser.add_argument("--budget-s", type=float, default=60.0, help="stop timing a shape's plans after this long")
-    parser.add_argument("--knobs", action="store_true",
-                        help="also time every knob combination of the engine of the fastest plan the book times")
     parser.add_argument("--out")
     parser.add_argument("--tiny", action="store_true", help="CPU, a 8-channel conv of 4x16x24")
     args = parser.parse_args(argv)

@@ -4,9 +4,9 @@ The kernel (tokenizers/triton_conv.py, whose docstring gives the maths and the t
 causal 3x3x3 convs; a build's plan pass offers it beside cuDNN's plans. This bench sweeps more configs than a
 plan pass times and checks each against fp32 and for the same bits twice.
 
-    python bench/conv_triton.py --out triton.json      # the four encoder shapes, cuDNN vs a config sweep (H200)
-    python bench/conv_triton.py --shape 96,96,16,480,832 --config m128_k32_n64+32_g4_w4_s4
-    TRITON_INTERPRET=1 python bench/conv_triton.py --tiny   # CPU: the kernel through Triton's interpreter
+    python bench/kernels/conv_triton.py --out triton.json      # the four encoder shapes, cuDNN vs a config sweep (H200)
+    python bench/kernels/conv_triton.py --shape 96,96,16,480,832 --config m128_k32_n64+32_g4_w4_s4
+    TRITON_INTERPRET=1 python bench/kernels/conv_triton.py --tiny   # CPU: the kernel through Triton's interpreter
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from latentforge.tokenizers.triton_conv import (  # noqa: E402 - after the src path
     TAPS,

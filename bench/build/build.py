@@ -16,14 +16,14 @@ only when named, and not with --tiny, whose haar tokenizer has no image-to-video
 
 Steady state: each build runs on more rows than its time allows and is stopped with SIGTERM after
 --warmup + --duration seconds (it stops cleanly and would resume); samples/s is the least-squares slope of
-staged samples against the staging time of each unit after the warm-up (bench/_build_run.py). The SHA check
+staged samples against the staging time of each unit after the warm-up (bench/build/_build_run.py). The SHA check
 copies units 0 and 1 staged by each run, with that run's record of its models, into a fresh root and runs
 `latentforge build --limit <2 units>` there (--tiny: through the CLI's main() in this process), which resumes from
 them and commits: the shards then hold exactly what that run's ranks encoded. (A run that ran to its end committed
 and retired its units: their records are copied with its shards, from which the commit reads their rows back.)
 
-    python bench/build.py --phases all --gpus-list 1 2 --out results/   # GPU machine
-    python bench/build.py --tiny --out /tmp/bench                         # CPU, seconds (a test)
+    python bench/build/build.py --phases all --gpus-list 1 2 --out results/   # GPU machine
+    python bench/build/build.py --tiny --out /tmp/bench                         # CPU, seconds (a test)
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _build_data as data  # noqa: E402

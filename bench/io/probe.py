@@ -1,9 +1,9 @@
 """The probe's cost per clip: decoding every frame from the start (latentforge's probe, which numbers the pictures the
 decoder shows) against demuxing every packet without decoding (what a probe that trusted the packets cost).
 
-    python bench/probe.py                      # a synthetic 10 s 1280x720 x264 (preset medium) clip, 3 repeats
-    python bench/probe.py --clips-dir CLIPS    # every .mp4 in a folder instead
-    python bench/probe.py --tiny               # a 64x48 clip, seconds; what the tests run
+    python bench/io/probe.py                      # a synthetic 10 s 1280x720 x264 (preset medium) clip, 3 repeats
+    python bench/io/probe.py --clips-dir CLIPS    # every .mp4 in a folder instead
+    python bench/io/probe.py --tiny               # a 64x48 clip, seconds; what the tests run
 
 CPU seconds are the process's (FFmpeg's decoding threads included); each row is the fastest of the repeats. The
 per-file cache is cleared before each repeat, so every repeat decodes.
@@ -23,7 +23,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from latentforge.decode import stream_probe  # noqa: E402
 

@@ -8,7 +8,7 @@ flops), the relative L2 error against a float64 reference, and whether two runs 
 configuration that fails to compile or launch (shared memory, registers) becomes a row with its error. `--tiny`
 runs a small shape on the CPU through `single_head_attention`'s SDPA fallback (no Triton there).
 
-    python bench/attention.py --out attention.json
+    python bench/kernels/attention.py --out attention.json
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from latentforge.tokenizers import wan_attention  # noqa: E402
 from latentforge.tokenizers.wan_attention import AttentionConfig, config_for  # noqa: E402

@@ -9,9 +9,9 @@ fresh plan folder whose parent is the shipped book, so only the missing signatur
 build's plan pass times (cuDNN, Triton, and CUTLASS where its library builds). The signatures the GPU met must be the
 traced ones, which checks the tracing as well.
 
-    python bench/record_preset_plans.py --out DIR                          # GPU: DIR/<key>.json, DIR/report.json
-    LATENTFORGE_CUTLASS=off python bench/record_preset_plans.py --out DIR  # the book of H200s without CUTLASS
-    python bench/record_preset_plans.py --check                            # CPU: what each shipped book lacks
+    python bench/tools/record_preset_plans.py --out DIR                          # GPU: DIR/<key>.json, DIR/report.json
+    LATENTFORGE_CUTLASS=off python bench/tools/record_preset_plans.py --out DIR  # the book of H200s without CUTLASS
+    python bench/tools/record_preset_plans.py --check                            # CPU: what each shipped book lacks
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from latentforge import registry  # noqa: E402 - after the src path
 from latentforge.config.buckets import parse_buckets  # noqa: E402

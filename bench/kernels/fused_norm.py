@@ -7,7 +7,7 @@ tiling per width and pass is the rule the encoder uses (wan21_kernels.tiling); e
 sum bits and a norm within one bf16 step of it, or the row says so. `--tiny` runs small shapes (needs a GPU: the
 pass is a Triton kernel).
 
-    python bench/fused_norm.py --out fused-norm.json
+    python bench/kernels/fused_norm.py --out fused-norm.json
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 from _encode_probes import copy_bandwidth, timed  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""bench/build.py's cpu phase, `frames.resize_backend: device`: the device's side of one clip (YUV -> RGB, rotate,
+"""bench/build/build.py's cpu phase, `frames.resize_backend: device`: the device's side of one clip (YUV -> RGB, rotate,
 resize, crop, pixel table), timed on the probe's device with and without the upload and with the eager steps, and
 how far its pixels are from the eager steps' and the swscale and torch backends' on the same frames (uint8
 levels)."""

@@ -1,4 +1,4 @@
-"""Inputs of bench/build.py: a perception dataset shaped like seed 000's sources, and random-weight models.
+"""Inputs of bench/build/build.py: a perception dataset shaped like seed 000's sources, and random-weight models.
 
 Dataset: `clips` distinct clips rendered by the demo world (moving shapes, exact masks and depth), each saved
 as an H.264 mp4 (libx264 ultrafast), a folder of 8-bit PNG id maps and an uncompressed float32 .npz of depth;
@@ -144,7 +144,7 @@ def make_text_model(folder: Path, corpus: list[str], device: str, big: bool, lay
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
     note = (f"text embeddings come from the t5-11b encoder architecture with untrained random bf16 weights "
-            f"({config.num_layers} layers, seed 0), built by bench/build.py.")
+            f"({config.num_layers} layers, seed 0), built by bench/build/build.py.")
     (folder / PROVENANCE_NOTE_FILE).write_text(note + "\n", encoding="utf-8")
     return folder
 

@@ -10,7 +10,8 @@ the two are within the margin, so a book only changes where the gain is real. Ev
 checked: the same bits twice, and its rel-L2 to the fp32 conv against the recorded plan's. PyTorch's call (the
 plan `pytorch`) runs with cuDNN's heuristics in mode B, as in the fast path's processes.
 
-    python bench/retime_book.py --book src/latentforge/tokenizers/conv_plans/KEY.json --out new.json --report r.json
+    python bench/tools/retime_book.py --book src/latentforge/tokenizers/conv_plans/KEY.json --out new.json \
+        --report r.json
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from latentforge.tokenizers import cutlass_conv, triton_conv  # noqa: E402 - after the src path
 from latentforge.tokenizers.cudnn_convs import PlannedConvs  # noqa: E402

@@ -7,8 +7,8 @@ copy bandwidth, both measured in the same run (the floor of a convolution or a n
 and each convolution timed alone through the same plans (the cuDNN ceiling). A profile of the same encode says how
 much of the wall time the GPU was busy. `--tiny` runs every code path on the CPU in seconds.
 
-    python bench/encode_stages.py --out stages.json
-    python bench/encode_stages.py --tiny
+    python bench/encode/encode_stages.py --out stages.json
+    python bench/encode/encode_stages.py --tiny
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 from _encode_probes import copy_bandwidth, matmul_tflops, timed  # noqa: E402
 from _random_wan import random_wan_vae  # noqa: E402

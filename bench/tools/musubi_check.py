@@ -1,7 +1,7 @@
 """Loads a `latentforge export --to musubi` folder with musubi-tuner's own dataset code, through the dataset TOML
 that docs/export.md documents, the way musubi-tuner's trainer does (training/trainer_base.py, _build_dataset).
 
-    python bench/musubi_check.py MUSUBI_CHECKOUT EXPORT_DIR
+    python bench/tools/musubi_check.py MUSUBI_CHECKOUT EXPORT_DIR
 
 MUSUBI_CHECKOUT is a musubi-tuner source tree; its src/ goes first on sys.path. The interpreter needs
 musubi-tuner's dataset dependencies (torch, numpy, pillow, av, opencv, safetensors, toml, voluptuous), not
@@ -13,7 +13,7 @@ count read from the file names) and then:
    a list of [length, D];
 3. loads the same TOML without `video_directory` and shows musubi's error: the entry is then an image dataset.
 It prints a table and exits 1 when a check fails. The documented-TOML helpers import nothing from musubi, so
-the test suite reads the same TOML through them. bench/musubi_i2v_check.py does the same for exports with
+the test suite reads the same TOML through them. bench/tools/musubi_i2v_check.py does the same for exports with
 image-to-video conditioning.
 """
 
@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "export.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "export.md"
 TOML_FENCE = "```toml"
 WAN_TEXT_WIDTH = 4096  # Wan DiT's text_dim: what the exported t5 rows must be for training to run
 _SETTING = re.compile(r"^(?P<key>\w+)\s*=\s*(?P<value>.*?)(?P<comment>\s+#.*)?$")

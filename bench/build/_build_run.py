@@ -1,6 +1,6 @@
 """Run `latentforge build` as a child process and measure it from outside, in steady state.
 
-How steady state is measured (documented in bench/build.py too): the build runs on a dataset larger than
+How steady state is measured (documented in bench/build/build.py too): the build runs on a dataset larger than
 the time allows; every `tick` seconds we record which staged units have appeared (their `.done.json`
 sidecar's mtime is the moment the unit was staged) and, with psutil, the CPU times and RSS of the main
 process, each rank and each decode worker. After `warmup + duration` seconds the build gets SIGTERM (it
@@ -133,7 +133,7 @@ def run_build(name: str, config_file: Path, root: Path, ranks: int, unit_size: i
               deadline_s: float | None, tick_s: float, log: Path, overwrite: bool = True) -> BuildRun:
     """Run the CLI on `config_file`; SIGTERM it after `deadline_s` (None: let it finish). Without
     `overwrite` the build resumes from what ROOT already holds."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     child_env = dict(os.environ)
     child_env["PYTHONPATH"] = src + os.pathsep + child_env.get("PYTHONPATH", "")
     command = [sys.executable, "-m", "latentforge.cli.main", "build", "--config", str(config_file), "--quiet",

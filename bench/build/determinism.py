@@ -15,8 +15,8 @@ Then `latentforge verify --deep` of fresh-1 on the same device: the comparison i
 --tiny checks the script on the CPU, so only what must be a process of its own is one: the two ranks of ranks-2 and
 the killed build; the other builds and the verify run the CLI's main() in this process.
 
-    python bench/determinism.py --out results.json          # on a GPU
-    python bench/determinism.py --tiny                      # CPU, tiny clips: checks the script
+    python bench/build/determinism.py --out results.json          # on a GPU
+    python bench/build/determinism.py --tiny                      # CPU, tiny clips: checks the script
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ import av
 import numpy as np
 import torch
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 sys.path.insert(0, str(SRC))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 from _random_wan import random_wan_vae  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Steps of bench/encode_cosmos.py: the machine record, the clip, timing within a budget, output hashes, the
+"""Steps of bench/encode/encode_cosmos.py: the machine record, the clip, timing within a budget, output hashes, the
 encodes in fresh processes, and NVIDIA/Cosmos-Tokenizer's own DV modules loaded with the bench's weights."""
 
 from __future__ import annotations

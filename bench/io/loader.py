@@ -2,10 +2,10 @@
 StreamingLatentDataset over the same samples as WebDataset tars, read locally and from a moto S3 server on
 loopback (vs raw reads of the same tar objects).
 
-    python bench/loader.py                      # ~15.4 MB samples (perception preset), 64 samples, 0/2/4 workers
-    python bench/loader.py --sample-mb 4 --samples 200 --workers 0,1,2
-    python bench/loader.py --tiny               # seconds on CPU; what the tests run
-    python bench/loader.py --no-s3              # without the moto S3 rows (moto[server] not installed)
+    python bench/io/loader.py                      # ~15.4 MB samples (perception preset), 64 samples, 0/2/4 workers
+    python bench/io/loader.py --sample-mb 4 --samples 200 --workers 0,1,2
+    python bench/io/loader.py --tiny               # seconds on CPU; what the tests run
+    python bench/io/loader.py --no-s3              # without the moto S3 rows (moto[server] not installed)
 
 Cold runs start after the files' pages are dropped with posix_fadvise(POSIX_FADV_DONTNEED) (after fsync, so
 no page is dirty); the drop is checked by timing a probe read cold and warm. Warm runs follow a full read.
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"machine": info, "samples": samples, "sample_mb": sample_bytes / 1e6, "batch_size": args.batch_size,
               "eviction_probe_mb_s": {"cold": cold_probe, "warm": warm_probe, "confirmed": evicted},
               "rows": [asdict(r) for r in rows],
-              "command": " ".join(["python bench/loader.py", *(sys.argv[1:] if argv is None else argv)])}
+              "command": " ".join(["python bench/io/loader.py", *(sys.argv[1:] if argv is None else argv)])}
     print("\n".join(f"{key}: {value}" for key, value in info.items()))
     print(f"{samples} samples of {sample_bytes / 1e6:.2f} MB, batch size {args.batch_size}, median of "
           f"{args.repeats or (1 if args.tiny else 3)} rounds; eviction probe: cold "

@@ -1,4 +1,4 @@
-"""The tables bench/build.py prints from its results dict (the same dict goes to build-bench.json)."""
+"""The tables bench/build/build.py prints from its results dict (the same dict goes to build-bench.json)."""
 
 from __future__ import annotations
 

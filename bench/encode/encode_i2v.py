@@ -7,8 +7,8 @@ diffusers-style image_encoder/ + image_processor/ folder through the build's own
 s/clip, peak GiB and y's rel-L2 of bf16 against fp32; `--out` writes it as JSON. `--tiny` runs every path on the
 CPU in seconds (VAE width 8, a 2-layer CLIP at 28x28, 5 frames of 16x32).
 
-    python bench/encode_i2v.py --device cuda --out encode-i2v.json
-    python bench/encode_i2v.py --tiny
+    python bench/encode/encode_i2v.py --device cuda --out encode-i2v.json
+    python bench/encode/encode_i2v.py --tiny
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 from _encode_probes import timed  # noqa: E402
 from _random_wan import random_wan_vae  # noqa: E402

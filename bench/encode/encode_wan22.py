@@ -3,8 +3,8 @@ tokenizer in fp32 (TF32 off) and bf16 (the fast path, with recorded cuDNN plans 
 against diffusers' own bf16 encode of the same weights, at two clip sizes.
 Prints s/clip, peak GiB and rel-L2 against fp32; writes JSON with --out. `--tiny` checks the script on the CPU.
 
-    python bench/encode_wan22.py --out wan22.json        # on a GPU
-    python bench/encode_wan22.py --tiny
+    python bench/encode/encode_wan22.py --out wan22.json        # on a GPU
+    python bench/encode/encode_wan22.py --tiny
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 from _encode_probes import timed  # noqa: E402
 from _random_wan import spread_norms_and_biases  # noqa: E402

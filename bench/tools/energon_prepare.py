@@ -10,7 +10,7 @@ Energon is not a dependency of latentforge: run this with a Python that has both
     .venv/bin/python -c "import site; print(site.getsitepackages()[0])" \\
         > /tmp/energon/lib/python3.11/site-packages/project-venv.pth     # the project's packages, torch included
     /tmp/energon/bin/pip install -c constraints.txt megatron-energon
-    PYTHONPATH=src /tmp/energon/bin/python bench/energon_prepare.py [ROOT]
+    PYTHONPATH=src /tmp/energon/bin/python bench/tools/energon_prepare.py [ROOT]
 
 Without ROOT it builds the demo's world (haar tokenizer, tiny T5) as a WebDataset cache in a temporary folder.
 """
@@ -28,7 +28,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 sys.path.insert(0, str(SRC))
 
 CRUDE_DATASET_YAML = "__module__: megatron.energon\n__class__: CrudeWebdataset\n"

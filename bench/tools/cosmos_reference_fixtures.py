@@ -10,7 +10,7 @@ cosmos_fixtures.json into OUT; tests/tokenizers/test_cosmos_reference.py compare
     git --git-dir=COSMOS_TOKENIZER.git archive 3584ae752ce8ebdbe06a420bf60d7513c0e878cc cosmos_tokenizer \\
         | tar -x -C /tmp/cosmosref
     pip install --target /tmp/cosmosref/libs loguru
-    python bench/cosmos_reference_fixtures.py --reference /tmp/cosmosref --out tests/tokenizers/fixtures
+    python bench/tools/cosmos_reference_fixtures.py --reference /tmp/cosmosref --out tests/tokenizers/fixtures
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ processes, compared by SHA-256. Prints a table (s/clip, peak GiB, accuracy); wri
 On the GPU machine (docs/gpu-tests.md: the wheels in .whl/, diffusers among them), from the repository root:
 
     python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*.whl
-    PYTHONPATH=/tmp/site python3 bench/encode_cosmos.py --reps 3 --out $OUT/encode-cosmos.json
-    python bench/encode_cosmos.py --tiny        # checks the script on a CPU
+    PYTHONPATH=/tmp/site python3 bench/encode/encode_cosmos.py --reps 3 --out $OUT/encode-cosmos.json
+    python bench/encode/encode_cosmos.py --tiny        # checks the script on a CPU
 
 `--cosmos-reference DIR` (DIR holding `cosmos_tokenizer/` of NVIDIA/Cosmos-Tokenizer, e.g. `git archive HEAD
 cosmos_tokenizer | tar x -C DIR`) also times that reference's DV encode in fp32 and bf16 on the same weights and
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _cosmos_bench_steps import (  # noqa: E402
