@@ -5,10 +5,10 @@ Four 17x128x224 clips (two units of two), the Wan2.1 VAE at its released width w
 fast path's defaults (recorded cuDNN plans, shared by the runs through one fresh folder of plan books). Compared by
 SHA256SUMS with the first fresh build: a second fresh build, two ranks (two GPUs where there are two, else two
 processes on one), and a build killed (LATENTFORGE_FAULT=stage:2, SIGKILL at its second staged unit) then
-resumed by the same command, which must all be equal (docs/tokenizers.md, BENCHMARKS.md "Determinism with the
-defaults"); and `latentforge verify --deep` of the first, which must re-encode bit for bit ("exact"). The bench's
-own-plans build (its own empty plans folder, so it may pick other plans) must build; its bytes may differ.
-The builds' default kernels, recorded plans, need the cuDNN frontend: without it the test skips.
+resumed by the same command, which must all be equal (docs/tokenizers.md, docs/benchmarks/fast-encoder.md
+"Determinism with the defaults"); and `latentforge verify --deep` of the first, which must re-encode bit for bit
+("exact"). The bench's own-plans build (its own empty plans folder, so it may pick other plans) must build; its
+bytes may differ. The builds' default kernels, recorded plans, need the cuDNN frontend: without it the test skips.
 """
 
 from __future__ import annotations
