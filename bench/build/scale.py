@@ -3,8 +3,8 @@ nothing to do, `--extend` with 10 % more rows, and `verify`, each a `latentforge
 tokenizer, no text model: the cost is the pipeline's, not a model's). Prints wall time and the peak RSS of the
 largest process of each command, per N, and the extend's cost per existing row.
 
-    python bench/scale.py --sizes 1000 5000 20000 --work /tmp/scale --out scale.json
-    python bench/scale.py --tiny --out scale.json    # 20 clips, for the tests
+    python bench/build/scale.py --sizes 1000 5000 20000 --work /tmp/scale --out scale.json
+    python bench/build/scale.py --tiny --out scale.json    # 20 clips, for the tests
 
 `--src FOLDER` runs another checkout's package (its src/) on the same clips, for a side-by-side comparison.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SIZE = (48, 32)
 FRAMES = 9
 
