@@ -15,7 +15,7 @@ from latentforge import registry
 # Bottom to top; a module may import its own layer (without circles) and anything below it.
 LAYERS = [
     {"version", "errors", "records", "registry", "io", "hashing", "testing", "devices", "hub", "reporting",
-     "locations"},
+     "locations", "storage"},
     {"config"},
     {"readers", "decode", "text", "tokenizers", "conditioning"},
     {"transforms"},

@@ -1,4 +1,4 @@
-"""bench/build.py --tiny runs every phase of the GPU benchmark on the CPU, as one command."""
+"""bench/build/build.py --tiny runs every phase of the GPU benchmark on the CPU, as one command."""
 
 import contextlib
 import filecmp
@@ -19,7 +19,7 @@ from helpers.golden import canonical_bytes, text_key, valid_text
 
 pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
-BENCH = REPO / "bench" / "build.py"
+BENCH = REPO / "bench" / "build" / "build.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
-"""bench/conv_triton.py: --tiny runs on the CPU (the reference only, where Triton is absent or not interpreting),
-its config sweep covers every encoder conv exactly, and, where Triton imports, the implicit-GEMM kernel run
-through Triton's interpreter matches an fp32 conv on small shapes (partial position tiles, border taps, batch 2,
-output channels split 32 + 16 or over several N programs, K steps of one or two widths)."""
+"""bench/kernels/conv_triton.py: --tiny runs on the CPU (the reference only, where Triton is absent or not
+interpreting), its config sweep covers every encoder conv exactly, and, where Triton imports, the implicit-GEMM
+kernel run through Triton's interpreter matches an fp32 conv on small shapes (partial position tiles, border taps,
+batch 2, output channels split 32 + 16 or over several N programs, K steps of one or two widths)."""
 
 import importlib.util
 import json
@@ -14,11 +14,11 @@ import pytest
 from helpers import REPO
 from helpers.bench_scripts import load_bench
 
-BENCH = REPO / "bench" / "conv_triton.py"
+BENCH = REPO / "bench" / "kernels" / "conv_triton.py"
 
 
 def _bench():
-    return load_bench("conv_triton")
+    return load_bench("kernels/conv_triton")
 
 
 def test_conv_triton_tiny_runs_the_reference(tmp_path):

@@ -1,4 +1,4 @@
-"""bench/determinism.py --tiny: fresh builds, two ranks and a killed-then-resumed build give one SHA256SUMS, and
+"""bench/build/determinism.py --tiny: fresh builds, two ranks and a killed-then-resumed build give one SHA256SUMS, and
 deep verify re-encodes bit for bit (on the CPU here; the GPU run is in BENCHMARKS.md)."""
 
 import importlib.util
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it 
 def test_every_run_gives_the_bytes_of_the_first(tmp_path, capfd):
     # the script's main() here, as tests/bench/test_bench_encode.py runs its bench; every build it compares is its
     # own `latentforge build` process either way
-    spec = importlib.util.spec_from_file_location("bench_determinism", REPO / "bench" / "determinism.py")
+    spec = importlib.util.spec_from_file_location("bench_determinism", REPO / "bench" / "build" / "determinism.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "result.json"

@@ -1,4 +1,4 @@
-"""bench/encode.py --tiny runs every code path of the GPU benchmark on the CPU."""
+"""bench/encode/encode.py --tiny runs every code path of the GPU benchmark on the CPU."""
 
 import importlib.util
 
@@ -8,7 +8,7 @@ from helpers import REPO
 
 pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 
-BENCH = REPO / "bench" / "encode.py"
+BENCH = REPO / "bench" / "encode" / "encode.py"
 
 
 def test_encode_bench_tiny_runs_and_reports_accuracy(tmp_path, capsys):

@@ -1,4 +1,5 @@
-"""bench/encode_cosmos.py --tiny runs every measurement of the GPU benchmark on the CPU (fp32: bf16 is CUDA only)."""
+"""bench/encode/encode_cosmos.py --tiny runs every measurement of the GPU benchmark on the CPU (fp32: bf16 is CUDA
+only)."""
 
 import importlib.util
 import json
@@ -9,7 +10,7 @@ from helpers import REPO
 
 pytestmark = pytest.mark.slow  # two fresh processes import torch and diffusers: tens of seconds on a shared CPU
 
-BENCH = REPO / "bench" / "encode_cosmos.py"
+BENCH = REPO / "bench" / "encode" / "encode_cosmos.py"
 
 
 def test_cosmos_bench_tiny_measures_every_mode_and_agrees_with_diffusers(tmp_path, capsys):

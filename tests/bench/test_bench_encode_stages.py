@@ -1,4 +1,4 @@
-"""bench/encode_stages.py --tiny: every layer of the fast encoder gets its time, work and floor, on the CPU."""
+"""bench/encode/encode_stages.py --tiny: every layer of the fast encoder gets its time, work and floor, on the CPU."""
 
 import importlib.util
 import json
@@ -6,7 +6,7 @@ import sys
 
 from helpers import REPO
 
-BENCH = REPO / "bench" / "encode_stages.py"
+BENCH = REPO / "bench" / "encode" / "encode_stages.py"
 
 
 def test_every_layer_is_charged_and_the_parts_add_up(tmp_path, capsys):

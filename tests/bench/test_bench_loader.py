@@ -1,4 +1,4 @@
-"""bench/loader.py --tiny runs end to end (HDF5, and WebDataset tars locally and on a moto S3 server) and reports
+"""bench/io/loader.py --tiny runs end to end (HDF5, and WebDataset tars locally and on a moto S3 server) and reports
 every configuration it was asked for."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 from helpers import REPO
 
-BENCH = REPO / "bench" / "loader.py"
+BENCH = REPO / "bench" / "io" / "loader.py"
 
 
 def _load_bench():

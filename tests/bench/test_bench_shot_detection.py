@@ -1,4 +1,4 @@
-"""bench/shot_detection.py --tiny runs end to end and reports seconds of video analysed per core-second."""
+"""bench/io/shot_detection.py --tiny runs end to end and reports seconds of video analysed per core-second."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ pytest.importorskip("scenedetect")
 
 
 def test_tiny_bench_runs_and_reports(tmp_path, capsys):
-    result = load_bench("shot_detection").main(["--tiny", "--out", str(tmp_path / "out.json")])
+    result = load_bench("io/shot_detection").main(["--tiny", "--out", str(tmp_path / "out.json")])
     assert [r["detector"] for r in result["rows"]] == ["none", "content", "adaptive"]
     assert all(r["frames"] == 60 and r["realtime_per_core"] > 0 for r in result["rows"])
     assert result["rows"][1]["cuts"] == []  # one 2 s shot

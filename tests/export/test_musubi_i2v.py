@@ -1,6 +1,6 @@
 """`export --to musubi` of samples carrying image-to-video conditioning, against the file format musubi-tuner
 30c658c4f4b0bf05038b3346eff9670259b10fc7 writes and loads (dataset/cache_io.py save_latent_cache_wan,
-wan_cache_latents.py encode_and_save_batch, dataset/bucket.py BucketBatchManager): bench/musubi_i2v_check.py loads
+wan_cache_latents.py encode_and_save_batch, dataset/bucket.py BucketBatchManager): bench/tools/musubi_i2v_check.py loads
 such an export with musubi's own dataset code and compares it with musubi's own writer (docs/export.md has the
 run); this file checks the same facts without musubi-tuner, which is not on PyPI. Files are read back with
 safetensors."""

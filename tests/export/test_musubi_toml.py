@@ -1,8 +1,8 @@
-"""The dataset TOML docs/export.md gives for musubi-tuner, read the way bench/musubi_check.py fills it in, against
+"""The dataset TOML docs/export.md gives for musubi-tuner, read the way bench/tools/musubi_check.py fills it in, against
 musubi-tuner's own rules at the commit that script was run on (kohya-ss/musubi-tuner
 30c658c4f4b0bf05038b3346eff9670259b10fc7, src/musubi_tuner/dataset/config_utils.py and image_video_dataset.py).
 
-bench/musubi_check.py loads an export through this block with musubi-tuner's code itself (docs/export.md has the
+bench/tools/musubi_check.py loads an export through this block with musubi-tuner's code itself (docs/export.md has the
 result); musubi-tuner is not on PyPI, so the suite checks the block against the facts that run relies on."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ MAKES_VIDEO = {"video_directory", "video_jsonl_file"}
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_musubi_check", REPO / "bench" / "musubi_check.py")
+    spec = importlib.util.spec_from_file_location("bench_musubi_check", REPO / "bench" / "tools" / "musubi_check.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -6,10 +6,10 @@ and nv12 rotated 90, seed 0). These go further: both layouts with both matrices 
 odd output sizes and crops, rows wider than one kernel block, odd chroma planes, an upscale, one axis shrinking
 while the other grows, and a 720p clip converted in two chunks.
 
-Tolerance (docs/frames.md, BENCHMARKS.md): kernels and eager steps sum the same taps in the same order, but the
-compiler may fuse a multiply and an add, so a value can fall one level apart, never more (2,758 of 111 million
-on the bench clip). A kernel that truncated instead of rounding would also stay within one level, so the share of
-values apart is bounded too, at 0.1 %: 40 times the measured 0.0025 %.
+Tolerance (docs/frames.md, docs/benchmarks/builds.md): kernels and eager steps sum the same taps in the same order,
+but the compiler may fuse a multiply and an add, so a value can fall one level apart, never more (2,758 of 111
+million on the bench clip). A kernel that truncated instead of rounding would also stay within one level, so the
+share of values apart is bounded too, at 0.1 %: 40 times the measured 0.0025 %.
 """
 
 from __future__ import annotations

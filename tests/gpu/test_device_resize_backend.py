@@ -4,7 +4,7 @@ rgb24 conversion, then torch's interpolate on the CPU), and the conversion alone
 
 Tolerances, docs/frames.md: the output is within 1 level of the torch backend on the test clips (mean
 0.004-0.015; the CPU suite's tests/decode/test_device_resize.py bounds the mean at 0.03). A clip of a real build's
-size (1280x720 to 480x832) is allowed what BENCHMARKS.md measured on the bench's 720p clip, max 3 levels: at
+size (1280x720 to 480x832) is allowed what docs/benchmarks/builds.md measured on the bench's 720p clip, max 3 levels: at
 saturated colour edges swscale's chroma filter, where the torch backend's rgb24 comes from, rounds otherwise.
 Before the resize, the conversion is within 1 level of swscale's rgb24 (mean 0.01), up to 3 at a few saturated
 colour edges in the third row, where swscale's vertical chroma filter treats the top edge otherwise. Against

@@ -5,7 +5,7 @@ heuristics).
 
 Encoders at the released widths (Wan2.1 96, Wan2.2 160: the widths cuDNN and the fused kernels run at in a real
 build; the decoders are narrow, nothing here decodes), random weights with spread gammas and biases as
-bench/_random_wan.py makes them (helpers/random_wan.py), one 17x240x416 clip of smooth gradients with a moving
+bench/_common/_random_wan.py makes them (helpers/random_wan.py), one 17x240x416 clip of smooth gradients with a moving
 block, in causal windows of 1 + 8 + 8 frames so the caches carry across windows.
 
 What the docs promise (docs/tokenizers.md, BENCHMARKS.md): the fast path is closer to fp32 than diffusers' own bf16

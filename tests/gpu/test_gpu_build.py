@@ -1,14 +1,14 @@
-"""A small GPU build through the CLI, each run its own `latentforge build` process: bench/determinism.py's main()
+"""A small GPU build through the CLI, each run its own `latentforge build` process: bench/build/determinism.py's main()
 with GPU-sized arguments (as tests/bench/test_bench_determinism.py runs it with --tiny on the CPU).
 
 Four 17x128x224 clips (two units of two), the Wan2.1 VAE at its released width with random weights, bf16 with the
 fast path's defaults (recorded cuDNN plans, shared by the runs through one fresh folder of plan books). Compared by
 SHA256SUMS with the first fresh build: a second fresh build, two ranks (two GPUs where there are two, else two
 processes on one), and a build killed (LATENTFORGE_FAULT=stage:2, SIGKILL at its second staged unit) then
-resumed by the same command, which must all be equal (docs/tokenizers.md, BENCHMARKS.md "Determinism with the
-defaults"); and `latentforge verify --deep` of the first, which must re-encode bit for bit ("exact"). The bench's
-own-plans build (its own empty plans folder, so it may pick other plans) must build; its bytes may differ.
-The builds' default kernels, recorded plans, need the cuDNN frontend: without it the test skips.
+resumed by the same command, which must all be equal (docs/tokenizers.md, docs/benchmarks/fast-encoder.md
+"Determinism with the defaults"); and `latentforge verify --deep` of the first, which must re-encode bit for bit
+("exact"). The bench's own-plans build (its own empty plans folder, so it may pick other plans) must build; its
+bytes may differ. The builds' default kernels, recorded plans, need the cuDNN frontend: without it the test skips.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ REPLAYED = ("fresh-1", "fresh-2", "ranks-2", "killed+resumed")
 
 
 def test_gpu_builds_give_one_sha256sums_and_deep_verify_is_exact(cudnn_frontend, tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_determinism", REPO / "bench" / "determinism.py")
+    spec = importlib.util.spec_from_file_location("bench_determinism", REPO / "bench" / "build" / "determinism.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "result.json"

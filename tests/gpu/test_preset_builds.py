@@ -12,7 +12,7 @@ Run it alone (`-n 0`): the tests share one module world, and the full-size ones 
   `cosmos-predict1-autoregressive` (DV8x16x16 token ids, bf16) at reduced sizes that keep their code paths.
   (`wan2.1-i2v-480p`: test_i2v_build.py.)
 
-The world is bench/_build_data.py's (the demo's shapes rendered at 832x480, H.264, PNG masks, float depth).
+The world is bench/build/_build_data.py's (the demo's shapes rendered at 832x480, H.264, PNG masks, float depth).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from latentforge.tokenizers.cosmos.model import CosmosVideoAutoencoder
 
 pytestmark = pytest.mark.slow  # whole builds in subprocesses
 
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "build"))
 from _build_data import DatasetSpec, make_dataset  # noqa: E402 - bench/ is not a package
 
 WAN21 = dict(base_dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
 
 def random_wan_vae(config: dict, seed: int = 0) -> AutoencoderKLWan:
-    """Random weights with gammas U[0.5, 1.5] and biases U[-0.1, 0.1] (as bench/_random_wan.py): defaults of 1 and
-    0 would hide a swapped parameter."""
+    """Random weights with gammas U[0.5, 1.5] and biases U[-0.1, 0.1] (as bench/_common/_random_wan.py): defaults of
+    1 and 0 would hide a swapped parameter."""
     from diffusers import AutoencoderKLWan  # here, not at import: diffusers takes seconds to import
 
     torch.manual_seed(seed)

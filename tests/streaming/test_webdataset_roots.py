@@ -102,7 +102,7 @@ def test_verify_finds_a_changed_tar_a_tar_that_disagrees_with_the_manifest_and_a
 
 def test_megatron_energons_index_is_noted_not_failed_and_nothing_else_unlisted_passes(caches, tmp_path):
     """`energon prepare ROOT` writes ROOT/.nv-meta/ and a `<tar>.idx` beside every tar it indexes (Megatron-Energon's
-    flavors/webdataset/config.py and itar.py; bench/energon_prepare.py runs the real one)."""
+    flavors/webdataset/config.py and itar.py; bench/tools/energon_prepare.py runs the real one)."""
     _, wds = caches
     copy = _copy(wds, tmp_path)
     (copy / ".nv-meta").mkdir()

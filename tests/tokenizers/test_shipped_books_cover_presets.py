@@ -24,8 +24,8 @@ def _book(key: str) -> dict[str, str]:
 
 
 def _preset_signatures(name: str) -> set[str]:
-    """Every signature the preset's build runs by a recorded plan, as bench/record_preset_plans.py traces them."""
-    return load_bench("record_preset_plans").preset_signatures(name)[2]
+    """Every signature the preset's build runs by a recorded plan, as bench/tools/record_preset_plans.py traces them."""
+    return load_bench("tools/record_preset_plans").preset_signatures(name)[2]
 
 
 def test_tracing_finds_what_a_gpu_recorded():
@@ -48,7 +48,7 @@ def test_the_shipped_h200_books_hold_every_plan_a_preset_runs(name):
     for key in BOOKS:
         missing = sorted(signatures - set(_book(key)))
         assert not missing, (f"preset {name}: the shipped book {key} lacks {len(missing)} of its {len(signatures)} "
-                             f"convolutions, e.g. {missing[0]}; record them with bench/record_preset_plans.py "
+                             f"convolutions, e.g. {missing[0]}; record them with bench/tools/record_preset_plans.py "
                              "on an H200")
 
 

@@ -46,13 +46,16 @@ def remove_tmp_leftovers(build_dir: Path) -> None:
 def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sample], plan_rejects: list[Reject],
                       probes: dict[int, ProbeResult | Reject], progress: BuildProgress, stats: RunStats,
                       earlier_rejects: tuple[list[Reject], int] = ([], 0),
-                      unit_of: dict[int, int] | None = None, allow_empty: bool = False) -> SinkCommit:
+                      unit_of: dict[int, int] | None = None, allow_empty: bool = False,
+                      recheck: bool = False) -> SinkCommit:
     """Encode the probed samples that are not staged yet and commit the cache at config.output.root with the
     configured sink (output.sink).
     `earlier_rejects`: rejects (and their candidates) found before this cache's plan, counted against
     run.max_reject_fraction with this cache's own. `unit_of`: an extended plan's unit numbering
     (builder/extend.py); the commit takes every staged unit, also those of samples not passed here, and fails
-    unless they cover the whole plan. `allow_empty`: a cache of no sample may be committed (one bucket's)."""
+    unless they cover the whole plan. `allow_empty`: a cache of no sample may be committed (one bucket's).
+    `recheck`: a cache committed from this plan before is verified whole, not trusted by its files' sizes and
+    mtimes (builder/committed.py)."""
     build_dir = executor.build_dir
     earlier, earlier_candidates = earlier_rejects
     probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
@@ -63,7 +66,7 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     units = cut_units(samples, probes, config.output.unit_size, unit_of)
     planned = _planned(units, unit_of)
     done = staged_units(build_dir, config.output.staging_url, planned)
-    committed = committed_before(config, build_dir, planned, plan_rejects)
+    committed = committed_before(config, build_dir, planned, plan_rejects, recheck)
     if committed is not None:
         return committed
     todo: list[Unit] = [u for u in units if u.index not in done]

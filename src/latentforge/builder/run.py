@@ -33,9 +33,9 @@ from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .extend import plan_extension, refuse_plain_rerun, unit_numbers
 from .lock import BuildLock
 from .parallel_analysis import analyser
-from .parallel_probe import probe_plan
 from .placement import executor_for
 from .preflight import preflight
+from .probe_record import probe_remembered
 from .progress import BuildProgress
 from .records_dir import build_records_dir, records_in_root
 from .remote_root import check_remote_cache
@@ -90,9 +90,12 @@ def _refuse_extend(config: BuildConfig, overwrite: bool) -> None:
                           "output root)")
 
 
-def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, extend: bool = False) -> BuildResult:
+def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, extend: bool = False,
+          recheck: bool = False) -> BuildResult:
     """Build (or resume) the cache at config.output.root. Raises StopRequested on SIGTERM/SIGINT.
-    `extend`: add the samples the input gained to the cache built there (docs/extend.md)."""
+    `extend`: add the samples the input gained to the cache built there (docs/extend.md). `recheck`: trust no
+    record of an earlier run by sizes and mtimes: probe every source again, and verify a committed cache by reading
+    it whole before calling it done (builder/probe_record.py, builder/committed.py)."""
     root = Path(config.output.root)
     if extend:
         _refuse_extend(config, overwrite)
@@ -108,9 +111,9 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, ext
         with guard, BuildLock(build_dir), _serve_metrics(config, stats):
             try:
                 if extend:
-                    result = _extend_locked(config, executor, root, BuildProgress(quiet), stats)
+                    result = _extend_locked(config, executor, root, BuildProgress(quiet), stats, recheck)
                 else:
-                    result = _build_locked(config, executor, root, overwrite, BuildProgress(quiet), stats)
+                    result = _build_locked(config, executor, root, overwrite, BuildProgress(quiet), stats, recheck)
             except StopRequested:
                 stats.outcome = "interrupted"
                 raise
@@ -143,7 +146,7 @@ def _serve_metrics(config: BuildConfig, stats: RunStats) -> contextlib.AbstractC
 
 
 def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite: bool, progress: BuildProgress,
-                  stats: RunStats) -> BuildResult:
+                  stats: RunStats, recheck: bool) -> BuildResult:
     build_dir = executor.build_dir
     in_root = records_in_root(config)
     if overwrite and in_root:
@@ -165,14 +168,15 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     check_inputs(build_dir, key, plan_fingerprint(samples))
     write_plan(build_dir, samples, plan_rejects)
     with progress.task("probe", len(samples)) as advance:
-        probes = probe_plan(samples, config, advance)
+        probes = probe_remembered(samples, config, build_dir, key, advance, recheck)
     stats.main_seconds["probe"] = time.perf_counter() - started
     stats.samples_planned = len(samples)
     if config.frames.buckets:
         bucketed = build_buckets(config, root, samples, plan_rejects, probes, progress, stats)
         num_samples, rejects = bucketed.num_samples, bucketed.rejects_by_reason
     else:
-        committed = encode_and_commit(config, executor, samples, plan_rejects, probes, progress, stats)
+        committed = encode_and_commit(config, executor, samples, plan_rejects, probes, progress, stats,
+                                      recheck=recheck)
         num_samples, rejects = committed.num_samples, committed.rejects_by_reason
     stats.rejects_by_reason = dict(rejects)
     stats.outcome = "complete"
@@ -185,7 +189,7 @@ def _analyser(config: BuildConfig, build_dir: Path, progress: BuildProgress):
 
 
 def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress: BuildProgress,
-                   stats: RunStats) -> BuildResult:
+                   stats: RunStats, recheck: bool) -> BuildResult:
     """Merge the input into the recorded plan, encode the units not staged yet, commit all staged units."""
     build_dir = executor.build_dir
     remove_tmp_leftovers(build_dir)
@@ -200,12 +204,12 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     done = staged_units(build_dir, config.output.staging_url, set(unit_of.values()))
     todo = [s for s in extension.samples if unit_of[s.source_index] not in done]
     with progress.task("probe", len(todo)) as advance:
-        probes = probe_plan(todo, config, advance)
+        probes = probe_remembered(todo, config, build_dir, key, advance, recheck)
     stats.main_seconds["probe"] = time.perf_counter() - started
     stats.samples_planned = len(extension.samples)
     staged = len(extension.samples) - len(todo)
     committed = encode_and_commit(config, executor, todo, plan_rejects, probes, progress, stats,
-                                  earlier_rejects=([], staged), unit_of=unit_of)
+                                  earlier_rejects=([], staged), unit_of=unit_of, recheck=recheck)
     num_samples, rejects = committed.num_samples, committed.rejects_by_reason
     stats.rejects_by_reason = dict(rejects)
     stats.outcome = "complete"

@@ -13,6 +13,7 @@ from typing import Any, Union
 
 from ..errors import ConfigError, NotACache
 from ..locations import is_url
+from ..storage import Storage
 from .layout import BUCKET_INDEX, BUCKETS_DIR, CACHE_CONFIG, RUN_RECORDS_DIR
 
 DEFAULT_SINK = "hdf5"  # what a cache_config.json without a "sink" section was written by
@@ -48,8 +49,8 @@ class CacheRoot:
         bucketed root's buckets.json). Whether that file parses, and the rest of the cache, is for the checks that
         follow; a cache that never finished its commit still has its cache_config.json and gets them all."""
         if self.is_url:
-            fs, path = self._filesystem()
-            if not any(fs.exists(f"{path.rstrip('/')}/{name}") for name in (CACHE_CONFIG, BUCKET_INDEX)):
+            storage = self.storage()
+            if not any(storage.exists(name) for name in (CACHE_CONFIG, BUCKET_INDEX)):
                 raise NotACache(f"{self} is not a latentforge cache: it has no {CACHE_CONFIG}; give the URL of a "
                                 "cache's root (the prefix holding cache_config.json)")
             return
@@ -68,31 +69,20 @@ class CacheRoot:
         raise NotACache(f"{self} is not a latentforge cache: it has no {CACHE_CONFIG}; give the folder holding it "
                         "(the --out of its build)")
 
-    def _filesystem(self) -> tuple[Any, str]:
-        """fsspec's filesystem and path for a URL root."""
-        import fsspec
-
-        try:
-            return fsspec.core.url_to_fs(self.location, **self.storage_options)
-        except ImportError as error:
-            raise ConfigError(f"{self}: no usable fsspec backend ({error}); install the package fsspec "
-                              "names") from None
+    def storage(self) -> Storage:
+        """The root's files through fsspec (a URL root's; a local folder's too)."""
+        return Storage(self.location, self.storage_options)
 
     def remote_files(self) -> list[str]:
         """Every object under a URL root, as paths relative to it (none when nothing is there yet)."""
-        fs, path = self._filesystem()
-        path = path.rstrip("/")
-        if not fs.exists(path):
-            return []
-        return sorted(found[len(path) + 1:] for found in fs.find(path))
+        return sorted(self.storage().list_files())
 
     def read_config(self) -> dict[str, Any] | None:
         """cache_config.json as JSON; None when there is none or it is not a JSON object (the format checks that
         follow say what is wrong)."""
         try:
             if self.is_url:
-                fs, path = self._filesystem()
-                data = json.loads(fs.cat_file(f"{path.rstrip('/')}/{CACHE_CONFIG}"))
+                data = json.loads(self.storage().read(CACHE_CONFIG))
             else:
                 data = json.loads((Path(self.location) / CACHE_CONFIG).read_text(encoding="utf-8"))
         except (OSError, ValueError):  # FileNotFoundError, a URL fsspec cannot reach, broken JSON

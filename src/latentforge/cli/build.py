@@ -17,6 +17,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--extend", action="store_true",
                         help="add the samples the input gained to the cache built here; existing rows keep "
                              "their dataset_index and bytes (docs/extend.md)")
+    parser.add_argument("--recheck", action="store_true",
+                        help="trust no record of an earlier run: probe every source again and read the committed "
+                             "cache whole instead of trusting its files' sizes and mtimes (docs/execution.md)")
     parser.add_argument("--quiet", action="store_true")
     parser.set_defaults(run=run)
 
@@ -29,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
         return run_scan(args)
     from ..builder.run import build
 
-    result = build(config_from_args(args), overwrite=args.overwrite, quiet=args.quiet, extend=args.extend)
+    result = build(config_from_args(args), overwrite=args.overwrite, quiet=args.quiet, extend=args.extend,
+                   recheck=args.recheck)
     if args.extend:
         say(f"extended: {len(result.added_ids)} new sample id(s) planned")
     if result.removed_ids:

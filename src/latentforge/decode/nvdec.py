@@ -6,7 +6,7 @@ NV12 planes to the encoder's device). Decoding H.264/HEVC is exactly specified, 
 conforming hardware decoder gives the same pixels as FFmpeg's software decoder for 8-bit 4:2:0 streams. On any
 error (no GPU or driver, an unsupported profile such as 10-bit 4:4:4, a broken file) the sample is rejected, or,
 with `frames.nvdec_fallback: cpu`, decoded on the CPU; the manifest row records which decoder ran. Measured
-on an H200: BENCHMARKS.md.
+on an H200: docs/benchmarks/builds.md.
 """
 
 from __future__ import annotations

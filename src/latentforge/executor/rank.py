@@ -88,7 +88,7 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
         stats.accepted += len(payload.rows)
         stats.add_rejects(r.reason for r in payload.rejects)
         stats.queues = {name: depth() for name, depth in live.items()}
-        # Live clocks with every staged unit, so a run stopped by SIGTERM still reports them (bench/build.py).
+        # Live clocks with every staged unit, so a run stopped by SIGTERM still reports them (bench/build/build.py).
         record_stream_clocks()
         report(UnitStaged(spec.rank, payload.unit, payload.num_samples, stats.to_json()))
 

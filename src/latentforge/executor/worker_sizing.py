@@ -38,7 +38,7 @@ def rank_torch_threads(device: str, ranks_on_host: int, workers: int, cores: int
     - CPU ranks split the host's cores (one rank keeps the default).
     - A GPU rank with decode workers runs 1: its own CPU steps are small (launching kernels, an I2V build's image
       processor), and torch's default pool of one thread per core spun every thread after each such step: 0.42
-      core-s per I2V sample on a 16-core H200 host (bench/encode_i2v.py --host-cpu-batches), taken from the
+      core-s per I2V sample on a 16-core H200 host (bench/encode/encode_i2v.py --host-cpu-batches), taken from the
       decode workers' cores. Without workers the rank decodes and resizes itself, with torch's default."""
     if device.startswith("cuda"):
         return 1 if workers > 0 else None

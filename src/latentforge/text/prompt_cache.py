@@ -13,7 +13,7 @@ import numpy as np
 
 from .base import TextBatch, TextEncoder
 
-DEFAULT_CAPACITY_BYTES = 2 << 30
+DEFAULT_CAPACITY_BYTES = 256 << 20  # what a rank holds in a build whose captions never repeat
 
 
 class PromptCache:

@@ -213,7 +213,7 @@ def power_of_two_split(width: int) -> tuple[int, ...]:
 
 def candidates(channels: int, out_channels: int) -> list[ConvConfig]:
     """The configs a plan pass times for one conv (none where the kernel cannot tile it). From the H200 sweep of
-    bench/conv_triton.py (triton 3.6): up to 192 output channels one program covers them all, BLOCK_M 128 with
+    bench/kernels/conv_triton.py (triton 3.6): up to 192 output channels one program covers them all, BLOCK_M 128 with
     K steps of 32 and 4 warps (3 or 4 stages); wider, 256 + 128 in one program with 8 warps, or two programs of
     half the channels."""
     k = (32,) if channels % 32 == 0 else power_of_two_split(channels)

@@ -68,7 +68,7 @@ class Tiling:
 
 def tiling(channels: int, writes_sum: bool, writes_norm: bool) -> Tiling:
     """The fixed rule that picks the tiling from the channel count and the pass (no timing, so the same bits
-    everywhere). Measured on an H200 at the encoder's shapes (bench/fused_norm.py, fraction of the copy rate):
+    everywhere). Measured on an H200 at the encoder's shapes (bench/kernels/fused_norm.py, fraction of the copy rate):
 
     - A norm that writes no sum (a conv output and its bias in, the next conv's input out) wants equal channel
       blocks (96 = 3 x 32, 192 = 3 x 64, 384 = 3 x 128; Wan2.2's 160, 320, 640 = 5 blocks): with the channels

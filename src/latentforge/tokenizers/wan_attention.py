@@ -67,7 +67,7 @@ class AttentionConfig:
 
 def config_for(head_dim: int) -> AttentionConfig:
     """The fixed rule that picks the launch configuration from D alone (no timing, and not the number of frames:
-    the same bits in every process and for a frame in any window). Measured on an H200 (bench/attention.py):
+    the same bits in every process and for a frame in any window). Measured on an H200 (bench/kernels/attention.py):
 
     D <= 384: 128 query rows (two warpgroups of 64, each holding 64 x D fp32 accumulators: 192 registers a thread
     at 384), keys in blocks of 32, two stages; shared memory: Q 96 KB + 2 x (K, V) 48 KB = 192 KB at 384. At

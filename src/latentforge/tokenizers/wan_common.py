@@ -67,10 +67,10 @@ def prefer_heuristics_mode_b() -> None:
     """Ask PyTorch to take cuDNN's heuristics in mode B for this process, unless the user chose a mode.
 
     Mode B looks at more of the problem than the default mode A and picks faster kernels for the fast path's
-    convolutions (0.51 instead of 0.60 s per 93x480x832 clip on an H200, BENCHMARKS.md); like mode A it is a
-    function of the shapes, the GPU model and the software, so every process picks the same kernels. PyTorch reads
-    the variable at its first convolution, so this runs before the model is loaded. Not for fp32 and cosmos-bf16:
-    they must pick the kernels official Wan and Cosmos' wrapper pick in their own processes (mode A).
+    convolutions (0.51 instead of 0.60 s per 93x480x832 clip on an H200, docs/benchmarks/fast-encoder.md); like
+    mode A it is a function of the shapes, the GPU model and the software, so every process picks the same kernels.
+    PyTorch reads the variable at its first convolution, so this runs before the model is loaded. Not for fp32 and
+    cosmos-bf16: they must pick the kernels official Wan and Cosmos' wrapper pick in their own processes (mode A).
     """
     os.environ.setdefault(HEURISTICS_MODE_B_ENV, "1")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 from ..cache.layout import TMP_LEFTOVER
-from ..errors import ConfigError
 from ..io import atomic_path
+from ..storage import Storage
 from .digests import FileDigest, hash_stream, uncounted
 
 _COPY_BLOCK = 1 << 22
@@ -123,42 +123,25 @@ class FsspecRemote(Remote):
     """Any other fsspec store (gs:// with gcsfs, memory://, ...): no checksum metadata, so confirming reads back."""
 
     def __init__(self, url: str, storage_options: dict[str, Any]):
-        import fsspec
-
         self.url = url
-        try:
-            self.fs, self.path = fsspec.core.url_to_fs(url, skip_instance_cache=True, **storage_options)
-        except (ValueError, ImportError) as error:
-            raise ConfigError(f"{url}: no usable fsspec backend ({error}); install the package fsspec names") from error
-        self.path = self.path.rstrip("/")
-
-    def _full(self, rel: str) -> str:
-        return f"{self.path}/{rel}"
+        self.storage = Storage(url, storage_options)
 
     def list_files(self) -> list[str]:
-        self.fs.invalidate_cache()
-        if not self.fs.exists(self.path):
-            return []
-        return sorted(found[len(self.path) + 1 :] for found in self.fs.find(self.path))
+        return sorted(self.storage.list_files())
 
     def size(self, rel: str) -> int | None:
-        try:
-            info = self.fs.info(self._full(rel))
-        except FileNotFoundError:
-            return None
-        return int(info["size"]) if info.get("type") == "file" else None
+        return self.storage.size(rel)
 
     def open_read(self, rel: str) -> BinaryIO:
-        return self.fs.open(self._full(rel), "rb")
+        return self.storage.open(rel)
 
     def upload(self, rel: str, source: Path | bytes, digest: FileDigest,
                sent: Callable[[int], None] = uncounted) -> None:
         if isinstance(source, bytes):
-            self.fs.pipe_file(self._full(rel), source)
+            self.storage.write(rel, source)
         else:
-            self.fs.put_file(str(source), self._full(rel))
+            self.storage.fs.put_file(str(source), self.storage.path(rel))
         sent(digest.size)  # fsspec stores differ in how they report progress: count the object whole
 
     def delete(self, rel: str) -> None:
-        if self.fs.exists(self._full(rel)):
-            self.fs.rm_file(self._full(rel))
+        self.storage.delete(rel)

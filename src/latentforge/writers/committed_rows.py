@@ -4,7 +4,8 @@ rows whose staged file is gone.
 
 Rows are found by source_index through the shards' own `source_index` datasets, so a damaged manifest does not lose
 them, and only in shards whose SHA-256 is one a commit recorded when it wrote them (`shard_digests`): a shard changed
-since is never copied into a new commit, which would vouch for its bytes again.
+since is never copied into a new commit, which would vouch for its bytes again. A shard that keeps the size and mtime
+recorded with its digest (`shard_stats`) is taken to hold it without being read whole again.
 """
 
 from __future__ import annotations
@@ -29,18 +30,29 @@ class CommittedRows:
     """Opened on a cache root with the shard schema of the commit about to run and the SHA-256 recorded for each shard
     name; called with a retired unit's rows, it gives that unit's arrays as row views."""
 
-    def __init__(self, root: Path, schema: ShardSchema, shard_digests: dict[str, str]):
+    def __init__(self, root: Path, schema: ShardSchema, shard_digests: dict[str, str],
+                 shard_stats: dict[str, list[int]] | None = None):
         self.root, self.schema = Path(root), schema
         self._where: dict[int, tuple[str, int]] = {}
         self._files: dict[str, h5py.File] = {}
+        self.lengths: dict[str, int] = {}  # rows of each trusted shard
+        self.digests: dict[str, str] = {}  # SHA-256 of each trusted shard, by relative path
         folder = self.root / SHARDS_DIR
         names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
         for name in (n for n in names if n in shard_digests):
             rel = f"{SHARDS_DIR}/{name}"
-            if sha256_file(self.root / rel) != shard_digests[name]:
+            found = (self.root / rel).stat()
+            unchanged = (shard_stats or {}).get(name) == [found.st_size, found.st_mtime_ns]
+            if not unchanged and sha256_file(self.root / rel) != shard_digests[name]:
                 continue  # changed since its commit: its rows are not taken from it
-            for row, source_index in enumerate(self.file(rel)[SOURCE_INDEX_DATASET][()].tolist()):
+            sources = self.file(rel)[SOURCE_INDEX_DATASET][()].tolist()
+            self.lengths[rel], self.digests[rel] = len(sources), shard_digests[name]
+            for row, source_index in enumerate(sources):
                 self._where.setdefault(source_index, (rel, row))
+
+    def place(self, source_index: int) -> tuple[str, int] | None:
+        """(shard path, row) of a committed row, None when no trusted shard holds it."""
+        return self._where.get(source_index)
 
     def __call__(self, rows: list[StagedRow]) -> tuple[RowArrays, RowArrays | None, RowArrays | None,
                                                         dict[str, RowArrays]]:

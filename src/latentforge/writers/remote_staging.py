@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..config.schema import OutputConfig
-from ..errors import ConfigError, DamagedFile, LatentforgeError
+from ..errors import DamagedFile, LatentforgeError
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
+from ..storage import Storage
 from ..testing.fault_points import fault_point
 from .staging import (
     completed_units,
@@ -42,17 +43,9 @@ CLAIM = "staging.json"  # which build stages under the URL
 
 class RemoteStaging:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
-        import fsspec
-
-        try:  # a fresh instance: a cached one may come from a parent process (s3fs's event loop is not fork-safe)
-            self.fs, root = fsspec.core.url_to_fs(url, skip_instance_cache=True, **(storage_options or {}))
-        except (ValueError, ImportError) as error:
-            raise ConfigError(f"output.staging_url={url!r}: no usable fsspec backend ({error}); install the package "
-                              "fsspec names") from error
-        self.url, self.root = url, root.rstrip("/")
-
-    def _path(self, name: str) -> str:
-        return f"{self.root}/{name}"
+        storage = Storage(url, storage_options, what="output.staging_url=")
+        self.url, self.fs, self.root = url, storage.fs, storage.root
+        self._path = storage.path
 
     def claim(self, owner: dict[str, Any], overwrite: bool) -> None:
         """Record which build stages here, or refuse when another one does (a unit of it would be committed as

@@ -19,6 +19,7 @@ from ...cache.expect import CacheExpectation
 from ...cache.layout import COMPLETE_MARKER
 from ...errors import CacheIntegrityError, ConfigError
 from .dataset import LatentCacheDataset
+from .row_reader import MAX_OPEN_SHARDS
 
 
 class BucketedLatentDataset(Dataset):
@@ -26,7 +27,7 @@ class BucketedLatentDataset(Dataset):
 
     def __init__(self, root: str | os.PathLike[str], modalities: Sequence[str] | None = None,
                  expect: CacheExpectation | dict[str, Any] | None = None, *, text: bool = True,
-                 require_complete: bool = True):
+                 require_complete: bool = True, max_open_shards: int = MAX_OPEN_SHARDS):
         self.root = Path(root)
         if require_complete and not (self.root / COMPLETE_MARKER).is_file():
             raise CacheIntegrityError(f"{self.root} has no {COMPLETE_MARKER}: the bucketed build has not finished; "
@@ -38,7 +39,8 @@ class BucketedLatentDataset(Dataset):
             raise ConfigError(f"{self.root}: no bucket holds samples")
         self.buckets: dict[str, LatentCacheDataset] = {
             e.name: LatentCacheDataset(self.root / str(e.path), modalities, expect, text=text,
-                                       require_complete=require_complete) for e in entries}
+                                       require_complete=require_complete,  # the bound is the whole dataset's
+                                       max_open_shards=max(1, max_open_shards // len(entries))) for e in entries}
         self.names = list(self.buckets)
         self.offsets = [0]
         for dataset in self.buckets.values():

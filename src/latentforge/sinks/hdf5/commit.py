@@ -3,6 +3,12 @@ an integrity verify, and only then _CACHE_COMPLETE (docs/cache-format.md).
 
 Everything checksummed is a function of the staged rows and the config alone, so committing the same
 staged input twice gives byte-identical files whatever the unit split or the order units finished in.
+
+A shard whose rows an earlier commit of the root already wrote, all of them and in the same places (every full shard
+before the new rows of an `--extend`), is therefore not written again: the new shard name is a hard link to the old
+file (the name carries the shard count), whose bytes and mtime stay as they were; its SHA-256 is the one recorded at
+its commit, and the commit's own verify reads only its metadata and source_index. The old names go with the other
+stale shards once the new manifest names the new ones.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +34,7 @@ from ...cache.layout import (
     PUBLISHED_MARKER,
     README,
     SHARD_DIGESTS,
+    SHARD_STATS,
     SHARDS_DIR,
     SOURCE_INDEX_DATASET,
     SUMS,
@@ -38,13 +46,13 @@ from ...cache.rows import write_manifest, write_rejects
 from ...cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
 from ...errors import CacheIntegrityError
 from ...hashing import sha256_file
-from ...io import canonical_json, write_text_atomic
+from ...io import atomic_path, canonical_json, write_text_atomic
 from ...records import Reject
 from ...testing.fault_points import fault_point
 from ...writers.committed_rows import CommittedRows
 from ...writers.gather import PlacedRow, Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
 from ...writers.hdf5 import BlockFiller, write_empty_prompt, write_h5_atomic
-from ...writers.staging import CommittedArrays, OpenStagedUnit, is_retired, open_staged_unit
+from ...writers.staging import OpenStagedUnit, is_retired, open_staged_unit
 from .integrity import verify_integrity
 from .manifest_table import write_manifest_table
 
@@ -93,14 +101,36 @@ def _fill_shard(schema: ShardSchema, rows: list[PlacedRow], units: dict[Path, Op
     return fill
 
 
+def _committed_shard(committed: CommittedRows | None, placed: list[PlacedRow], start: int, end: int) -> str | None:
+    """The trusted shard that holds exactly the rows [start, end) of retired units, each at its place here."""
+    if committed is None or not is_retired(placed[start].unit_path):
+        return None
+    first = committed.place(placed[start].row.source_index)
+    if first is None or first[1] != 0 or committed.lengths[first[0]] != end - start:
+        return None
+    same = all(is_retired(p.unit_path) and committed.place(p.row.source_index) == (first[0], i)
+               for i, p in enumerate(placed[start:end]))
+    return first[0] if same else None
+
+
 def _write_shards(root: Path, schema: ShardSchema, placed: list[PlacedRow], shards: list[tuple[str, int, int]],
-                  committed: CommittedArrays | None) -> list[str]:
+                  committed: CommittedRows | None) -> tuple[list[str], dict[str, str]]:
+    """Every shard of the layout (relative paths), and {path: SHA-256} of those an earlier commit wrote already."""
     shard_dir = root / SHARDS_DIR
     shard_dir.mkdir(parents=True, exist_ok=True)
     padded = dataclasses.replace(schema, text_storage=PADDED)  # a trimmed row is at most as large
     row_bytes = sum(np.dtype(d).itemsize * int(np.prod(s[1:])) for d, s in padded.dataset_specs(1).values())
     block_rows = max(1, _BLOCK_BYTES // row_bytes)
+    reused: dict[str, str] = {}
     for rel, start, end in shards:
+        old = _committed_shard(committed, placed, start, end)
+        if old is not None:
+            if old != rel:
+                with atomic_path(root / rel) as tmp:
+                    tmp.unlink(missing_ok=True)  # what a killed commit left
+                    os.link(root / old, tmp)
+            reused[rel] = committed.digests[old]  # type: ignore[union-attr]
+            continue
         rows = placed[start:end]
         with contextlib.ExitStack() as stack:
             units = {p: stack.enter_context(open_staged_unit(p, committed))
@@ -108,7 +138,7 @@ def _write_shards(root: Path, schema: ShardSchema, placed: list[PlacedRow], shar
             write_h5_atomic(root / rel, schema.dataset_specs(end - start), block_rows,
                             _fill_shard(schema, rows, units))
         fault_point("commit")  # test-only: a kill between shards
-    return [rel for rel, _, _ in shards]
+    return [rel for rel, _, _ in shards], reused
 
 
 def _read_digests(records: Path | None) -> dict[str, str]:
@@ -119,10 +149,25 @@ def _read_digests(records: Path | None) -> dict[str, str]:
     return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
 
 
-def _record_digests(records: Path | None, digests: dict[str, str]) -> None:
+def _read_stats(records: Path | None) -> dict[str, list[int]]:
+    try:
+        data = json.loads((records / SHARD_STATS).read_text(encoding="utf-8")) if records is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _record_digests(records: Path | None, root: Path, digests: dict[str, str]) -> None:
+    """The SHA-256 of each shard, then the size and mtime each shard of them has now."""
     if records is not None:
         records.mkdir(parents=True, exist_ok=True)
         write_text_atomic(records / SHARD_DIGESTS, canonical_json(dict(sorted(digests.items()))) + "\n")
+        stats = {}
+        for name in sorted(digests):
+            with contextlib.suppress(OSError):
+                found = (root / SHARDS_DIR / name).stat()
+                stats[name] = [found.st_size, found.st_mtime_ns]
+        write_text_atomic(records / SHARD_STATS, canonical_json(stats) + "\n")
 
 
 def _remove_stale_shards(root: Path, written: list[str]) -> None:
@@ -160,7 +205,8 @@ def commit_cache(
     if empty_prompt is not None and schema.text_prefix is None:
         raise CacheIntegrityError("an empty prompt was given but the cache has no text datasets")
     digests = _read_digests(records)
-    with contextlib.closing(CommittedRows(root, schema, digests)) if any(map(is_retired, unit_paths)) else \
+    with contextlib.closing(CommittedRows(root, schema, digests, _read_stats(records))) \
+            if any(map(is_retired, unit_paths)) else \
             contextlib.nullcontext() as committed:
         return _commit(root, unit_paths, plan_rejects, cache_config, schema, empty_prompt, readme_context, planned,
                        allow_empty, committed, (records, digests))
@@ -177,9 +223,9 @@ def _commit(root: Path, unit_paths: list[Path], plan_rejects: list[Reject], cach
     config = cache_config.committed(len(placed), len(shards), encoded_by, planned_count(planned, plan_rejects),
                                     len(rejects))
     readme = render_cache_readme(config, readme_context)
-    written = _write_shards(root, schema, placed, shards, committed)
-    new = {Path(rel).name: sha256_file(root / rel) for rel in written}
-    _record_digests(records, {**digests, **new})  # before the shards they replace go
+    written, reused = _write_shards(root, schema, placed, shards, committed)
+    new = {Path(rel).name: reused.get(rel) or sha256_file(root / rel) for rel in written}
+    _record_digests(records, root, {**digests, **new})  # before the shards they replace go
     if empty_prompt is not None:
         write_empty_prompt(root / EMPTY_PROMPT, schema, *empty_prompt)
     else:
@@ -192,9 +238,9 @@ def _commit(root: Path, unit_paths: list[Path], plan_rejects: list[Reject], cach
     _remove_stale_shards(root, written)
     fault_point("manifest")
     write_text_atomic(root / README, readme)
-    write_sha256sums(root)
+    write_sha256sums(root, known=reused)
     fault_point("sha256sums")
-    report = verify_integrity(root, require_complete=False)
+    report = verify_integrity(root, require_complete=False, trusted=reused)
     if not report.ok:
         failures = "; ".join(f"{c.name}: {c.detail}" for c in report.failures[:10])
         raise CacheIntegrityError(f"{root}: the committed cache fails its integrity verify: {failures}")
@@ -202,5 +248,5 @@ def _commit(root: Path, unit_paths: list[Path], plan_rejects: list[Reject], cach
              "num_samples": len(placed), "num_shards": len(written)}
     fault_point("marker")
     write_text_atomic(root / COMPLETE_MARKER, canonical_json(stamp) + "\n")
-    _record_digests(records, new)
+    _record_digests(records, root, new)
     return CommitResult(root, len(placed), len(written), len(rejects), written, report)

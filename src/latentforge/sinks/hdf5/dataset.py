@@ -21,7 +21,7 @@ from ...errors import CacheIntegrityError, ConfigError
 from .manifest_index import ManifestIndex, read_manifest_index
 from .query import query_indices
 from .roots import load_for_training, resolve_cache_root
-from .row_reader import ShardReader
+from .row_reader import MAX_OPEN_SHARDS, ShardReader
 
 
 class LatentCacheDataset(Dataset):
@@ -57,8 +57,10 @@ class LatentCacheDataset(Dataset):
         require_complete: bool = True,
         where: str | None = None,
         flatten_tokens: bool = False,
+        max_open_shards: int = MAX_OPEN_SHARDS,
     ):
         self.root: Path = resolve_cache_root(root)
+        self.max_open_shards = max_open_shards
         self.config: CacheConfig = load_for_training(self.root, require_complete)
         check_flatten_tokens(self.root, self.config, flatten_tokens)
         self.flatten_tokens = flatten_tokens
@@ -194,7 +196,7 @@ class LatentCacheDataset(Dataset):
     def _reader(self) -> ShardReader:
         # A forked worker inherits the parent's open HDF5 handles; HDF5 state is not fork-safe, so reopen.
         if self._shards is None or self._pid != os.getpid():
-            self._shards = ShardReader(self.root, self.index.shard_paths, self._check_shard)
+            self._shards = ShardReader(self.root, self.index.shard_paths, self._check_shard, self.max_open_shards)
             self._pid = os.getpid()
         return self._shards
 

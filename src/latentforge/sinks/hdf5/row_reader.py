@@ -5,11 +5,15 @@ docs/cache-format.md prescribes) are copied by the kernel from the shard's page 
 sendfile, and the batch tensor maps that memfd, which the worker hands to the main process as it is. Without
 this, every batch is read into fresh shared memory that must first be faulted in and zero-filled page by page.
 Everything else (the main process, other layouts) is read through h5py.
+
+A reader keeps at most `max_open` shards open (an h5py handle and a raw descriptor each), the least recently read
+closed first: a cache of 10 million rows has thousands of shards, and every DataLoader worker has its own reader.
 """
 
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from pathlib import Path
 from typing import Callable
 
@@ -27,24 +31,41 @@ from ...errors import CacheIntegrityError
 _SHARED_FROM_FD = getattr(torch.UntypedStorage, "_new_shared_fd_cpu", None)
 _MEMFD = getattr(os, "memfd_create", None)
 
+MAX_OPEN_SHARDS = 64
 Location = tuple[int, int]  # (shard number, row in the shard)
 Read = tuple[int, int, int]  # (stored start, stored end, start in the output) along the row's first axis
 
 
 class ShardReader:
-    """The open shards of one process: h5py handles for metadata and raw file descriptors for the bytes."""
+    """The open shards of one process: h5py handles for metadata and raw file descriptors for the bytes; at most
+    `max_open` shards between two reads (one read may open more: its descriptors stay valid until it returns)."""
 
-    def __init__(self, root: Path, shard_paths: tuple[str, ...], check: Callable[[h5py.File, Path], None]):
+    def __init__(self, root: Path, shard_paths: tuple[str, ...], check: Callable[[h5py.File, Path], None],
+                 max_open: int = MAX_OPEN_SHARDS):
+        if max_open < 1:
+            raise ValueError(f"max_open={max_open}: keep at least one shard open")
         self.root = root
         self.shard_paths = shard_paths
         self.check = check
-        self._files: dict[int, h5py.File] = {}
+        self.max_open = max_open
+        self._files: OrderedDict[int, h5py.File] = OrderedDict()  # least recently read first
         self._fds: dict[int, int] = {}
         self._plain: dict[tuple[int, str], bool] = {}
 
+    def _close_least_recent(self) -> None:
+        """Down to max_open shards, before a read (never during one: its memfd batch still reads descriptors)."""
+        while len(self._files) > self.max_open:
+            shard, handle = self._files.popitem(last=False)
+            handle.close()
+            fd = self._fds.pop(shard, None)
+            if fd is not None:
+                os.close(fd)
+
     def file(self, shard: int) -> h5py.File:
         handle = self._files.get(shard)
-        if handle is None:
+        if handle is not None:
+            self._files.move_to_end(shard)
+        else:
             path = self.root / self.shard_paths[shard]
             # Rows are whole single-sample chunks read once each: HDF5's chunk cache would only add a copy.
             handle = open_h5(path, rdcc_nbytes=0)
@@ -55,6 +76,7 @@ class ShardReader:
 
     def gather(self, locations: list[Location], name: str, shape: tuple[int, ...], reads: list[Read]) -> torch.Tensor:
         """[len(locations), *shape] tensor of dataset `name`: slot i holds the `reads` of row locations[i]."""
+        self._close_least_recent()
         with reading(self.root / self.shard_paths[locations[0][0]]):
             dtype = self.file(locations[0][0])[name].dtype
         # Only workers need shared memory; in the main process a reused heap buffer is cheaper than a memfd.
@@ -74,6 +96,7 @@ class ShardReader:
     def gather_trimmed(self, locations: list[Location], name: str, length_name: str, shape: tuple[int, int],
                        dtype: np.dtype | str) -> torch.Tensor:
         """[len(locations), max_length, D] of a trimmed text dataset: each row's tokens, zero past its length."""
+        self._close_least_recent()
         out = _buffer((len(locations), *shape), dtype)
         target = out.numpy()
         for slot, (shard, row) in enumerate(locations):
@@ -114,7 +137,7 @@ class ShardReader:
             handle.close()
         for fd in self._fds.values():
             os.close(fd)
-        self._files, self._fds = {}, {}
+        self._files, self._fds = OrderedDict(), {}
 
 
 def _memfd_batch(

@@ -28,8 +28,8 @@ from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, SUMS
 from ...cache.root import sink_in
 from ...cache.token_ids import check_flatten_tokens, raster_sequence
 from ...errors import CacheIntegrityError, ConfigError
+from ...storage import Storage
 from .layout import EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array, stream_member
-from .store import CacheStore
 
 
 class StreamingLatentDataset(IterableDataset):
@@ -46,7 +46,7 @@ class StreamingLatentDataset(IterableDataset):
         if shuffle_buffer < 0:
             raise ConfigError(f"shuffle_buffer={shuffle_buffer}; use 0 (no shuffling) or more")
         self.url, self.storage_options = url, dict(storage_options or {})
-        self.store = CacheStore(url, self.storage_options)
+        self.store = Storage(url, self.storage_options)
         self._pid = os.getpid()
         if not self.store.exists(CACHE_CONFIG):
             raise ConfigError(f"{url} is not a latentforge cache: it has no {CACHE_CONFIG}")
@@ -85,11 +85,11 @@ class StreamingLatentDataset(IterableDataset):
         self.epoch = int(state["epoch"])
         self._consumed = {int(stream): int(count) for stream, count in state["consumed"].items()}
 
-    def _store(self) -> CacheStore:
+    def _store(self) -> Storage:
         # A DataLoader worker forked from the process that opened the store gets its own (fsspec's async stores
         # are not fork-safe).
         if self._pid != os.getpid():
-            self.store, self._pid = CacheStore(self.url, self.storage_options), os.getpid()
+            self.store, self._pid = Storage(self.url, self.storage_options), os.getpid()
         return self.store
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

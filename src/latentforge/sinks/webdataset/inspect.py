@@ -12,14 +12,14 @@ from ...cache.config_file import CacheConfig
 from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, PUBLISHED_MARKER, REJECTS
 from ...cache.summary import CacheSummary, ShardFile
 from ...errors import REBUILD_OR_FETCH, CacheIntegrityError, DamagedFile
+from ...storage import Storage
 from .layout import EMPTY_PROMPT_TAR
-from .store import CacheStore
 
 _TAR_NAME = re.compile(r"^shards/part-\d{5}-of-\d{5}-(\d{9})-(\d{9})\.tar$")
 
 
 def inspect_webdataset(url: str, storage_options: dict[str, Any] | None = None) -> CacheSummary:
-    store = CacheStore(url, dict(storage_options or {}))
+    store = Storage(url, dict(storage_options or {}))
     present = store.list_files()
     if CACHE_CONFIG not in present:
         raise CacheIntegrityError(f"{url} has no {CACHE_CONFIG}; give the root of a WebDataset cache")
@@ -57,21 +57,21 @@ def _name(url: str, rel: str) -> str:
     return f"{url.rstrip('/')}/{rel}"
 
 
-def _text(store: CacheStore, url: str, rel: str) -> str:
+def _text(store: Storage, url: str, rel: str) -> str:
     try:
         return store.read(rel).decode("utf-8")
     except UnicodeDecodeError as error:
         raise DamagedFile(_name(url, rel), str(error), REBUILD_OR_FETCH) from None
 
 
-def _json(store: CacheStore, url: str, rel: str) -> Any:
+def _json(store: Storage, url: str, rel: str) -> Any:
     try:
         return json.loads(_text(store, url, rel))
     except ValueError as error:
         raise DamagedFile(_name(url, rel), str(error), REBUILD_OR_FETCH) from None
 
 
-def _json_lines(store: CacheStore, url: str, rel: str) -> list[Any]:
+def _json_lines(store: Storage, url: str, rel: str) -> list[Any]:
     try:
         return [json.loads(line) for line in _text(store, url, rel).splitlines() if line.strip()]
     except ValueError as error:

@@ -34,6 +34,7 @@ from ...cache.token_ids import id_range_problem
 from ...errors import CacheIntegrityError, ConfigError
 from ...hashing import compare_sums, parse_sums
 from ...reporting import Advance, Progress, start_step
+from ...storage import Storage
 from .layout import (
     EMPTY_PROMPT_KEY,
     EMPTY_PROMPT_TAR,
@@ -49,7 +50,6 @@ from .layout import (
     sample_key,
     stream_member,
 )
-from .store import CacheStore
 
 _TAR_NAME = re.compile(r"^shards/part-(\d{5})-of-(\d{5})-(\d{9})-(\d{9})\.tar$")
 _BLOCK = 1 << 22
@@ -74,7 +74,7 @@ class _HashingReader:
 
 def verify_webdataset(url: str, require_complete: bool = True, progress: Progress | None = None,
                       storage_options: dict[str, Any] | None = None) -> VerifyReport:
-    store = CacheStore(url, dict(storage_options or {}))
+    store = Storage(url, dict(storage_options or {}))
     rec = CheckRecorder()
     present = store.list_files()
     _check_markers(store, present, rec, require_complete)
@@ -141,7 +141,7 @@ def _note_reader_index(present: set[str], listed: dict[str, str], rec: CheckReco
     return found
 
 
-def _check_markers(store: CacheStore, present: dict[str, int], rec: CheckRecorder, require_complete: bool) -> None:
+def _check_markers(store: Storage, present: dict[str, int], rec: CheckRecorder, require_complete: bool) -> None:
     complete = COMPLETE_MARKER in present
     if require_complete and not complete:
         rec.fail("markers", f"{COMPLETE_MARKER} is missing: the build did not finish its commit")
@@ -158,7 +158,7 @@ def _check_markers(store: CacheStore, present: dict[str, int], rec: CheckRecorde
     rec.close("markers", "markers consistent")
 
 
-def _load_config(store: CacheStore, present: dict[str, int], rec: CheckRecorder) -> CacheConfig | None:
+def _load_config(store: Storage, present: dict[str, int], rec: CheckRecorder) -> CacheConfig | None:
     try:
         if CACHE_CONFIG not in present:
             raise CacheIntegrityError(f"{store.url} has no {CACHE_CONFIG}")
@@ -191,7 +191,7 @@ def _shard_ranges(listed: dict[str, str], config: CacheConfig, rec: CheckRecorde
     return shards
 
 
-def _manifest_lines(store: CacheStore, present: dict[str, int], config: CacheConfig,
+def _manifest_lines(store: Storage, present: dict[str, int], config: CacheConfig,
                     rec: CheckRecorder) -> list[bytes]:
     if MANIFEST not in present:
         rec.fail("manifest", f"{MANIFEST} is missing")

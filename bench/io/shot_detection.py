@@ -1,0 +1,118 @@
+"""Shot detection's analysis pass (decode/shot_analysis.py): seconds of video analysed per CPU core-second, at 480p
+and 1080p sources, with the analysis resolution it ran at (docs/long-videos.md).
+
+    python bench/io/shot_detection.py                 # synthetic 8 s clips at 854x480 and 1920x1080, 30 fps
+    python bench/io/shot_detection.py --seconds 20    # longer clips
+    python bench/io/shot_detection.py --tiny          # a 64x48 clip of 2 s, seconds; what the tests run
+
+The clips are written here with x264 (preset veryfast, crf 23): shots of a panning pattern with a moving block, a
+hard cut every 2 s and a 12-frame dissolve. CPU seconds are the process's, FFmpeg's decoding threads included, so
+"x real time per core" is video seconds / CPU seconds whatever the thread count; each row is the fastest of the
+repeats. The target is 20x real time per core at 480p.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from latentforge.decode.shot_analysis import AnalysisSettings, analyse_video  # noqa: E402
+
+FPS = 30
+
+
+def _picture(width: int, height: int, t: int, shot: int) -> np.ndarray:
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    rng = np.random.default_rng(shot)
+    tint, phase = rng.integers(50, 200, 3), rng.uniform(0, 6.3, 3)
+    rgb = np.stack([tint[c] + 45 * np.sin((x + 2 * t) * 6.3 / width + phase[c]) * np.cos(y * 3 / height)
+                    for c in range(3)], -1)
+    size = height // 6
+    bx = (t * width // 90) % (width - size)
+    rgb[height // 3:height // 3 + size, bx:bx + size] = 255 - tint
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
+def synthetic_clip(path: Path, width: int, height: int, seconds: float) -> tuple[Path, int]:
+    """Shots of 2 s, a hard cut between them, the third cut a 12-frame dissolve; returns (path, frames)."""
+    frames = int(seconds * FPS)
+    shot_len = 2 * FPS
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=FPS)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"preset": "veryfast", "crf": "23"}
+        for k in range(frames):
+            shot, t = divmod(k, shot_len)
+            picture = _picture(width, height, t, shot)
+            if shot == 2 and t >= shot_len - 12:  # dissolve into shot 3
+                w = (t - (shot_len - 12) + 1) / 13
+                picture = (picture * (1 - w) + _picture(width, height, t, shot + 1) * w).astype(np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path, frames
+
+
+def timed(path: Path, settings: AnalysisSettings, repeats: int):
+    best = None
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        analysis = analyse_video(str(path), path.stem, settings)
+        result = (analysis, time.perf_counter() - wall, time.process_time() - cpu)
+        best = result if best is None or result[2] < best[2] else best
+    return best
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each synthetic clip")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--analysis-width", type=int, default=AnalysisSettings().analysis_width)
+    parser.add_argument("--detectors", default="content,adaptive")
+    parser.add_argument("--tiny", action="store_true", help="one 64x48 clip of 2 s, one repeat")
+    parser.add_argument("--out", type=Path, help="also write the rows here as JSON")
+    args = parser.parse_args(argv)
+    sources = [("tiny", 64, 48)] if args.tiny else [("480p", 854, 480), ("1080p", 1920, 1080)]
+    seconds = 2.0 if args.tiny else args.seconds
+    repeats = 1 if args.tiny else args.repeats
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for label, width, height in sources:
+            clip, frames = synthetic_clip(Path(scratch) / f"{label}.mp4", width, height, seconds)
+            for detect in ["none", *args.detectors.split(",")]:
+                settings = AnalysisSettings(detect=detect, analysis_width=args.analysis_width)
+                analysis, wall, cpu = timed(clip, settings, repeats)
+                video_s = frames / FPS
+                rows.append({"source": f"{label} {width}x{height}", "detector": detect,
+                             "analysis_size": "x".join(map(str, analysis.analysis_size)), "frames": frames,
+                             "video_s": video_s, "cpu_s": cpu, "wall_s": wall,
+                             "realtime_per_core": video_s / max(cpu, 1e-9),
+                             "cuts": [t.frame for t in analysis.transitions]})
+    machine = (f"host cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; PyAV {av.__version__}"
+               f"; source clips x264 veryfast at {FPS} fps")
+    print(machine)
+    print("| source | detector | analysed at | video s | CPU s | wall s | x real time per core | cuts found |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['source']} | {r['detector']} | {r['analysis_size']} | {r['video_s']:.1f} | {r['cpu_s']:.2f} | "
+              f"{r['wall_s']:.2f} | {r['realtime_per_core']:.1f} | {r['cuts']} |")
+    result = {"machine": machine, "rows": rows}
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
