@@ -33,7 +33,7 @@ from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.layout import EMPTY_PROMPT, RUN_RECORDS_DIR
 from latentforge.dataset import LatentCacheDataset, ResumableSampler, SyntheticCacheSpec, collate_latent_batch
 from latentforge.dataset.synthetic_cache import write_synthetic_cache
-from latentforge.sinks.webdataset.store import CacheStore
+from latentforge.storage import Storage
 from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
 from latentforge.transfer import Destination
 from latentforge.writers.staging import completed_units, open_staged_unit
@@ -150,7 +150,7 @@ def run_streaming(url: str, storage_options: dict, workers: int, samples: int) -
 
 def read_objects(url: str, storage_options: dict) -> float:
     """Seconds to read every tar object of the cache whole, one after another: the raw object read."""
-    store = CacheStore(url, storage_options)
+    store = Storage(url, storage_options)
     shards = [line.split("  ", 1)[1] for line in store.read("SHA256SUMS").decode().splitlines()
               if line.endswith(".tar") and "  shards/" in line]
     start = time.perf_counter()
