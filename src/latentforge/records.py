@@ -15,6 +15,11 @@ from .errors import REJECT_REASONS
 if TYPE_CHECKING:
     from .errors import SampleRejected
 
+# A stream is variable-frame-rate when a frame's duration (the gap to the next frame's time) differs from the median
+# duration by more than this share of it and by more than VFR_MIN_SECONDS (1 ms: the coarsest time base of common
+# containers, MKV's, rounds a 30 fps stream's durations to 33 and 34 ms).
+VFR_TOLERANCE = 0.1
+VFR_MIN_SECONDS = 0.001
 # Where in the flow a sample was rejected, in flow order.
 REJECT_STAGES = ("plan", "probe", "decode", "encode")
 
@@ -125,6 +130,17 @@ class VideoInfo:
     def display_size(self) -> tuple[int, int]:
         """display_of frame 0's size."""
         return self.display_of((self.width, self.height))
+
+    @property
+    def vfr(self) -> bool:
+        """Variable frame rate: some frame's duration differs from the median duration by more than VFR_TOLERANCE
+        of it and more than VFR_MIN_SECONDS. Frames are chosen by time either way; this only flags the source."""
+        durations = sorted(b - a for a, b in zip(self.pts, self.pts[1:]))
+        if len(durations) < 2:
+            return False
+        median = durations[len(durations) // 2]
+        spread = max(median - durations[0], durations[-1] - median)
+        return spread > max(VFR_TOLERANCE * median, VFR_MIN_SECONDS)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from ..executor.base import Executor
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
+from ..pipeline.probe import vfr_notice
 from ..pipeline.run_record import set_aside_damaged_record
 from ..testing.fault_points import arm_main_process
 from ..writers.remote_staging import claim_staging, staged_units
@@ -169,6 +170,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     write_plan(build_dir, samples, plan_rejects)
     with progress.task("probe", len(samples)) as advance:
         probes = probe_remembered(samples, config, build_dir, key, advance, recheck)
+    _note_vfr(samples, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
     stats.samples_planned = len(samples)
     if config.frames.buckets:
@@ -181,6 +183,12 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     stats.rejects_by_reason = dict(rejects)
     stats.outcome = "complete"
     return BuildResult(root, num_samples, rejects, time.time() - stats.started_unix, stats.summary())
+
+
+def _note_vfr(samples: list, probes: dict) -> None:
+    notice = vfr_notice(samples, probes)
+    if notice is not None:
+        warnings.warn(notice, InputNotice, stacklevel=3)
 
 
 def _analyser(config: BuildConfig, build_dir: Path, progress: BuildProgress):
@@ -205,6 +213,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     todo = [s for s in extension.samples if unit_of[s.source_index] not in done]
     with progress.task("probe", len(todo)) as advance:
         probes = probe_remembered(todo, config, build_dir, key, advance, recheck)
+    _note_vfr(todo, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
     stats.samples_planned = len(extension.samples)
     staged = len(extension.samples) - len(todo)

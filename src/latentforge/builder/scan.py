@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,11 +19,12 @@ from ..cache.layout import SCAN_REJECTS, scan_record_name
 from ..config import BuildConfig
 from ..config.buckets import parse_buckets
 from ..executor.base import Executor
+from ..errors import InputNotice
 from ..executor.rank_stats import utc_stamp
 from ..io import write_jsonl_atomic, write_text_atomic
 from ..pipeline.models import load_models
 from ..pipeline.plan import plan_samples
-from ..pipeline.probe import ProbeResult
+from ..pipeline.probe import ProbeResult, vfr_notice
 from ..pipeline.unit import Unit, UnitContext, decode_sample, run_unit
 from ..records import Reject
 from ..text.prompt_cache import PromptCache
@@ -102,6 +104,9 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
             config, build_dir, lambda videos: BuildProgress(quiet).task("shots", videos)))
         with BuildProgress(quiet).task("probe", len(samples)) as advance:
             probes = probe_plan(samples, config, advance)
+        notice = vfr_notice(samples, probes)
+        if notice is not None:
+            warnings.warn(notice, InputNotice, stacklevel=2)
         rejects = plan_rejects + [p for p in probes.values() if isinstance(p, Reject)]
         rejects_path = build_dir / SCAN_REJECTS
         write_jsonl_atomic(rejects_path, [r.to_json() for r in rejects])

@@ -96,6 +96,17 @@ def probe_all(samples: list[Sample], config: BuildConfig, advance: Callable[[int
     return probes
 
 
+def vfr_notice(samples: list[Sample], probes: dict[int, ProbeResult | Reject]) -> str | None:
+    """The build's one line on variable-frame-rate sources among the probed videos (each counted once), or None."""
+    videos = {sample.entry.video for sample in samples
+              if isinstance(probe := probes.get(sample.source_index), ProbeResult) and probe.info.vfr}
+    if not videos:
+        return None
+    example = sorted(s.entry.video_rel for s in samples if s.entry.video in videos)[0]
+    return (f"{len(videos)} source video(s) have a variable frame rate (e.g. {example}); their frames are chosen "
+            "by presentation time and their rows say provenance.vfr = true")
+
+
 def probe_samples(samples: list[Sample], config: BuildConfig) -> list[tuple[int, ProbeResult | Reject]]:
     """(source_index, probe result or reject) of each sample, in order: one process's share of a parallel probe,
     the windows of one video together so its stream is decoded once (decode/stream_probe.py caches it)."""

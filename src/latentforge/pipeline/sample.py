@@ -40,6 +40,8 @@ def provenance_of(probe: ProbeResult) -> dict[str, Any]:
     # Only when there is something to say, so the rows of ordinary sources keep their bytes
     if probe.info.sample_aspect_ratio != (1, 1):
         provenance["sample_aspect_ratio"] = list(probe.info.sample_aspect_ratio)
+    if probe.info.vfr:  # only when true, so the rows of constant-rate sources keep their bytes
+        provenance["vfr"] = True
     if probe.info.notes:
         provenance["source_notes"] = list(probe.info.notes)
     if probe.bucket is not None:
