@@ -18,8 +18,8 @@ from pathlib import Path
 from ..cache.layout import SCAN_REJECTS, scan_record_name
 from ..config import BuildConfig
 from ..config.buckets import parse_buckets
-from ..executor.base import Executor
 from ..errors import InputNotice
+from ..executor.base import Executor
 from ..executor.rank_stats import utc_stamp
 from ..io import write_jsonl_atomic, write_text_atomic
 from ..pipeline.models import load_models
