@@ -44,6 +44,11 @@ REJECT_FIXES = {
     # a table segment (dataset.start_column/end_column) outside its video, ending before it starts, or overlapping
     # another row of the same video
     "bad_segment": "fix the row's start and end (the detail names the row, the video's length and any other row)",
+    # a mask or depth source at another rate, or a per-frame side stream, ends (or starts) inside the window
+    "side_stream_short": "export the mask/depth/side stream over the whole video, or choose windows it covers (the "
+                         "detail names the times it covers and the window's)",
+    # a per-frame side stream that cannot be used: no timestamps, not numeric, another width, NaN or Inf
+    "bad_side_stream": "fix the side stream file (the detail names it and what is wrong)",
     # segments.min_motion: the window hardly moves (a still, a frozen stream)
     "low_motion": "lower segments.min_motion, or drop still clips",
     # segments.max_black_fraction: too many black or blank frames in the window

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from helpers.media import pattern_frames, write_video
 from latentforge.decode.stream_probe import probe_video
 from latentforge.pipeline.probe import ProbeResult, vfr_notice
 from latentforge.records import Sample, SourceEntry
-from tests.helpers.media import pattern_frames, write_video
 
 
 def test_uneven_timestamps_are_vfr_and_even_ones_are_not(tmp_path):

@@ -50,6 +50,9 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     data["dataset"] = {k: v for k, v in data["dataset"].items() if k != "limit" and (k not in own or k in recorded)}
     if config.text.on_unknown == "warn":  # warn changes nothing staged: the key such builds had before these keys
         data["text"] = {k: v for k, v in data["text"].items() if k not in ("on_unknown", "max_unknown_fraction")}
+    for name in ("mask", "depth"):  # fps only when set: the key builds had before it
+        if data["modalities"][name]["fps"] == "source":
+            del data["modalities"][name]["fps"]
     if not config.frames.buckets:  # a single-shape build keeps the key it always had
         data["frames"] = single_shape_frames(config.frames)
     # tokenizer.sha256 is a check on the checkpoint, whose actual SHA-256 the key holds below

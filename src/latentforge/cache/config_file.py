@@ -173,8 +173,8 @@ class CacheConfig:
             text=None if text is None else _text_section(config, text),
             frames={**single_shape_frames(config.frames), "pixel_range": PIXEL_RANGE},
             modalities={"names": names,
-                        "mask": dict(vars(config.modalities.mask)) if "mask" in names else None,
-                        "depth": dict(vars(config.modalities.depth)) if "depth" in names else None},
+                        "mask": _modality_keys(config.modalities.mask) if "mask" in names else None,
+                        "depth": _modality_keys(config.modalities.depth) if "depth" in names else None},
             dataset=_dataset_record(config),
             build={"unit_size": config.output.unit_size, "batch_size": config.output.batch_size,
                    "seed": config.run.seed},
@@ -351,6 +351,11 @@ def _count(data: dict[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{key}={value!r} is not a count")
     return value
+
+
+def _modality_keys(section: Any) -> dict[str, Any]:
+    """A mask or depth section's keys; fps only when set, so caches built before the key keep their bytes."""
+    return {k: v for k, v in vars(section).items() if k != "fps" or v != "source"}
 
 
 def _dataset_record(config: BuildConfig) -> dict[str, Any]:

@@ -116,6 +116,13 @@ def _validate_conditioning(config: BuildConfig) -> None:
                           "and conditioning.image_embeds=none")
 
 
+def _positive_number(text: str) -> bool:
+    try:
+        return float(text) > 0 and float(text) != float("inf")
+    except ValueError:
+        return False
+
+
 SHOT_DETECTORS = ("none", "content", "adaptive")
 
 
@@ -236,6 +243,11 @@ def validate(config: BuildConfig) -> None:
     _validate_buckets(config)
     _validate_segments(config)
     _validate_conditioning(config)
+    for name in ("mask", "depth"):
+        rate = getattr(config.modalities, name).fps
+        if rate != "source" and not _positive_number(rate):
+            raise ConfigError(f"modalities.{name}.fps={rate!r}; allowed: 'source' (frame i goes with video frame i) "
+                              "or the source's frame rate, a positive number")
 
 
 def parse_workers(setting: str, key: str = "run.workers_per_gpu", least: int = 0) -> int | None:

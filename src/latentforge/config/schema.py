@@ -81,6 +81,9 @@ class SegmentsConfig:
 class MaskConfig:
     ids: list[int] | None = None  # the declared id set; None allows every id of the source's bit depth
     palette: str = "golden"  # how ids map to colours; see docs/modalities.md
+    # the rate of a PNG folder's frames: "source" (frame i goes with video frame i), or F (frame j shows at j / F s
+    # from the video's first frame, matched to the window by time); a video source always uses its own timestamps
+    fps: str = "source"
 
 
 @dataclass
@@ -89,6 +92,7 @@ class DepthConfig:
     video_near: float = 0.0  # depth video: depth = near + (far - near) * luma / max_luma
     video_far: float = 1.0
     normalize: str = "minmax"  # minmax: per-row [lo, hi] -> [-1, 1]; params stored so it can be inverted
+    fps: str = "source"  # as modalities.mask.fps, for PNG folders and .npz/.npy arrays
 
 
 @dataclass

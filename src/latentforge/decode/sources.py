@@ -2,7 +2,7 @@
 
 A source is a folder of PNGs (one per video frame, sorted by file name), a video, or (depth only) a .npz /
 .npy array [T, H, W]. Sizes are the video's stored sizes with the rotation applied, frame i of a source belongs
-to video frame i (presentation order). See docs/modalities.md.
+to video frame i (presentation order), or is matched by time when its rate differs. See docs/modalities.md.
 """
 
 from __future__ import annotations
@@ -75,11 +75,13 @@ def probe_modality_source(modality: str, path: str | None, sample_id: str) -> Mo
     )
 
 
-def check_matches_video(source: ModalitySource, video: VideoInfo, upright: tuple[int, int], sample_id: str) -> None:
+def check_matches_video(source: ModalitySource, video: VideoInfo, upright: tuple[int, int], sample_id: str,
+                        by_time: bool = False) -> None:
     """Every source frame must pair with a video frame of the same size: `upright`, the stored size of the window's
-    video frames turned upright (their displayed size, unless their pixels are not square)."""
+    video frames turned upright (their displayed size, unless their pixels are not square). by_time: the source is
+    matched to the window by time (pipeline/modality_times.py), so only its size must match."""
     width, height = upright
-    if source.num_frames != video.num_frames or source.size != (width, height):
+    if (not by_time and source.num_frames != video.num_frames) or source.size != (width, height):
         raise SampleRejected(
             "modality_mismatch",
             sample_id,

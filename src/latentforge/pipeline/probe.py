@@ -15,6 +15,7 @@ from ..errors import SampleRejected, rejected_if_unexpected
 from ..records import Reject, Sample, VideoInfo
 from ..transforms.window import FrameWindow, select_window, window_size
 from .bucket_choice import choose_bucket
+from .modality_times import TimedFrames, frames_by_time, source_rate
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class ProbeResult:
     modality_info: dict[str, Any] = field(default_factory=dict)  # modality -> ModalitySource
     bucket: dict[str, Any] | None = None  # with frames.buckets: the bucket's name and why it was chosen
     segment: dict[str, Any] | None = None  # with segments: the window's shot or segment and quality scores
+    # mask/depth sources matched to the window by time (their rate differs): their frame for each window frame
+    timed: dict[str, TimedFrames] = field(default_factory=dict)
 
 
 def resolve_caption(sample: Sample, config: BuildConfig) -> str:
@@ -75,15 +78,19 @@ def _probe(sample: Sample, config: BuildConfig) -> ProbeResult:
     width, height = info.display_of(coded)
     plan = plan_resize(width, height, frames.width, frames.height, frames.resize, stored=info.upright_of(coded))
     modality_info: dict[str, ModalitySource] = {}
+    timed: dict[str, TimedFrames] = {}
     for name in config.modalities.names:
         if name == "rgb":
             continue
         path = sample.entry.mask if name == "mask" else sample.entry.depth
         source = probe_modality_source(name, path, sample.sample_id)
-        check_matches_video(source, info, (plan.stored_w, plan.stored_h), sample.sample_id)
+        rate = source_rate(source, info, getattr(config.modalities, name).fps)
+        check_matches_video(source, info, (plan.stored_w, plan.stored_h), sample.sample_id, by_time=rate is not None)
+        if rate is not None:
+            timed[name] = frames_by_time(source, info, window, rate, sample.sample_id)
         modality_info[name] = source
     return ProbeResult(info=info, window=window, plan=plan, caption=caption, modality_info=modality_info,
-                       bucket=bucket, segment=sample.segment)
+                       bucket=bucket, segment=sample.segment, timed=timed)
 
 
 def probe_all(samples: list[Sample], config: BuildConfig, advance: Callable[[int], None] = lambda n: None

@@ -71,8 +71,10 @@ def decode_video(sample: Sample, probe: ProbeResult, config: BuildConfig, from_s
 
 def load_sample_pixels(sample: Sample, probe: ProbeResult, config: BuildConfig, from_start: bool = False
                        ) -> SamplePixels:
-    """Every modality in config.modalities.names order, all on the same source frame indices. from_start: decode
-    every video from its start, never seeking (what a verify does, so it shares no seek with the build). Any
+    """Every modality in config.modalities.names order, all on the same source frame indices, or for a mask or
+    depth source at another rate on the frames shown at the window's times (pipeline/modality_times.py).
+    from_start: decode every video from its start, never seeking (what a verify does, so it shares no seek with
+    the build). Any
     failure is this sample's reject: an unexpected one becomes decode_error naming it, so one bad file never
     ends a build."""
     with rejected_if_unexpected("decode_error", sample.sample_id, sample.entry.video, "decoding it",
@@ -91,13 +93,12 @@ def _load(sample: Sample, probe: ProbeResult, config: BuildConfig, from_start: b
                 provenance["decoder"] = decoder
             if config.frames.resize_backend == "device":
                 provenance["resize_backend"] = "device"
-        elif name == "mask":
-            modalities["mask"], provenance["mask"] = load_mask(
-                probe.modality_info["mask"], indices, probe.plan, config.modalities.mask, sample.sample_id, from_start
-            )
         else:
-            modalities["depth"], provenance["depth"] = load_depth(
-                probe.modality_info["depth"], indices, probe.plan, config.modalities.depth, sample.sample_id,
-                from_start,
-            )
+            load = load_mask if name == "mask" else load_depth
+            timed = probe.timed.get(name)
+            modalities[name], provenance[name] = load(
+                probe.modality_info[name], indices if timed is None else list(timed.indices), probe.plan,
+                getattr(config.modalities, name), sample.sample_id, from_start)
+            if timed is not None:  # only then, so rows of sources matched by index keep their bytes
+                provenance[name].update(frame_indices=list(timed.indices), fps=timed.fps)
     return SamplePixels(sample=sample, modalities=modalities, provenance=provenance)
