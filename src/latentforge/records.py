@@ -39,6 +39,8 @@ class SourceEntry:
     # a table row's segment of its video (dataset.start_column/end_column): {"start", "end", "unit": seconds |
     # frames}, [start, end) with None for the video's start or end; None: the whole video (pipeline/segments.py)
     segment: dict[str, Any] | None = None
+    # per-frame side streams (dataset.side_columns): {stream name: its .npy or .parquet file}; None: an empty cell
+    side: dict[str, str | None] = field(default_factory=dict)
     # Where the listing holds it ("table t.csv row 2", "videos/a.mp4"), for messages; not part of what it is.
     origin: str = field(default="", compare=False)
 

@@ -21,6 +21,7 @@ from ..pipeline.kernel_plans import recorded_books, set_aside_damaged_books
 from ..pipeline.models import load_models, model_record
 from ..pipeline.plan_pass import plan_request
 from ..pipeline.probe import ProbeResult
+from ..pipeline.side_streams import side_stream_records
 from ..pipeline.unit import Unit, cut_units
 from ..records import Reject, Sample
 from ..sinks.base import SinkCommit, StagedCache
@@ -148,7 +149,7 @@ def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], 
     if text is not None and text.empty_prompt is not None:
         empty_prompt = (text.empty_prompt.embeddings.astype(config.output.storage_dtype), text.empty_prompt.lengths)
     cache_config = CacheConfig.for_build(config, total_shape, record.tokenizer_fingerprint, text,
-                                         record.latent_channels, record.conditioning)
+                                         record.latent_channels, record.conditioning, side_stream_records(config))
     cache_config = dataclasses.replace(cache_config, conv_plans=recorded_books(build_dir) or None)
     unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]  # pulled just before
     readme_context = {"text_note": text.provenance_note if text is not None else None}

@@ -42,7 +42,7 @@ def settings_digest(resume_key: dict[str, Any]) -> str:
 
 def _sample_key(sample: Sample) -> str:
     entry = sample.entry
-    return f"{content_key(sample)} {[entry.video, entry.mask, entry.depth]}"
+    return f"{content_key(sample)} {[entry.video, entry.mask, entry.depth, *sorted(entry.side.items())]}"
 
 
 def _reused(result: ProbeResult | Reject, sample: Sample) -> ProbeResult | Reject:

@@ -22,7 +22,7 @@ from ..io import write_text_atomic
 from ..text.base import POSITIONS
 from ..text.pickles import uses_pickles
 from ..version import __version__
-from .conditioning_streams import ConditioningSection
+from .conditioning_streams import ConditioningSection, ConditioningStream
 from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
 from .encoded_by import EncodedBy
 from .layout import CACHE_CONFIG, ShardSchema
@@ -60,6 +60,13 @@ class CacheConfig:
     num_planned: int | None = None
     num_rejected: int | None = None
     conditioning: ConditioningSection | None = None  # image conditioning beside the latent; None: none built
+    # per-frame side streams (pose, actions, ...) stored beside the latent, float32 [T, D] each (docs/modalities.md)
+    side_streams: tuple[ConditioningStream, ...] = ()
+
+    @property
+    def streams(self) -> tuple[ConditioningStream, ...]:
+        """Every per-sample array stored beside the latent under its own name: conditioning, then side streams."""
+        return (() if self.conditioning is None else self.conditioning.streams) + self.side_streams
 
     # ------------------------------------------------------------------------------- typed views
     @property
@@ -129,7 +136,7 @@ class CacheConfig:
             text_dim=None if text is None else text.dim,
             max_length=0 if text is None else text.max_length,
             text_storage=PADDED if text is None else text.storage,
-            conditioning=() if self.conditioning is None else self.conditioning.streams,
+            conditioning=self.streams,
         )
 
     def shard_paths(self) -> list[tuple[str, int, int]]:
@@ -154,7 +161,8 @@ class CacheConfig:
     @classmethod
     def for_build(cls, config: BuildConfig, latent_shape: tuple[int, ...], tokenizer_fingerprint: dict[str, Any],
                   text: TextRecord | None, latent_channels: int,
-                  conditioning: ConditioningSection | None = None) -> CacheConfig:
+                  conditioning: ConditioningSection | None = None,
+                  side_streams: tuple[ConditioningStream, ...] = ()) -> CacheConfig:
         """What a build writes, with num_samples/num_shards at 0 until commit counts them."""
         names = list(config.modalities.names)
         modalities = tuple(ModalityEntry(name, (i * latent_channels, (i + 1) * latent_channels),
@@ -179,6 +187,7 @@ class CacheConfig:
             build={"unit_size": config.output.unit_size, "batch_size": config.output.batch_size,
                    "seed": config.run.seed},
             conditioning=conditioning,
+            side_streams=side_streams,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -200,6 +209,8 @@ class CacheConfig:
         }
         if self.conditioning is not None:  # only then: a cache without conditioning keeps its bytes
             data["conditioning"] = self.conditioning.to_json()
+        if self.side_streams:  # likewise
+            data["side_streams"] = [stream.to_json() for stream in self.side_streams]
         for name in ("modalities", "dataset", "build"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
@@ -251,6 +262,7 @@ class CacheConfig:
                 num_rejected=_count(data, "num_rejected") if "num_planned" in data else None,
                 conditioning=None if data.get("conditioning") is None else ConditioningSection.from_json(
                     data["conditioning"]),
+                side_streams=tuple(ConditioningStream.from_json(s) for s in data.get("side_streams") or ()),
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CacheIntegrityError(f"{CACHE_CONFIG} lacks or garbles what the format needs: {exc!r}; "

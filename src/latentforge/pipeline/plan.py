@@ -200,6 +200,8 @@ def content_key(sample: Sample) -> str:
     }
     if entry.segment is not None or sample.segment is not None:  # keys of plans without segments stay as they were
         parts.update(segment=entry.segment, window_segment=sample.segment)
+    if entry.side:  # as are those of plans without side streams
+        parts["side"] = {name: _stat(path) for name, path in sorted(entry.side.items())}
     return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()[:16]
 
 
@@ -232,6 +234,8 @@ def _sample_row(sample: Sample) -> dict[str, Any]:
     entry = dataclasses.asdict(sample.entry)
     if entry["segment"] is None:  # the rows of plans without segments stay as they were
         del entry["segment"]
+    if not entry["side"]:  # as the rows of plans without side streams were
+        del entry["side"]
     row = {"sample_id": sample.sample_id, "source_index": sample.source_index, "start_frame": sample.start_frame,
            **entry}
     if sample.segment is not None:

@@ -16,6 +16,7 @@ from ..records import Reject, Sample, VideoInfo
 from ..transforms.window import FrameWindow, select_window, window_size
 from .bucket_choice import choose_bucket
 from .modality_times import TimedFrames, frames_by_time, source_rate
+from .side_streams import SideRows, probe_side_streams
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class ProbeResult:
     segment: dict[str, Any] | None = None  # with segments: the window's shot or segment and quality scores
     # mask/depth sources matched to the window by time (their rate differs): their frame for each window frame
     timed: dict[str, TimedFrames] = field(default_factory=dict)
+    side: dict[str, SideRows] = field(default_factory=dict)  # per-frame side streams: the rows of each window frame
 
 
 def resolve_caption(sample: Sample, config: BuildConfig) -> str:
@@ -56,8 +58,9 @@ def resolve_caption(sample: Sample, config: BuildConfig) -> str:
 
 def probe_sample(sample: Sample, config: BuildConfig) -> ProbeResult:
     """Order of checks: video exists and is readable, caption, window length (with frames.buckets: the
-    bucket, pipeline/bucket_choice.py), the window's frame size, then each extra modality. Any failure is this
-    sample's reject: an unexpected one becomes unreadable naming it, so one bad file never ends a build."""
+    bucket, pipeline/bucket_choice.py), the window's frame size, then each extra modality, then the side streams.
+    Any failure is this sample's reject: an unexpected one becomes unreadable naming it, so one bad file never
+    ends a build."""
     with rejected_if_unexpected("unreadable", sample.sample_id, sample.entry.video, "probing it",
                                 "re-encode or drop the file"):
         return _probe(sample, config)
@@ -89,8 +92,9 @@ def _probe(sample: Sample, config: BuildConfig) -> ProbeResult:
         if rate is not None:
             timed[name] = frames_by_time(source, info, window, rate, sample.sample_id)
         modality_info[name] = source
+    side = probe_side_streams(sample, config, info, window)
     return ProbeResult(info=info, window=window, plan=plan, caption=caption, modality_info=modality_info,
-                       bucket=bucket, segment=sample.segment, timed=timed)
+                       bucket=bucket, segment=sample.segment, timed=timed, side=side)
 
 
 def probe_all(samples: list[Sample], config: BuildConfig, advance: Callable[[int], None] = lambda n: None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ..config import BuildConfig
 from ..decode.modality_frames import ModalityFrames
@@ -15,6 +17,7 @@ from ..records import Sample
 from ..transforms.depth import load_depth
 from ..transforms.masks import load_mask
 from .probe import ProbeResult
+from .side_streams import load_side_values, side_provenance
 
 
 @dataclass
@@ -24,6 +27,7 @@ class SamplePixels:
     sample: Sample
     modalities: dict[str, ModalityFrames]
     provenance: dict[str, Any]  # frame indices, timestamps, source fps and size, crop box, per-modality params
+    side: dict[str, np.ndarray] = field(default_factory=dict)  # per-frame side streams: float32 [T, D] each
 
 
 def provenance_of(probe: ProbeResult) -> dict[str, Any]:
@@ -101,4 +105,7 @@ def _load(sample: Sample, probe: ProbeResult, config: BuildConfig, from_start: b
                 getattr(config.modalities, name), sample.sample_id, from_start)
             if timed is not None:  # only then, so rows of sources matched by index keep their bytes
                 provenance[name].update(frame_indices=list(timed.indices), fps=timed.fps)
-    return SamplePixels(sample=sample, modalities=modalities, provenance=provenance)
+    side = load_side_values(probe.side, sample.sample_id)
+    if probe.side:  # only then, so rows without side streams keep their bytes
+        provenance["side"] = side_provenance(probe.side)
+    return SamplePixels(sample=sample, modalities=modalities, provenance=provenance, side=side)

@@ -30,6 +30,7 @@ from .conditioning import ConditioningStage
 from .environment import environment_record
 from .probe import ProbeResult
 from .sample import SamplePixels, load_sample_pixels
+from .side_streams import side_specs
 from .text_prefetch import TextPrefetch, select_rows
 from .text_stage import PickledText, TextSource, text_source
 
@@ -179,6 +180,8 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     prompts: list[str] = []
     pickled: list[PickledText | None] = []
     pending: list[SamplePixels] = []
+    side_specs_ = side_specs(ctx.config)
+    side: dict[str, list[np.ndarray]] = {name: [] for name, _ in side_specs_}  # the rows' side streams, row order
     held: list[Callable[[], None]] = []  # the pending samples' releases
     # Every probed sample's prompt, started now; the rows of the samples decode rejects are dropped at the end
     prompt_of = {s.source_index: probe.caption for s in unit.samples
@@ -231,6 +234,8 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
                               condition_frame=None if ctx.conditioning is None
                               else int(pixels.provenance["frame_indices"][0])))
         prompts.append(probe.caption)
+        for name, values in side.items():
+            values.append(pixels.side[name])
         pickled.append(pickled_text)
         pending.append(pixels)
         held.append(item.release)
@@ -259,6 +264,9 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     streams = queue.finish_conditioning(ctx.storage_dtype)
     for stream in ctx.conditioning.streams if ctx.conditioning is not None and not rows else ():
         streams[stream.name] = np.zeros((0, *stream.shape), dtype=ctx.storage_dtype)  # a unit of rejects only
+    frames = ctx.config.frames.num_frames
+    for name, dim in side_specs_:  # stored as decoded, float32 (docs/modalities.md)
+        streams[name] = np.stack(side[name]) if rows else np.zeros((0, frames, dim), dtype=np.float32)
     if text_clock is not None:
         ctx.seconds["text"] += text_clock.seconds()
     text_embeddings = text_lengths = None

@@ -10,6 +10,7 @@ import dataclasses
 import glob
 import math
 import os
+import re
 import unicodedata
 import warnings
 from dataclasses import dataclass, field
@@ -50,11 +51,42 @@ class TableOptions:
     start_column: str | None = None
     end_column: str | None = None
     segment_unit: str = "seconds"  # seconds (from the video's first frame) | frames (0-based frame indices)
+    # per-frame side streams (docs/modalities.md): columns naming each row's .npy [N, D] (times in <stem>.times.npy)
+    # or .parquet (a `time` column in seconds, then D value columns); the stream is named by its column
+    side_columns: list[str] = field(default_factory=list)
+    side_dims: list[int] = field(default_factory=list)  # D of each side column, in the same order
 
 
 SEGMENT_UNITS = ("seconds", "frames")
 # keys recorded (cache_config.json, the resume key) only when set, so caches built without them keep their bytes
-SEGMENT_KEYS = {"start_column": None, "end_column": None, "segment_unit": "seconds"}
+SEGMENT_KEYS = {"start_column": None, "end_column": None, "segment_unit": "seconds", "side_columns": [],
+                "side_dims": []}
+
+
+# Names a side stream may not take: the keys a training item already has, and the cache's own datasets
+_TAKEN_NAMES = ("latent", "tokens", "conditioning_latent", "text_embeddings", "text_mask", "text_length",
+                "token_length", "dataset_index", "source_index", "sample_id", "prompt", "time", "image_cond_latent",
+                "clip_image_embeds")
+_SIDE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def check_side_columns(config: BuildConfig) -> None:
+    """dataset.side_columns / side_dims: one width per column, names a dataset and an item key can take, one shape
+    per cache."""
+    columns = table_options(config.dataset)
+    names, dims = columns.side_columns, columns.side_dims
+    if len(dims) != len(names) or any(d < 1 for d in dims):
+        raise ConfigError(f"dataset.side_dims={dims!r} must give one width D >= 1 for each of dataset.side_columns="
+                          f"{names!r} (the values per row of each stream, in the same order)")
+    for name in names:
+        taken = name in _TAKEN_NAMES or name == config.output.latent_dataset or name.endswith(
+            ("_text_embeddings", "_text_length"))
+        if not _SIDE_NAME.match(name) or taken or names.count(name) > 1:
+            raise ConfigError(f"dataset.side_columns: {name!r} cannot name a side stream (its HDF5 dataset and item "
+                              "key): use letters, digits and _, once each, and none of " + ", ".join(_TAKEN_NAMES))
+    if names and config.frames.buckets:
+        raise ConfigError("dataset.side_columns are stored for single-shape caches only, but frames.buckets is set; "
+                          "build one cache per shape, or drop the side columns")
 
 
 def table_options(config: DatasetConfig) -> TableOptions:
@@ -184,6 +216,7 @@ class TableReader(Reader):
                     f"modality {modality!r} is configured but dataset.{modality}_column is not set; set it to the "
                     f"table column holding the {modality} source, or drop {modality!r} from modalities.names"
                 )
+        check_side_columns(config)
         if columns.segment_unit not in SEGMENT_UNITS:
             raise ConfigError(f"dataset.segment_unit={columns.segment_unit!r}; allowed: {', '.join(SEGMENT_UNITS)}")
         pickles = config.text.source != "encoder"
@@ -197,7 +230,7 @@ class TableReader(Reader):
 
     @classmethod
     def recorded_keys(cls, options) -> dict[str, Any]:
-        """The keys cache_config.json and the resume key record: the segment keys only when set."""
+        """The keys cache_config.json and the resume key record: the segment and side keys only when set."""
         keys = dataclasses.asdict(options if isinstance(options, TableOptions) else TableOptions())
         return {k: v for k, v in keys.items() if k not in SEGMENT_KEYS or v != SEGMENT_KEYS[k]}
 
@@ -216,6 +249,7 @@ class TableReader(Reader):
         for number, part in enumerate(table_parts(self.config.path)):
             numbers = {self.columns.start_column, self.columns.end_column}
             text = [n for n in self._columns(id_column).values() if n and n not in numbers]
+            text += list(self.columns.side_columns)
             text += [] if id_column else list(ID_COLUMNS)
             table = read_table(part, text)
             if number == 0 and id_column is None:
@@ -224,12 +258,18 @@ class TableReader(Reader):
             roles = {role: name for role, name in self._columns(id_column).items() if name}
             self._check_columns(part, table.column_names, roles, id_setting)
             passthrough = {n: _json_column(table, n, part) for n in self.columns.passthrough_columns}
+            sides = {n: table.column(n).to_pylist() for n in self.columns.side_columns}
             columns = {role: table.column(name).to_pylist() for role, name in roles.items()}
             extras = {name: column.to_pylist() for name, column in passthrough.items()}
             for row in range(table.num_rows):
                 values = {role: column[row] for role, column in columns.items()}
                 extra = {name: _without_nan(column[row]) for name, column in extras.items()}
-                entries.append(self._entry(part, row + 1, values, extra, id_column))
+                entry = self._entry(part, row + 1, values, extra, id_column)
+                if sides:
+                    where = f"{entry.origin} (1-based, header not counted)"
+                    entry.side.update({n: self._resolved(part, self._path_text(column[row], n, where))
+                                       for n, column in sides.items()})
+                entries.append(entry)
         if not entries:
             raise ConfigError(f"the table(s) {self.config.path!r} hold no rows; nothing to cache")
         return entries
@@ -250,6 +290,7 @@ class TableReader(Reader):
     def _check_columns(self, part: Path, names: list[str], roles: dict[str, str], id_setting: str) -> None:
         wanted = [(id_setting if role == "id" else f"dataset.{role}_column", name) for role, name in roles.items()]
         wanted += [("dataset.passthrough_columns", name) for name in self.columns.passthrough_columns]
+        wanted += [("dataset.side_columns", name) for name in self.columns.side_columns]
         for setting, name in wanted:
             if name not in names:
                 raise ConfigError(f"table {part}: {setting}={name!r} is not a column; the table's columns are: "

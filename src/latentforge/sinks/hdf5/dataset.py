@@ -86,7 +86,7 @@ class LatentCacheDataset(Dataset):
         self._reads = _merged_reads(ranges)
         self.latent_shape = (cursor, *self.config.latent.shape[1:])
         self.text = text and self.config.text is not None
-        self.streams = () if self.config.conditioning is None else self.config.conditioning.streams
+        self.streams = self.config.streams  # conditioning and side streams, each under its name
         self.index: ManifestIndex = read_manifest_index(self.root, self.config.num_samples)
         self.rows: np.ndarray = np.asarray(query_indices(self.root, where) if where is not None else
                                            range(len(self.index)), dtype=np.int64)
@@ -117,7 +117,7 @@ class LatentCacheDataset(Dataset):
             fields["tokens"] = raster_sequence(latent)
         if self.config.latent.conditioning_modality is not None:
             fields["conditioning_latent"] = self._conditioning(reader, locations, latent)
-        for stream in self.streams:  # conditioning streams (docs/conditioning.md), whole rows under their names
+        for stream in self.streams:  # conditioning and side streams (docs/conditioning.md, docs/modalities.md)
             fields[stream.name] = reader.gather(locations, stream.name, stream.shape, [(0, stream.shape[0], 0)])
         text = self.config.text
         if self.text:

@@ -68,7 +68,7 @@ class StreamingLatentDataset(IterableDataset):
         self._channels = [self.config.modality(name).channels for name in self.modalities]
         check_expectation(url, self.config, self.modalities, CacheExpectation.coerce(expect))
         self.text = text and self.config.text is not None
-        self.streams = () if self.config.conditioning is None else self.config.conditioning.streams
+        self.streams = self.config.streams  # conditioning and side streams, each under its name
         listed = self.store.read(SUMS).decode("utf-8").splitlines()
         self.shards = sorted(line.split("  ", 1)[1] for line in listed if line.endswith(".tar")
                              and line.split("  ", 1)[1].startswith("shards/"))

@@ -275,7 +275,7 @@ def _check_sample(members: dict[str, bytes], index: int, config: CacheConfig, ma
 
 
 def _streams(config: CacheConfig) -> tuple[ConditioningStream, ...]:
-    return () if config.conditioning is None else config.conditioning.streams
+    return config.streams
 
 
 def _check_streams(members: dict[str, bytes], index: int, config: CacheConfig, rec: CheckRecorder) -> None:
