@@ -7,6 +7,8 @@ from typing import Any
 
 from ..errors import ConfigError
 
+# Every preset stores text trimmed (only each caption's tokens; latentforge's readers give back the zero-padded rows bit
+# for bit: docs/text.md) but the perception layout, whose trainers open the shards' padded rows themselves.
 PRESETS: dict[str, dict[str, Any]] = {
     # The perception cache: RGB + mask + depth through the Wan2.1 VAE, 48 latent channels, T5 text.
     # cover_crop keeps aspect ratio (OpenVid clips are mostly 16:9, 480x832 is 13:7.5; stretching would
@@ -15,28 +17,28 @@ PRESETS: dict[str, dict[str, Any]] = {
         "frames": {"num_frames": 93, "height": 480, "width": 832, "fps": "source", "resize": "cover_crop"},
         "modalities": {"names": ["rgb", "mask", "depth"]},
         "tokenizer": {"name": "wan2.1", "precision": "bf16", "temporal_window": 16},
-        "text": {"name": "t5", "max_length": 512},
+        "text": {"name": "t5", "max_length": 512, "storage": "padded"},  # its trainers read [512, D] rows as stored
         "output": {"latent_dataset": "perception_latent_state", "rows_per_shard": 3000, "batch_size": 1},
     },
     "cosmos-predict2-720p": {
         "frames": {"num_frames": 93, "height": 704, "width": 1280, "fps": "source", "resize": "stretch"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "wan2.1", "precision": "bf16", "temporal_window": 16},
-        "text": {"name": "t5", "max_length": 512},
+        "text": {"name": "t5", "max_length": 512, "storage": "trimmed"},
         "output": {"latent_dataset": "video_latent_state"},
     },
     "cosmos-predict2-480p": {
         "frames": {"num_frames": 93, "height": 432, "width": 768, "fps": "source", "resize": "stretch"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "wan2.1", "precision": "bf16", "temporal_window": 16},
-        "text": {"name": "t5", "max_length": 512},
+        "text": {"name": "t5", "max_length": 512, "storage": "trimmed"},
         "output": {"latent_dataset": "video_latent_state"},
     },
     "wan2.1-t2v-480p": {
         "frames": {"num_frames": 81, "height": 480, "width": 832, "fps": "16", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "wan2.1", "precision": "fp32"},
-        "text": {"name": "umt5", "max_length": 512},
+        "text": {"name": "umt5", "max_length": 512, "storage": "trimmed"},
         "output": {"latent_dataset": "video_latent_state"},
     },
     # Wan2.1 text-to-video at 480p in three buckets: landscape, portrait and square, 81 frames each. Each clip goes
@@ -47,7 +49,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                    "buckets": [[81, 480, 832], [81, 832, 480], [81, 624, 624]]},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "wan2.1", "precision": "fp32"},
-        "text": {"name": "umt5", "max_length": 512},
+        "text": {"name": "umt5", "max_length": 512, "storage": "trimmed"},
         "output": {"latent_dataset": "video_latent_state"},
     },
     # Cosmos-Predict1 diffusion Text2World / Video2World: 121 frames of 704x1280 at 24 fps through the continuous
@@ -56,7 +58,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "frames": {"num_frames": 121, "height": 704, "width": 1280, "fps": "24", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "cosmos-cv8x8x8", "precision": "bf16"},
-        "text": {"name": "t5", "max_length": 512},
+        "text": {"name": "t5", "max_length": 512, "storage": "trimmed"},
         "output": {"latent_dataset": "video_latent_state"},
     },
     # Cosmos-Predict1 autoregressive Video2World: 33 frames of 640x1024 through the discrete DV8x16x16 tokenizer
@@ -66,7 +68,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "frames": {"num_frames": 33, "height": 640, "width": 1024, "fps": "source", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "cosmos-dv8x16x16", "precision": "bf16"},
-        "text": {"name": "t5", "max_length": 512},
+        "text": {"name": "t5", "max_length": 512, "storage": "trimmed"},
         "output": {"latent_dataset": "video_latent_state"},
     },
     # Wan2.2 TI2V-5B fine-tuning: its own VAE (48 channels, 4x16x16) in fp32 as official Wan2.2 runs it, umT5 text
@@ -78,7 +80,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "frames": {"num_frames": 121, "height": 704, "width": 1280, "fps": "24", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "wan2.2", "precision": "fp32"},
-        "text": {"name": "umt5", "max_length": 512},
+        "text": {"name": "umt5", "max_length": 512, "storage": "trimmed"},
         "conditioning": {"image_latent": "first-frame"},
         "output": {"latent_dataset": "video_latent_state"},
     },
@@ -90,7 +92,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "frames": {"num_frames": 81, "height": 480, "width": 832, "fps": "16", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "wan2.1", "precision": "fp32"},
-        "text": {"name": "umt5", "max_length": 512},
+        "text": {"name": "umt5", "max_length": 512, "storage": "trimmed"},
         "conditioning": {"image_embeds": "clip-vit-h14", "image_latent": "wan-i2v", "precision": "fp32"},
         "output": {"latent_dataset": "video_latent_state"},
     },
@@ -99,7 +101,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "frames": {"num_frames": 81, "height": 720, "width": 1280, "fps": "16", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "wan2.1", "precision": "fp32"},
-        "text": {"name": "umt5", "max_length": 512},
+        "text": {"name": "umt5", "max_length": 512, "storage": "trimmed"},
         "conditioning": {"image_embeds": "clip-vit-h14", "image_latent": "wan-i2v", "precision": "fp32"},
         "output": {"latent_dataset": "video_latent_state"},
     },
@@ -110,7 +112,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "frames": {"num_frames": 81, "height": 480, "width": 832, "fps": "16", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
         "tokenizer": {"name": "wan2.1", "precision": "fp32"},
-        "text": {"name": "umt5", "max_length": 512},
+        "text": {"name": "umt5", "max_length": 512, "storage": "trimmed"},
         "conditioning": {"image_latent": "wan-i2v", "precision": "fp32"},
         "output": {"latent_dataset": "video_latent_state"},
     },

@@ -123,7 +123,9 @@ class TextConfig:
     empty_prompt: bool = True  # write empty_prompt.h5
     source: str = "encoder"  # encoder | pickles | pickles+encoder: where rows come from (docs/text.md)
     # padded: every row [max_length, D], zero past its length; trimmed: only the valid tokens are stored, and
-    # readers restore the same zero-padded rows bit for bit (docs/cache-format.md)
+    # readers restore the same zero-padded rows bit for bit (docs/cache-format.md). The default stays padded for a
+    # config without a preset: its shards are then read by any HDF5 reader as [max_length, D] rows, as every cache
+    # built before trimmed storage was; every preset but the perception one sets trimmed.
     storage: str = "padded"
     padding: str = "none"  # none | max_length: bit-identical to Cosmos' own encoder call (docs/text.md)
     # a caption with more than this fraction of tokens the tokenizer does not know (<unk>): the build warns once

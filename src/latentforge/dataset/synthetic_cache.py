@@ -44,6 +44,8 @@ class SyntheticCacheSpec:
     text_name: str | None = "t5"  # None: a cache without text
     text_dim: int = 32
     max_length: int = 16
+    text_length: int | None = None  # tokens of every caption; None: 3 to 7, by sample
+    text_storage: str = "padded"  # padded | trimmed (docs/text.md)
     rows_per_shard: int = 10
     storage_dtype: str = "float16"
     latent_dataset: str = "perception_latent_state"
@@ -128,7 +130,7 @@ class _Rows:
     def text(self, index: int | None) -> tuple[np.ndarray, int]:
         spec = self.spec
         word = len(CLASSES) if index is None else index % len(CLASSES)
-        length = 1 if index is None else min(spec.max_length, 3 + index % 5)
+        length = 1 if index is None else min(spec.max_length, spec.text_length or 3 + index % 5)
         rng = np.random.default_rng((spec.seed, 1, 0 if index is None else index + 1))
         text = np.zeros((spec.max_length, spec.text_dim), dtype=np.float32)
         text[:length] = self.words[word] + 0.1 * rng.standard_normal((length, spec.text_dim))
@@ -184,7 +186,8 @@ def _cache_config(spec: SyntheticCacheSpec) -> CacheConfig:
     text = None
     if spec.text_name is not None:
         embeddings, lengths = text_datasets(spec.text_name)
-        text = TextSection(spec.text_name, embeddings, lengths, spec.text_dim, spec.max_length, True)
+        details = {} if spec.text_storage == "padded" else {"storage": spec.text_storage}
+        text = TextSection(spec.text_name, embeddings, lengths, spec.text_dim, spec.max_length, True, details)
     tokens, tokenizer = None, dict(spec.tokenizer)
     if spec.vocabulary:
         tokens = TokenSection(token_storage_dtype(spec.vocabulary), spec.vocabulary, spec.fsq_levels,

@@ -29,6 +29,7 @@ from ..hashing import sha256_file
 from ..io import atomic_path, canonical_json, write_text_atomic
 from ..records import Reject
 from ..testing.fault_points import fault_point
+from .staged_text import open_staged_text, write_staged_text
 
 _UNIT_FILE = re.compile(r"^unit-(\d{6,})\.h5$")
 _RETIRED_FILE = re.compile(r"^unit-(\d{6,})\.committed\.json$")
@@ -161,8 +162,7 @@ def write_staged_unit(
             handle.create_dataset("latents", data=latents, track_times=False)
             fault_point("stage")  # test-only: a kill here leaves a half-written tmp file
             if text_embeddings is not None:
-                handle.create_dataset("text_embeddings", data=text_embeddings, track_times=False)
-                handle.create_dataset("text_lengths", data=text_lengths, track_times=False)
+                write_staged_text(handle, text_embeddings, text_lengths)
             for name, values in sorted(conditioning.items()):
                 handle.create_dataset(f"{_CONDITIONING}/{name}", data=values, track_times=False)
             handle.create_dataset("rows_jsonl", data=_jsonl_bytes([asdict(r) for r in rows]), track_times=False)
@@ -267,12 +267,13 @@ def open_staged_unit(path: Path, committed: CommittedArrays | None = None) -> It
         yield _open_retired(Path(path), committed)
         return
     with h5py.File(path, "r") as handle:
+        embeddings, lengths = open_staged_text(handle)
         yield OpenStagedUnit(
             unit=int(handle.attrs["unit"]),
             rows=[StagedRow(**row) for row in _read_jsonl(handle, "rows_jsonl")],
             latents=handle["latents"],
-            text_embeddings=handle.get("text_embeddings"),
-            text_lengths=handle.get("text_lengths"),
+            text_embeddings=embeddings,
+            text_lengths=lengths,
             rejects=[Reject.from_json(row) for row in _read_jsonl(handle, "rejects_jsonl")],
             encoded_by=_read_jsonl(handle, "encoded_by_json")[0] if "encoded_by_json" in handle else None,
             conditioning=dict(handle[_CONDITIONING].items()) if _CONDITIONING in handle else {},
