@@ -8,6 +8,8 @@ swscale converting it, never latentforge; the files come from tests/helpers/cont
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import av
 import numpy as np
 import pytest
@@ -21,16 +23,26 @@ from latentforge.pipeline.probe import probe_sample
 from latentforge.pipeline.sample import load_sample_pixels
 from latentforge.records import Sample, SourceEntry
 
+FIXTURES = Path(__file__).parent / "fixtures"
+
 # docs/frames.md: swscale's rgb24 conversion with these flags (no resize: the output is the source size).
 FLAGS = Interpolation.BICUBIC | Interpolation.ACCURATE_RND | Interpolation.FULL_CHR_H_INT | Interpolation.BITEXACT
 
 
-def reference(path) -> tuple[list[np.ndarray], list[int], list[tuple[int, int]]]:
-    """Every picture PyAV's decoder shows from the start, as RGB, with its timestamp and size, in output order."""
+def reference(path, keep=None) -> tuple[list[np.ndarray | None], list[int], list[tuple[int, int]]]:
+    """Every picture PyAV's decoder shows from the start, as RGB, with its timestamp and size, in output order
+    (with `keep`, only the pictures at those indices are converted, the others are None, and decoding stops at the
+    last one kept)."""
+    rgb, ticks, sizes = [], [], []
     with av.open(str(path), metadata_errors="replace") as container:
-        frames = list(container.decode(video=0))
-    rgb = [f.reformat(format="rgb24", interpolation=FLAGS).to_ndarray() for f in frames]
-    return rgb, [f.pts for f in frames], [(f.width, f.height) for f in frames]
+        for i, f in enumerate(container.decode(video=0)):
+            keep_it = keep is None or i in keep
+            rgb.append(f.reformat(format="rgb24", interpolation=FLAGS).to_ndarray() if keep_it else None)
+            ticks.append(f.pts)
+            sizes.append((f.width, f.height))
+            if keep is not None and i >= max(keep):
+                break
+    return rgb, ticks, sizes
 
 
 def window(path, start: int, num_frames: int = 5, width: int = 64, height: int = 48):
@@ -42,11 +54,14 @@ def window(path, start: int, num_frames: int = 5, width: int = 64, height: int =
     return pixels.provenance, pixels.modalities["rgb"].expanded()
 
 
-def assert_windows_equal_the_decode_from_the_start(path, step: int = 4, num_frames: int = 5) -> None:
-    rgb, _, _ = reference(path)
+def assert_windows_equal_the_decode_from_the_start(path, step: int = 4, num_frames: int = 5, starts=None) -> None:
+    """Every window (or those at `starts`, read at the source size) equals the decode from the stream's start."""
+    keep = None if starts is None else {i for s in starts for i in range(s, s + num_frames)}
+    rgb, _, sizes = reference(path, keep)
+    size = {} if starts is None else dict(zip(("width", "height"), sizes[0]))
     wrong = []
-    for start in range(0, len(rgb) - num_frames + 1, step):
-        provenance, frames = window(path, start, num_frames)
+    for start in range(0, len(rgb) - num_frames + 1, step) if starts is None else starts:
+        provenance, frames = window(path, start, num_frames, **size)
         assert provenance["frame_indices"] == list(range(start, start + num_frames))
         expected = np.stack(rgb[start : start + num_frames])
         if not np.array_equal(frames, expected):
@@ -68,6 +83,32 @@ def test_old_x264_444_keeps_its_first_packets_workaround_after_a_seek(tmp_path):
         bare = next(iter(container.decode(stream))).reformat(format="rgb24", interpolation=FLAGS).to_ndarray()
     assert np.abs(bare.astype(int) - rgb[12]).mean() > 1  # the file exercises the workaround
     assert_windows_equal_the_decode_from_the_start(path)
+
+
+def test_a_real_old_x264_444_file_keeps_its_first_packets_workaround_after_a_seek():
+    """Not emulated: imageio's cockatoo.mp4 (tests/decode/fixtures/README.md), High 4:4:4 Predictive from x264
+    core 142, 280 frames at 1280x720 with IDRs at frames 0, 76 and 145. Its version SEI sits in the first packet
+    only; a bare seek to the third IDR decodes it otherwise (FFmpeg applies the workaround for x264 builds before
+    151 only after seeing that SEI), and with the decoder told the build it decodes it exactly, so this file
+    exercises that hazard. Windows past each later IDR must equal the decode from the start."""
+    path = FIXTURES / "cockatoo_x264_core142_444.mp4"
+    assert b"x264 - core 142" in path.read_bytes()
+    rgb, ticks, _ = reference(path, keep={145})
+
+    def bare_seek(options=None):
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            assert stream.codec_context.profile == "High 4:4:4 Predictive"
+            if options:
+                stream.codec_context.options = options
+            container.seek(ticks[145], stream=stream, backward=True)
+            frame = next(iter(container.decode(stream)))
+        assert frame.pts == ticks[145]
+        return np.abs(frame.reformat(format="rgb24", interpolation=FLAGS).to_ndarray().astype(int) - rgb[145]).mean()
+
+    assert bare_seek() > 1  # the file exercises the hazard
+    assert bare_seek({"x264_build": "142"}) == 0  # and it is that workaround, nothing else
+    assert_windows_equal_the_decode_from_the_start(path, num_frames=3, starts=[145])
 
 
 def test_without_priming_the_digests_catch_the_bad_seek_and_the_start_decode_takes_over(tmp_path, monkeypatch):
