@@ -24,6 +24,7 @@ from ..errors import ConfigError, InputNotice, StopRequested, storage_error
 from ..executor.base import Executor
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
+from ..pipeline.captions import caption_probes, captions_todo
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.run_record import set_aside_damaged_record
 from ..testing.fault_points import arm_main_process
@@ -170,6 +171,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     with progress.task("probe", len(samples)) as advance:
         probes = probe_remembered(samples, config, build_dir, key, advance, recheck)
     stats.main_seconds["probe"] = time.perf_counter() - started
+    probes = _captioned(config, executor, samples, probes, progress)
     stats.samples_planned = len(samples)
     if config.frames.buckets:
         bucketed = build_buckets(config, root, samples, plan_rejects, probes, progress, stats)
@@ -181,6 +183,16 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     stats.rejects_by_reason = dict(rejects)
     stats.outcome = "complete"
     return BuildResult(root, num_samples, rejects, time.time() - stats.started_unix, stats.summary())
+
+
+def _captioned(config: BuildConfig, executor: Executor, samples, probes, progress: BuildProgress):
+    """captions.mode=generate_*: the probed windows' captions (pipeline/captions.py), on the device the encoders use,
+    before any unit; recorded ones read back."""
+    count = captions_todo(samples, probes, config)
+    if not count:
+        return probes
+    with progress.task("captions", count) as advance:
+        return caption_probes(samples, probes, config, executor.build_dir, executor.main_device(), advance)
 
 
 def _analyser(config: BuildConfig, build_dir: Path, progress: BuildProgress):
@@ -206,6 +218,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     with progress.task("probe", len(todo)) as advance:
         probes = probe_remembered(todo, config, build_dir, key, advance, recheck)
     stats.main_seconds["probe"] = time.perf_counter() - started
+    probes = _captioned(config, executor, todo, probes, progress)
     stats.samples_planned = len(extension.samples)
     staged = len(extension.samples) - len(todo)
     committed = encode_and_commit(config, executor, todo, plan_rejects, probes, progress, stats,

@@ -26,11 +26,15 @@ class ProbeResult:
     modality_info: dict[str, Any] = field(default_factory=dict)  # modality -> ModalitySource
     bucket: dict[str, Any] | None = None  # with frames.buckets: the bucket's name and why it was chosen
     segment: dict[str, Any] | None = None  # with segments: the window's shot or segment and quality scores
+    # a generated caption's model, prompt and settings (pipeline/captions.py); None: the listing's caption
+    caption_provenance: dict[str, Any] | None = None
 
 
 def resolve_caption(sample: Sample, config: BuildConfig) -> str:
     """The prompt; a missing or blank caption is rejected, or becomes "" under on_missing_caption: empty."""
     caption = sample.entry.caption
+    if config.captions.mode != "keep" and (caption is None or not caption.strip()):
+        return ""  # the caption pass writes one (pipeline/captions.py)
     keep_empty = config.dataset.on_missing_caption == "empty"
     if caption is None:
         if keep_empty:
