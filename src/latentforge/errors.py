@@ -53,6 +53,8 @@ REJECT_FIXES = {
     "low_motion": "lower segments.min_motion, or drop still clips",
     # segments.max_black_fraction: too many black or blank frames in the window
     "black_frames": "raise segments.max_black_fraction, or drop the blank stretches",
+    # captions.mode=generate_*: the captioner gave an empty or over-long caption, also with the fallback prompt
+    "caption_failed": "raise captions.max_new_tokens, try another captions.prompt, or caption the sample yourself",
 }
 REJECT_REASONS = tuple(REJECT_FIXES)
 

@@ -43,6 +43,10 @@ _BACKENDS: dict[str, dict[str, str]] = {
     "image_encoder": {
         "clip-vit-h14": "conditioning.clip_vision:ClipVisionH14",
     },
+    # captioners for captions.mode=generate_* (docs/captions.md): a window's sampled frames -> a caption
+    "captioner": {
+        "qwen2.5-vl": "captions.qwen_vl:QwenVLCaptioner",
+    },
     "sink": {
         "hdf5": "sinks.hdf5.sink:Hdf5Sink",
         "webdataset": "sinks.webdataset.sink:WebDatasetSink",

@@ -17,7 +17,7 @@ LAYERS = [
     {"version", "errors", "records", "registry", "io", "hashing", "testing", "devices", "hub", "reporting",
      "locations", "storage"},
     {"config"},
-    {"readers", "decode", "text", "tokenizers", "conditioning"},
+    {"readers", "decode", "text", "tokenizers", "conditioning", "captions"},
     {"transforms"},
     {"cache"},
     {"writers", "transfer"},

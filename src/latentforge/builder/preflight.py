@@ -66,3 +66,5 @@ def preflight(config: BuildConfig, executor: Executor) -> None:
     if conditioning.image_embeds != "none":
         registry.resolve("image_encoder", conditioning.image_embeds).preflight(
             conditioning.image_encoder_path, conditioning.image_encoder_sha256)
+    if config.captions.mode != "keep":  # the captioner's folder: its architecture, files and pinned SHA-256
+        registry.resolve("captioner", config.captions.name).preflight(config.captions)

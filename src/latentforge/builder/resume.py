@@ -66,6 +66,12 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     key = {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
     if config.segments == SegmentsConfig():  # a build that cuts no shots keeps the key it always had
         del data["segments"]
+    if config.captions.mode == "keep":  # a build that generates no caption keeps the key it always had
+        del data["captions"]
+    else:  # captions.sha256 is a check on the weights, whose actual SHA-256 the key holds
+        del data["captions"]["sha256"]
+        key["captioner_sha256"] = registry.resolve("captioner", config.captions.name).checkpoint_digest(
+            config.captions.model)
     if config.conditioning == ConditioningConfig():
         del data["conditioning"]
     else:

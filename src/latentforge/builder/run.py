@@ -24,6 +24,7 @@ from ..errors import ConfigError, InputNotice, StopRequested, storage_error
 from ..executor.base import Executor
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
+from ..pipeline.captions import caption_probes, captions_todo
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.probe import vfr_notice
 from ..pipeline.run_record import set_aside_damaged_record
@@ -172,6 +173,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
         probes = probe_remembered(samples, config, build_dir, key, advance, recheck)
     _note_vfr(samples, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
+    probes = _captioned(config, executor, samples, probes, progress)
     stats.samples_planned = len(samples)
     if config.frames.buckets:
         bucketed = build_buckets(config, root, samples, plan_rejects, probes, progress, stats)
@@ -189,6 +191,16 @@ def _note_vfr(samples: list, probes: dict) -> None:
     notice = vfr_notice(samples, probes)
     if notice is not None:
         warnings.warn(notice, InputNotice, stacklevel=3)
+
+
+def _captioned(config: BuildConfig, executor: Executor, samples, probes, progress: BuildProgress):
+    """captions.mode=generate_*: the probed windows' captions (pipeline/captions.py), on the device the encoders use,
+    before any unit; recorded ones read back."""
+    count = captions_todo(samples, probes, config)
+    if not count:
+        return probes
+    with progress.task("captions", count) as advance:
+        return caption_probes(samples, probes, config, executor.build_dir, executor.main_device(), advance)
 
 
 def _analyser(config: BuildConfig, build_dir: Path, progress: BuildProgress):
@@ -215,6 +227,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
         probes = probe_remembered(todo, config, build_dir, key, advance, recheck)
     _note_vfr(todo, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
+    probes = _captioned(config, executor, todo, probes, progress)
     stats.samples_planned = len(extension.samples)
     staged = len(extension.samples) - len(todo)
     committed = encode_and_commit(config, executor, todo, plan_rejects, probes, progress, stats,

@@ -4,6 +4,7 @@ configure/, runs them and the backends' own)."""
 from .schema import (
                      MODALITIES,
                      BuildConfig,
+                     CaptionsConfig,
                      ConditioningConfig,
                      DatasetConfig,
                      DepthConfig,
@@ -22,6 +23,7 @@ from .schema import (
 __all__ = [
     "MODALITIES",
     "BuildConfig",
+    "CaptionsConfig",
     "ConditioningConfig",
     "DatasetConfig",
     "DepthConfig",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from .. import registry
@@ -14,6 +15,8 @@ from ..errors import ConfigError
 from ..locations import is_url
 from .buckets import parse_buckets
 from .schema import (
+    CAPTION_MODES,
+    CAPTION_TEMPLATES,
     CONDITIONING_PRECISIONS,
     IMAGE_LATENTS,
     MODALITIES,
@@ -248,6 +251,27 @@ def validate(config: BuildConfig) -> None:
         if rate != "source" and not _positive_number(rate):
             raise ConfigError(f"modalities.{name}.fps={rate!r}; allowed: 'source' (frame i goes with video frame i) "
                               "or the source's frame rate, a positive number")
+    _validate_captions(config)
+
+
+def _validate_captions(config: BuildConfig) -> None:
+    """captions: the mode, the captioner and its model, the numbers; a prompt is a named template or a file."""
+    captions = config.captions
+    if captions.mode not in CAPTION_MODES:
+        raise ConfigError(f"captions.mode={captions.mode!r} is not allowed; allowed: {', '.join(CAPTION_MODES)}")
+    if captions.mode == "keep":
+        return
+    if captions.name not in registry.names("captioner"):
+        raise ConfigError(f"captions.name={captions.name!r}; allowed: {', '.join(registry.names('captioner'))}")
+    if not captions.model:
+        raise ConfigError(f"captions.mode={captions.mode} needs a captioning model: set captions.model to the local "
+                          "folder of a Qwen2.5-VL model (config.json, weights, tokenizer and preprocessor files)")
+    for key, least in (("frames", 1), ("resolution", 28), ("max_new_tokens", 1), ("batch_size", 1)):
+        if getattr(captions, key) < least:
+            raise ConfigError(f"captions.{key}={getattr(captions, key)} must be >= {least}")
+    if captions.prompt not in CAPTION_TEMPLATES and not Path(captions.prompt).expanduser().is_file():
+        raise ConfigError(f"captions.prompt={captions.prompt!r} is neither a named template nor a file; give one of "
+                          f"{', '.join(CAPTION_TEMPLATES)}, or the path of a text file holding the prompt")
 
 
 def parse_workers(setting: str, key: str = "run.workers_per_gpu", least: int = 0) -> int | None:

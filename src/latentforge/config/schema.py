@@ -154,6 +154,28 @@ class ConditioningConfig:
     precision: str = "fp32"  # fp32 | bf16: the conditioning encodes (the extra VAE encode, the image encoder)
 
 
+CAPTION_MODES = ("keep", "generate_missing", "generate_all")
+CAPTION_TEMPLATES = ("short", "detailed", "cosmos")  # named prompts (captions/templates.py); else a text file
+
+
+@dataclass
+class CaptionsConfig:
+    """Captions made by a vision-language model from each window's frames (docs/captions.md). At the default mode
+    (keep) nothing is generated and the build is what it was without this section."""
+
+    # keep: the listing's captions only; generate_missing: a caption for each sample without one (missing or blank);
+    # generate_all: every sample's caption generated, the listing's ignored
+    mode: str = "keep"
+    name: str = "qwen2.5-vl"  # the registered captioner
+    model: str | None = None  # a local transformers folder of a Qwen2.5-VL-class model
+    sha256: str | None = None  # refuse weights whose SHA-256 (of the folder's sha256sum listing) differs
+    frames: int = 8  # frames sampled evenly over the window
+    resolution: int = 448  # the short side the sampled frames are resized to
+    prompt: str = "detailed"  # short | detailed | cosmos, or the path of a text file holding the prompt
+    max_new_tokens: int = 128  # a generation that reaches it without ending is over-long (retried, then rejected)
+    batch_size: int = 4  # windows per generate call
+
+
 @dataclass
 class OutputConfig:
     root: str = ""
@@ -214,6 +236,7 @@ class BuildConfig:
     text: TextConfig = field(default_factory=TextConfig)
     conditioning: ConditioningConfig = field(default_factory=ConditioningConfig)
     segments: SegmentsConfig = field(default_factory=SegmentsConfig)
+    captions: CaptionsConfig = field(default_factory=CaptionsConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     run: RunConfig = field(default_factory=RunConfig)
 

@@ -31,11 +31,15 @@ class ProbeResult:
     # mask/depth sources matched to the window by time (their rate differs): their frame for each window frame
     timed: dict[str, TimedFrames] = field(default_factory=dict)
     side: dict[str, SideRows] = field(default_factory=dict)  # per-frame side streams: the rows of each window frame
+    # a generated caption's model, prompt and settings (pipeline/captions.py); None: the listing's caption
+    caption_provenance: dict[str, Any] | None = None
 
 
 def resolve_caption(sample: Sample, config: BuildConfig) -> str:
     """The prompt; a missing or blank caption is rejected, or becomes "" under on_missing_caption: empty."""
     caption = sample.entry.caption
+    if config.captions.mode != "keep" and (caption is None or not caption.strip()):
+        return ""  # the caption pass writes one (pipeline/captions.py)
     keep_empty = config.dataset.on_missing_caption == "empty"
     if caption is None:
         if keep_empty:

@@ -53,6 +53,8 @@ def provenance_of(probe: ProbeResult) -> dict[str, Any]:
     if probe.segment is not None:  # segments: the shot or table segment, and the window's quality scores
         provenance["segment"] = {k: v for k, v in probe.segment.items() if k != "quality"}
         provenance["quality"] = probe.segment["quality"]
+    if probe.caption_provenance is not None:  # a caption the captioner wrote (pipeline/captions.py)
+        provenance["caption"] = probe.caption_provenance
     return provenance
 
 

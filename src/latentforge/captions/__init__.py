@@ -1,0 +1,1 @@
+"""Captioners: vision-language models that write a window's caption from its sampled frames (docs/captions.md)."""

@@ -1,0 +1,176 @@
+"""The caption pass (`captions.mode`): after the probe, before any unit, a caption for each window that needs one.
+
+Which windows: every probed sample under `generate_all`; under `generate_missing` those whose listing has no caption
+or a blank one. For each, `captions.frames` source frames spread evenly over the window are decoded (the build's
+decode code, resized so the short side is `captions.resolution`) and handed to the captioner `captions.name` with the
+prompt; answers come greedily, `captions.batch_size` windows per call. An empty answer, or one that runs into
+`captions.max_new_tokens` without ending, is asked once more with the fallback (the `short` template, twice the token
+budget); if that too is unusable the sample is rejected `caption_failed`. The caption then stands in the probe result
+for the listing's, so the text encoder embeds it as any caption, and its model, prompt and settings go into the
+manifest row (`provenance.caption`). Outcomes are recorded under build/captions/ (pipeline/caption_records.py): a
+rerun, a resume or an --extend generates none of them again, and loads no captioner when none is missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import registry
+from ..captions.base import Captioner, Generation
+from ..captions.templates import Prompt, fallback_prompt, resolve_prompt
+from ..config import BuildConfig, CaptionsConfig
+from ..decode.pyav import decode_rgb
+from ..decode.resize import plan_resize
+from ..errors import SampleRejected, rejected_if_unexpected
+from ..records import Reject, Sample
+from .caption_records import CaptionOutcome, caption_key, record_caption, recorded_caption
+from .probe import ProbeResult
+
+Probed = dict[int, "ProbeResult | Reject"]
+
+
+def needs_caption(sample: Sample, captions: CaptionsConfig) -> bool:
+    caption = sample.entry.caption
+    return captions.mode == "generate_all" or (captions.mode == "generate_missing"
+                                               and (caption is None or not caption.strip()))
+
+
+def sampled_indices(window: list[int] | tuple[int, ...], count: int) -> list[int]:
+    """`count` of the window's source frame indices, evenly spread from its first to its last (all of them when the
+    window has no more); one frame: the middle one."""
+    n = len(window)
+    if count >= n:
+        return list(window)
+    if count == 1:
+        return [window[n // 2]]
+    return [window[(2 * i * (n - 1) + count - 1) // (2 * (count - 1))] for i in range(count)]
+
+
+def caption_frames(sample: Sample, probe: ProbeResult, config: BuildConfig, indices: list[int]) -> np.ndarray:
+    """uint8 [F, h, w, 3]: the frames `indices` upright as a player shows them, the short side resized to
+    captions.resolution (swscale, bicubic, on the CPU: the same frames whatever the cache's own frame settings)."""
+    info = probe.info
+    coded = info.coded_size(indices[0])
+    width, height = info.display_of(coded)
+    scale = config.captions.resolution / min(width, height)
+    out_w, out_h = max(1, round(width * scale)), max(1, round(height * scale))
+    plan = plan_resize(width, height, out_w, out_h, "stretch", stored=info.upright_of(coded))
+    frames = dataclasses.replace(config.frames, resize_backend="swscale", resize_filter="bicubic", decoder="cpu")
+    with rejected_if_unexpected("decode_error", sample.sample_id, sample.entry.video, "decoding frames to caption",
+                                "re-encode the source"):
+        return decode_rgb(sample.entry.video, info, indices, plan, frames, sample.sample_id,
+                          threads=config.run.decode_threads)
+
+
+def _describe(generation: Generation, prompt: Prompt, budget: int) -> str:
+    what = "empty" if not generation.text else f"over-long (no end within {budget} tokens)"
+    return f"{what} with the {prompt.name!r} prompt"
+
+
+class CaptionPass:
+    """The build's captions: recorded outcomes read, the rest generated in batches on `device` and recorded."""
+
+    def __init__(self, config: BuildConfig, build_dir, device):
+        self.config, self.build_dir, self.device = config, build_dir, device
+        self.captions = config.captions
+        self.backend: type[Captioner] = registry.resolve("captioner", self.captions.name)
+        self.prompt, self.fallback = resolve_prompt(self.captions.prompt), fallback_prompt()
+        identity = self.backend.identity(self.captions, device)
+        self.model_sha256 = identity["model_sha256"]
+        self.recipe = {"captioner": identity, "prompt": self.prompt.text, "fallback": self.fallback.text,
+                       "resolution": self.captions.resolution, "max_new_tokens": self.captions.max_new_tokens}
+        self._captioner: Captioner | None = None
+
+    def run(self, samples: list[Sample], probes: Probed, advance: Callable[[int], None] = lambda n: None) -> Probed:
+        """`probes` with each captioned window's caption in place (or its reject), in the same keys."""
+        out = dict(probes)
+        todo: list[tuple[Sample, ProbeResult, list[int], str]] = []
+        for sample in samples:
+            probe = probes.get(sample.source_index)
+            if not isinstance(probe, ProbeResult) or not needs_caption(sample, self.captions):
+                continue
+            indices = sampled_indices(probe.window.indices, self.captions.frames)
+            key = caption_key(sample.entry.video, indices, self.recipe)
+            recorded = None if key is None else recorded_caption(self.build_dir, key)
+            if recorded is not None:
+                out[sample.source_index] = self._applied(sample, probe, indices, recorded)
+            else:
+                todo.append((sample, probe, indices, key or ""))
+        advance(sum(1 for s in samples if isinstance(probes.get(s.source_index), ProbeResult)
+                    and needs_caption(s, self.captions)) - len(todo))
+        for start in range(0, len(todo), self.captions.batch_size):
+            batch = todo[start:start + self.captions.batch_size]
+            out.update(self._generate(batch))
+            advance(len(batch))
+        return out
+
+    def _generate(self, batch: list[tuple[Sample, ProbeResult, list[int], str]]) -> Probed:
+        out: Probed = {}
+        ready, windows = [], []
+        for sample, probe, indices, key in batch:
+            try:
+                windows.append(caption_frames(sample, probe, self.config, indices))
+            except SampleRejected as error:
+                out[sample.source_index] = Reject.of(sample, error, "decode")
+                continue
+            ready.append((sample, probe, indices, key))
+        if not ready:
+            return out
+        if self._captioner is None:  # only once a caption is missing: a rerun with all recorded loads none
+            self._captioner = self.backend.load(self.captions, self.device)
+        budget = self.captions.max_new_tokens
+        first = self._captioner.generate(windows, self.prompt.text, budget)
+        again = [i for i, answer in enumerate(first) if not answer.usable]
+        second = dict(zip(again, self._captioner.generate([windows[i] for i in again], self.fallback.text,
+                                                         2 * budget))) if again else {}
+        for i, (sample, probe, indices, key) in enumerate(ready):
+            if i not in second:
+                outcome = CaptionOutcome(first[i].text, self.prompt.name, retried=False)
+            elif second[i].usable:
+                outcome = CaptionOutcome(second[i].text, self.fallback.name, retried=True)
+            else:
+                outcome = CaptionOutcome(None, self.fallback.name, retried=True, failure=(
+                    f"{_describe(first[i], self.prompt, budget)}, then "
+                    f"{_describe(second[i], self.fallback, 2 * budget)}"))
+            if key:
+                record_caption(self.build_dir, key, sample.sample_id, outcome)
+            out[sample.source_index] = self._applied(sample, probe, indices, outcome)
+        return out
+
+    def _applied(self, sample: Sample, probe: ProbeResult, indices: list[int], outcome: CaptionOutcome
+                 ) -> ProbeResult | Reject:
+        if outcome.caption is None:
+            error = SampleRejected("caption_failed", sample.sample_id, (
+                f"the captioner wrote no usable caption for {sample.entry.video_rel} (frames {indices}): "
+                f"{outcome.failure}; raise captions.max_new_tokens, try another captions.prompt, or caption it "
+                "yourself"))
+            return Reject.of(sample, error, "encode")
+        prompt = self.fallback if outcome.retried else self.prompt
+        provenance: dict[str, Any] = {
+            "generated": True, "captioner": self.captions.name, "model_sha256": self.model_sha256,
+            "prompt": prompt.name, "prompt_sha256": prompt.sha256, "frame_indices": indices,
+            "resolution": self.captions.resolution,
+            "max_new_tokens": self.captions.max_new_tokens * (2 if outcome.retried else 1),
+        }
+        if outcome.retried:
+            provenance["retried"] = True
+        return dataclasses.replace(probe, caption=outcome.caption, caption_provenance=provenance)
+
+
+def caption_probes(samples: list[Sample], probes: Probed, config: BuildConfig, build_dir, device,
+                   advance: Callable[[int], None] = lambda n: None) -> Probed:
+    """The caption pass over a probed plan; `probes` unchanged under captions.mode=keep."""
+    if config.captions.mode == "keep":
+        return probes
+    return CaptionPass(config, build_dir, device).run(samples, probes, advance)
+
+
+def captions_todo(samples: list[Sample], probes: Probed, config: BuildConfig) -> int:
+    """How many probed windows the pass looks at (for the progress bar)."""
+    if config.captions.mode == "keep":
+        return 0
+    return sum(1 for s in samples if isinstance(probes.get(s.source_index), ProbeResult)
+               and needs_caption(s, config.captions))
