@@ -4,11 +4,12 @@ and rejects in the order a cache lists them."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from ..cache.encoded_by import EncodedBy, group_units
 from ..cache.layout import ShardSchema
@@ -121,10 +122,44 @@ def gather_staged(schema: ShardSchema, unit_paths: list[Path], planned: Planned,
     return placed, rejects, group_units(encoders) if encoders else None
 
 
-def manifest_rows(placed: list[PlacedRow], shards: list[tuple[str, int, int]]) -> list[ManifestRow]:
-    return [ManifestRow(dataset_index=index, shard_path=shard_path, cache_row=index - start,
-                        **dataclasses.asdict(placed[index].row))
-            for shard_path, start, end in shards for index in range(start, end)]
+class ManifestRows(Sequence[ManifestRow]):
+    """The manifest rows of the placed rows, each made when it is asked for: the commit holds its placed rows anyway,
+    and a list of every ManifestRow next to them doubled what a large manifest costs (docs/cache-format.md)."""
+
+    def __init__(self, placed: list[PlacedRow], shards: list[tuple[str, int, int]]):
+        self._placed, self._shards = placed, shards
+        self._starts = [start for _, start, _ in shards]
+
+    def __len__(self) -> int:
+        return sum(end - start for _, start, end in self._shards)
+
+    def __iter__(self) -> Iterator[ManifestRow]:
+        for shard_path, start, end in self._shards:
+            for index in range(start, end):
+                yield self._row(index, shard_path, start)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        shard = bisect.bisect_right(self._starts, index) - 1
+        if shard < 0 or not index < self._shards[shard][2]:
+            raise IndexError(index)
+        return self._row(index, self._shards[shard][0], self._shards[shard][1])
+
+    def _row(self, index: int, shard_path: str, start: int) -> ManifestRow:
+        staged = self._placed[index].row
+        return ManifestRow(dataset_index=index, shard_path=shard_path, cache_row=index - start,
+                           **{name: getattr(staged, name) for name in _STAGED_FIELDS})
+
+
+_STAGED_FIELDS = tuple(f.name for f in dataclasses.fields(StagedRow))
+
+
+def manifest_rows(placed: list[PlacedRow], shards: list[tuple[str, int, int]]) -> ManifestRows:
+    """The manifest rows, in dataset_index order, of rows placed in these shards (made one at a time)."""
+    return ManifestRows(placed, shards)
 
 
 def planned_count(planned: Planned, plan_rejects: list[Reject]) -> int:
