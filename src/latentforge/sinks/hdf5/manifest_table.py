@@ -195,6 +195,27 @@ def _row_group(group: list[list[pa.Array]], schema: pa.Schema) -> pa.Table:
     return pa.table(joined, schema=schema)
 
 
+def open_manifest_table(root: Path) -> pq.ParquetFile:
+    """ROOT/manifest.parquet opened for reading a part at a time; DamagedFile when it is not a Parquet file."""
+    path = Path(root) / MANIFEST_TABLE
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as error:
+        raise DamagedFile(path, str(error), REBUILD_OR_FETCH) from None
+
+
+def table_batches(root: Path, table: pq.ParquetFile, batch_size: int, columns: list[str] | None = None
+                  ) -> Iterator[pa.RecordBatch]:
+    """The rows of an opened manifest.parquet (only `columns`, where given) in batches; DamagedFile when a part of
+    the file cannot be read."""
+    try:
+        for batch in table.iter_batches(batch_size=batch_size, columns=columns):
+            if batch.num_rows:
+                yield batch
+    except (OSError, pa.ArrowException) as error:
+        raise DamagedFile(Path(root) / MANIFEST_TABLE, str(error), REBUILD_OR_FETCH) from None
+
+
 def read_manifest_table(root: Path) -> pa.Table:
     path = Path(root) / MANIFEST_TABLE
     try:
