@@ -130,23 +130,24 @@ class _Strings:
 
 
 def _index_of_table(root: Path, num_samples: int) -> ManifestIndex:
-    """manifest.parquet's index columns, read a batch at a time. The table holds manifest.jsonl's rows (verify checks
-    it); the messages name manifest.jsonl's lines, as the JSON path would."""
+    """manifest.parquet's index columns, read a column and a batch at a time. The table holds manifest.jsonl's rows
+    (verify checks it); the messages name manifest.jsonl's lines, as the JSON path would."""
     path = root / MANIFEST
     table = open_manifest_table(root)
     numbers: dict[str, list[np.ndarray]] = {name: [] for name in _NUMBERS}
     strings = {name: _Strings() for name in _STRINGS}
     shard_paths: dict[str, int] = {}
     shard_of: list[np.ndarray] = []
-    try:
-        for batch in table_batches(root, table, _BATCH_ROWS, columns=[*_NUMBERS, *_STRINGS, "shard_path"]):
-            for name, kind in _NUMBERS.items():
-                column = batch.column(name)
-                fill = math.nan if kind == np.float64 else -1
-                numbers[name].append(column.fill_null(fill).to_numpy(zero_copy_only=False).astype(kind))
-            for name in _STRINGS:
-                strings[name].add(batch.column(name))
-            shards = pc.dictionary_encode(batch.column("shard_path"))  # dictionary in first-seen order
+    try:  # a column at a time: the reader holds one decoded column, not the row group's
+        for name, kind in _NUMBERS.items():
+            fill = math.nan if kind == np.float64 else -1
+            for batch in table_batches(root, table, _BATCH_ROWS, columns=[name]):
+                numbers[name].append(batch.column(0).fill_null(fill).to_numpy(zero_copy_only=False).astype(kind))
+        for name in _STRINGS:
+            for batch in table_batches(root, table, _BATCH_ROWS, columns=[name]):
+                strings[name].add(batch.column(0))
+        for batch in table_batches(root, table, _BATCH_ROWS, columns=["shard_path"]):
+            shards = pc.dictionary_encode(batch.column(0))  # dictionary in first-seen order
             ids = np.array([shard_paths.setdefault(shard, len(shard_paths))
                             for shard in shards.dictionary.to_pylist()], dtype=np.int32)
             shard_of.append(ids[shards.indices.to_numpy(zero_copy_only=False)])

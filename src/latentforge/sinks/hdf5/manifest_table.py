@@ -61,9 +61,10 @@ def _fixed_values(row: ManifestRow) -> dict[str, Any]:
     }
 
 
-# Rows converted to Arrow at a time, and pq.write_table's row group (its default, 1024 * 1024 rows), which the
-# streamed file keeps: the bytes are those of the whole table written at once.
-CHUNK_ROWS = 64 * 1024
+# Rows converted to Arrow at a time (few, so that few ManifestRow objects live at once; a divisor of the row group),
+# and pq.write_table's row group (its default, 1024 * 1024 rows), which the streamed file keeps: the bytes are those
+# of the whole table written at once.
+CHUNK_ROWS = 2048
 _ROW_GROUP_ROWS = 1024 * 1024
 
 
@@ -207,9 +208,9 @@ def open_manifest_table(root: Path) -> pq.ParquetFile:
 def table_batches(root: Path, table: pq.ParquetFile, batch_size: int, columns: list[str] | None = None
                   ) -> Iterator[pa.RecordBatch]:
     """The rows of an opened manifest.parquet (only `columns`, where given) in batches; DamagedFile when a part of
-    the file cannot be read."""
+    the file cannot be read. One thread: threads reading columns side by side each keep their own memory."""
     try:
-        for batch in table.iter_batches(batch_size=batch_size, columns=columns):
+        for batch in table.iter_batches(batch_size=batch_size, columns=columns, use_threads=False):
             if batch.num_rows:
                 yield batch
     except (OSError, pa.ArrowException) as error:
