@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
+
+import numpy as np
 
 from ..cache.encoded_by import EncodedBy, group_units
 from ..cache.layout import ShardSchema
@@ -17,18 +17,10 @@ from ..cache.rows import ManifestRow
 from ..cache.text_rows import PADDED
 from ..errors import CacheIntegrityError
 from ..records import Reject
+from .placed_rows import PlacedRow, PlacedRows
 from .staging import CommittedArrays, OpenStagedUnit, StagedRow, open_staged_unit
 
 Planned = Mapping[int, Sequence[int]]  # {unit: the source_index of every sample the plan put in it}
-
-
-@dataclass(frozen=True)
-class PlacedRow:
-    """Where an accepted row lives in staging; its list position is its dataset_index."""
-
-    row: StagedRow
-    unit_path: Path
-    position: int
 
 
 def _check_unit_arrays(path: Path, staged: OpenStagedUnit, schema: ShardSchema) -> None:
@@ -84,38 +76,43 @@ def _some(values: list[int]) -> str:
 
 def gather_staged(schema: ShardSchema, unit_paths: list[Path], planned: Planned, allow_empty: bool = False,
                   committed: CommittedArrays | None = None
-                  ) -> tuple[list[PlacedRow], list[Reject], tuple[EncodedBy, ...] | None]:
+                  ) -> tuple[PlacedRows, list[Reject], tuple[EncodedBy, ...] | None]:
     """The rows and rejects of the staged units, checked against `planned` ({unit: its samples' source_index}).
     No rows at all fail unless `allow_empty` (one bucket of a bucketed build may end up empty; the build may not).
     `committed`: where retired units' arrays are (the cache they were committed into)."""
-    placed: list[PlacedRow] = []
+    sources: list[np.ndarray] = []
     rejects: list[Reject] = []
     encoders: dict[int, dict] = {}
     accounted: dict[int, set[int]] = {}
-    for path in sorted(unit_paths):
+    ids: set[str] = set()
+    twice: set[str] = set()
+    paths = sorted(unit_paths)
+    for path in paths:
         with open_staged_unit(path, committed) as staged:
             _check_unit_arrays(path, staged, schema)
-            placed.extend(PlacedRow(row, path, i) for i, row in enumerate(staged.rows))
+            sources.append(np.array([row.source_index for row in staged.rows], dtype=np.int64))
+            for row in staged.rows:
+                (twice if row.sample_id in ids else ids).add(row.sample_id)
             rejects.extend(staged.rejects)
             accounted.setdefault(staged.unit, set()).update(
                 [row.source_index for row in staged.rows] + [reject.source_index for reject in staged.rejects])
             if staged.encoded_by is not None:
                 encoders[staged.unit] = staged.encoded_by
+    del ids
     _check_against_plan(accounted, planned)
     if encoders and len(encoders) != len(unit_paths):
         raise CacheIntegrityError(f"{len(unit_paths) - len(encoders)} staged unit(s) do not record which encoder "
                                   "made them; remove the stale staged units")
-    placed.sort(key=lambda p: p.row.source_index)
-    for what, values in (("source_index", [p.row.source_index for p in placed]),
-                         ("sample_id", [p.row.sample_id for p in placed])):
-        dupes = sorted(v for v, count in Counter(values).items() if count > 1)[:5]
+    placed = PlacedRows.of_units(paths, sources)
+    values, counts = np.unique(placed.source_index, return_counts=True)
+    for what, dupes in (("source_index", values[counts > 1][:5].tolist()), ("sample_id", sorted(twice)[:5])):
         if dupes:
             raise CacheIntegrityError(f"{what} {dupes} staged more than once; remove the stale staged units")
-    accepted = {p.row.source_index for p in placed}
-    both = sorted(r.sample_id for r in rejects if r.source_index in accepted)
+    rejected = np.array([r.source_index if isinstance(r.source_index, int) else -1 for r in rejects], dtype=np.int64)
+    both = sorted(r.sample_id for r, hit in zip(rejects, np.isin(rejected, values) & (rejected >= 0)) if hit)
     if both:
         raise CacheIntegrityError(f"samples {both[:5]} are both staged and rejected; remove the stale staged units")
-    if not placed and not allow_empty:
+    if not len(placed) and not allow_empty:
         raise CacheIntegrityError(f"nothing to commit: the {sum(map(len, planned.values()))} planned samples of "
                                   f"{len(planned)} units were all rejected ({len(rejects)} staged rejects); a cache "
                                   "holds at least one sample")
@@ -126,7 +123,7 @@ class ManifestRows(Sequence[ManifestRow]):
     """The manifest rows of the placed rows, each made when it is asked for: the commit holds its placed rows anyway,
     and a list of every ManifestRow next to them doubled what a large manifest costs (docs/cache-format.md)."""
 
-    def __init__(self, placed: list[PlacedRow], shards: list[tuple[str, int, int]]):
+    def __init__(self, placed: Sequence[PlacedRow], shards: list[tuple[str, int, int]]):
         self._placed, self._shards = placed, shards
         self._starts = [start for _, start, _ in shards]
 
@@ -157,7 +154,7 @@ class ManifestRows(Sequence[ManifestRow]):
 _STAGED_FIELDS = tuple(f.name for f in dataclasses.fields(StagedRow))
 
 
-def manifest_rows(placed: list[PlacedRow], shards: list[tuple[str, int, int]]) -> ManifestRows:
+def manifest_rows(placed: Sequence[PlacedRow], shards: list[tuple[str, int, int]]) -> ManifestRows:
     """The manifest rows, in dataset_index order, of rows placed in these shards (made one at a time)."""
     return ManifestRows(placed, shards)
 
