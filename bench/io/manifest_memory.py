@@ -10,11 +10,11 @@ Every step runs in a fresh interpreter; "peak MB" is its ru_maxrss, "base MB" th
 step (the interpreter, imports and the step's inputs), so "step MB" = peak - base is what the step itself held.
 
 Two kinds of cache per size:
-- manifest-only: N synthetic rows (the rows of `latentforge.dataset.synthetic_cache`, 17 frames each), placed
-  as the commit places them, written by the commit's own manifest step (`gather.manifest_rows`,
-  `write_manifest`, `write_manifest_table`), with a cache_config.json and no shards; `verify_integrity` on it
-  runs every manifest check (the shard checks fail fast: no shards), and the manifest index is read alone.
-  This is the only kind at 1M rows.
+- manifest-only: N synthetic rows (the rows of `latentforge.dataset.synthetic_cache`, 17 frames each) staged in
+  units of 4096 with tiny latents ("stage", setup), then the commit without its shards ("commit_manifest":
+  `gather_staged`, rejects, cache_config.json, `manifest_rows`, `write_manifest`, `write_manifest_table`);
+  `verify_integrity` on it runs every manifest check (the shard checks fail fast: no shards), and the manifest
+  index is read alone ("index"). This is the only kind at 1M rows.
 - complete (up to --complete-max rows): `write_synthetic_cache` with the smallest latent (1 channel, 5x1x1, no
   text), i.e. staging + the whole commit (with its verify); then `verify_integrity` and a Dataset open + 8 items.
 """
@@ -43,41 +43,57 @@ def spec(rows: int, rows_per_shard: int):
                               content="noise")
 
 
-def _placed(rows: int, rows_per_shard: int):
-    """What a commit holds before its manifest step: the placed rows, the shard layout and the config."""
+UNIT_ROWS = 4096  # rows per staged unit of the manifest-only caches
+
+
+def stage(root: Path, rows: int, rows_per_shard: int) -> None:
+    """Staged units holding N synthetic rows (tiny latents), as a build leaves them for its commit."""
+    import numpy as np
+
+    from latentforge.dataset.synthetic_cache import _Rows
+    from latentforge.writers.staging import write_staged_unit
+    make = _Rows(spec(rows, rows_per_shard))
+    for unit, start in enumerate(range(0, rows, UNIT_ROWS)):
+        kept = range(start, min(start + UNIT_ROWS, rows))
+        write_staged_unit(root / "build", unit, [make.staged_row(i, unit, (i - start) // 4) for i in kept],
+                          np.zeros((len(kept), 1, FRAMES, 1, 1), dtype=np.float16), None, None, [])
+
+
+def commit_manifest(root: Path, rows: int, rows_per_shard: int) -> None:
+    """What the commit does besides the shards: gather the staged rows, then write rejects, config and manifests."""
+    from latentforge.cache.rows import write_manifest, write_rejects
     from latentforge.dataset.synthetic_cache import _cache_config, _Rows
-    from latentforge.writers.gather import PlacedRow
-    s = spec(rows, rows_per_shard)
-    make = _Rows(s)
-    staging = Path("build/staging/unit-000000.h5")
-    placed = [PlacedRow(make.staged_row(i, i // 16, i % 16 // 4), staging, i % 16) for i in range(rows)]
-    config = _cache_config(s)
-    shards = config.shard_schema().shard_paths(rows)
-    return placed, shards, config.committed(rows, len(shards), None, rows, 0)
+    from latentforge.sinks.hdf5.manifest_table import write_manifest_table
+    from latentforge.writers.gather import gather_staged, manifest_rows
+    config = _cache_config(spec(rows, rows_per_shard))
+    make = _Rows(spec(rows, rows_per_shard))
+    units = sorted((root / "build").rglob("unit-*.h5"))
+    planned = {unit: [make.source_index(i) for i in range(start, min(start + UNIT_ROWS, rows))]
+               for unit, start in enumerate(range(0, rows, UNIT_ROWS))}
+    placed, rejects, _ = gather_staged(config.shard_schema(), units, planned)
+    shards = config.shard_schema().shard_paths(len(placed))
+    write_rejects(root, rejects)
+    config.committed(len(placed), len(shards), None, rows, 0).write(root)
+    manifest = manifest_rows(placed, shards)
+    write_manifest(root, manifest)
+    write_manifest_table(root, manifest)
 
 
 def child(step: str, root: Path, rows: int, rows_per_shard: int) -> dict:
     """One step in this (fresh) interpreter; its time and memory."""
-    from latentforge.cache.rows import write_manifest, write_rejects
     from latentforge.sinks.hdf5.integrity import verify_integrity
     from latentforge.sinks.hdf5.manifest_index import read_manifest_index
-    from latentforge.sinks.hdf5.manifest_table import write_manifest_table
-    from latentforge.writers.gather import manifest_rows
 
-    if step in ("commit", "dataset"):  # these import torch: every other step's base leaves it out
+    if step in ("stage", "commit_manifest", "commit", "dataset"):  # these import torch: in their base, not step
+        import latentforge.writers.gather  # noqa: F401
         from latentforge.dataset import LatentCacheDataset
         from latentforge.dataset.synthetic_cache import write_synthetic_cache
-    inputs = _placed(rows, rows_per_shard) if step == "manifest_write" else None
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()
-    if step == "manifest_write":  # what commit.py's _commit does with its placed rows
-        placed, shards, config = inputs
-        root.mkdir(parents=True, exist_ok=True)
-        write_rejects(root, [])
-        config.write(root)
-        manifest = manifest_rows(placed, shards)
-        write_manifest(root, manifest)
-        write_manifest_table(root, manifest)
+    if step == "stage":
+        stage(root, rows, rows_per_shard)
+    elif step == "commit_manifest":
+        commit_manifest(root, rows, rows_per_shard)
     elif step == "commit":
         write_synthetic_cache(root, spec(rows, rows_per_shard))
     elif step in ("verify", "verify_manifest"):
@@ -133,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
         for rows in sizes:
             per_shard = 3000 if rows <= 100_000 else 250_000  # few large shards at a million rows
             only = Path(tmp) / f"manifest-{rows}"
-            for step in ("manifest_write", "verify_manifest", "index"):
+            for step in ("stage", "commit_manifest", "verify_manifest", "index"):
                 results.append(run_step(step, only, rows, per_shard))
                 print(results[-1], flush=True)
             if rows <= args.complete_max:
