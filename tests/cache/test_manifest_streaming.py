@@ -4,6 +4,7 @@ made from every row (pass-through types inferred over the whole column, one chun
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -11,8 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from latentforge.cache.rows import ManifestRow, write_manifest
+from helpers.fake_rows import build_cache
+from latentforge.cache.checksums import write_sha256sums
+from latentforge.cache.rows import ManifestRow, read_manifest, write_manifest
 from latentforge.sinks.hdf5 import manifest_table as table_module
+from latentforge.sinks.hdf5.integrity import verify_integrity
 from latentforge.sinks.hdf5.manifest_table import write_manifest_table
 
 
@@ -82,3 +86,16 @@ def test_streamed_files_have_the_bytes_of_the_whole_manifest(tmp_path, monkeypat
     pq.write_table(table, want, compression="zstd", row_group_size=min(group, max(count, 1)) if count else None)
     assert (tmp_path / "manifest.parquet").read_bytes() == want.read_bytes()
     assert pq.ParquetFile(want).metadata.num_row_groups == (-(-count // group) if count else 1)
+
+
+def test_verify_reads_lines_split_at_newlines_only(tmp_path):
+    """A caption may hold U+2028 (JSON leaves it raw): the manifest's lines end at "\\n" alone, as jq reads them."""
+    root = tmp_path / "cache"
+    build_cache(root)
+    rows = [dataclasses.replace(row, prompt=row.prompt + " \u2028 next") for row in read_manifest(root)]
+    write_manifest(root, rows)
+    write_manifest_table(root, rows)
+    write_sha256sums(root)
+    assert len((root / "manifest.jsonl").read_bytes().split(b"\n")) == len(rows) + 1
+    report = verify_integrity(root)
+    assert report.ok, report.failures
