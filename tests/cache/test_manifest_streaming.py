@@ -15,6 +15,7 @@ import pytest
 from helpers.fake_rows import build_cache
 from latentforge.cache.checksums import write_sha256sums
 from latentforge.cache.rows import ManifestRow, read_manifest, write_manifest
+from latentforge.sinks.hdf5 import manifest_checks
 from latentforge.sinks.hdf5 import manifest_table as table_module
 from latentforge.sinks.hdf5.integrity import verify_integrity
 from latentforge.sinks.hdf5.manifest_table import write_manifest_table
@@ -99,3 +100,20 @@ def test_verify_reads_lines_split_at_newlines_only(tmp_path):
     assert len((root / "manifest.jsonl").read_bytes().split(b"\n")) == len(rows) + 1
     report = verify_integrity(root)
     assert report.ok, report.failures
+
+
+@pytest.mark.parametrize("colliding", [False, True])
+def test_verify_names_a_repeated_sample_id_once_and_only_it(tmp_path, monkeypatch, colliding):
+    """verify keeps a hash per sample_id; ids whose hashes meet are compared for real (every hash equal: no false
+    failure, the repeated id still named)."""
+    if colliding:
+        monkeypatch.setattr(manifest_checks, "hash", lambda value: 7, raising=False)
+    root = tmp_path / "cache"
+    build_cache(root)
+    rows = list(read_manifest(root))
+    rows[3] = dataclasses.replace(rows[3], sample_id=rows[1].sample_id)
+    write_manifest(root, rows)
+    write_manifest_table(root, rows)
+    write_sha256sums(root)
+    failures = [f for f in verify_integrity(root).failures if f.name == "manifest"]
+    assert [f.detail for f in failures] == [f"dataset_index 3: sample_id {rows[1].sample_id!r} appears twice"]

@@ -1,12 +1,13 @@
 """verify's checks of manifest.jsonl and manifest.parquet, read a line (and a chunk of table rows) at a time.
 
 What a later check needs of the manifest is kept in flat arrays, not per-row objects: the source_index of each
-dataset_index (int64, -1 where the row did not parse or its source_index does not increase), so memory grows by
-8 bytes a row plus each sample_id once (the duplicate check), whatever the manifest's size.
+dataset_index (int64, -1 where the row did not parse or its source_index does not increase) and a 64-bit hash of
+each sample_id (the duplicate check), so memory grows by 16 bytes a row, whatever the manifest's size.
 """
 
 from __future__ import annotations
 
+import array
 import bisect
 import codecs
 from dataclasses import dataclass
@@ -90,7 +91,7 @@ def check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckRecor
     if problem is not None:
         rec.fail("manifest", f"{MANIFEST} cannot be read: {problem!r}")
         return facts
-    dense, previous_source, ids, count = True, -1, set(), 0
+    dense, previous_source, id_hashes, count = True, -1, array.array("q"), 0
     for line_no, line in enumerate(_lines(path)):
         count += 1
         try:
@@ -120,13 +121,33 @@ def check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckRecor
                 facts.source_of[index] = row.source_index
         if problem := condition_frame_problem(conditioned, row.condition_frame, row.frame_indices):
             rec.fail(CONDITIONING_CHECK, f"dataset_index {index}: {problem}", index)
-        if row.sample_id in ids:
-            rec.fail("manifest", f"dataset_index {index}: sample_id {row.sample_id!r} appears twice", index)
-        ids.add(row.sample_id)
+        id_hashes.append(hash(row.sample_id))
+    _check_sample_ids(path, total, id_hashes, rec)
     if count != num_samples:
         rec.fail("manifest", f"{MANIFEST} has {count} rows, cache_config num_samples is {num_samples}")
     rec.close("manifest", f"{num_samples} rows, dense dataset_index, shard_path/cache_row agree with the shards")
     return facts
+
+
+def _check_sample_ids(path: Path, total: int, id_hashes: array.array, rec: CheckRecorder) -> None:
+    """No sample_id twice. The first pass kept only each id's 64-bit hash; the ids whose hash repeats (a repeated
+    id, or very rarely two ids of one hash) are compared in a second pass over just those lines."""
+    hashes, counts = np.unique(np.frombuffer(id_hashes, dtype=np.int64), return_counts=True)
+    repeated = set(hashes[counts > 1].tolist())
+    if not repeated:
+        return
+    seen: set[str] = set()
+    for line in _lines(path):
+        try:
+            row = ManifestRow.from_line(line)
+        except (ValueError, TypeError):
+            continue
+        index = row.dataset_index
+        if not isinstance(index, int) or not 0 <= index < total or hash(row.sample_id) not in repeated:
+            continue
+        if row.sample_id in seen:
+            rec.fail("manifest", f"dataset_index {index}: sample_id {row.sample_id!r} appears twice", index)
+        seen.add(row.sample_id)
 
 
 class _ManifestFile:
