@@ -4,6 +4,7 @@ and rejects in the order a cache lists them."""
 
 from __future__ import annotations
 
+import array
 import bisect
 import dataclasses
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..cache.text_rows import PADDED
 from ..errors import CacheIntegrityError
 from ..records import Reject
 from .placed_rows import PlacedRow, PlacedRows
-from .staging import CommittedArrays, OpenStagedUnit, StagedRow, open_staged_unit
+from .staging import CommittedArrays, OpenStagedUnit, StagedRow, open_staged_unit, read_staged_rows
 
 Planned = Mapping[int, Sequence[int]]  # {unit: the source_index of every sample the plan put in it}
 
@@ -51,7 +52,7 @@ def _check_unit_arrays(path: Path, staged: OpenStagedUnit, schema: ShardSchema) 
         raise CacheIntegrityError(f"staged unit {path}: " + "; ".join(problems))
 
 
-def _check_against_plan(accounted: dict[int, set[int]], planned: Planned) -> None:
+def _check_against_plan(accounted: dict[int, list], planned: Planned) -> None:
     """Every planned unit is staged, no other, and each accounts (kept or rejected) for exactly its planned
     samples: a unit lost on the way (a stale listing, a deleted file) fails the commit instead of shrinking it."""
     problems = []
@@ -61,13 +62,18 @@ def _check_against_plan(accounted: dict[int, set[int]], planned: Planned) -> Non
     if extra:
         problems.append(f"staged units {_some(extra)} are not in the plan")
     for unit in sorted(set(planned) & set(accounted)):
-        want, got = set(planned[unit]), accounted[unit]
+        want, got = set(planned[unit]), set(_flat(accounted[unit]))
         if want != got:
             problems.append(f"unit {unit} accounts for source_index {_some(sorted(got - want))} beyond its plan "
                             f"and lacks {_some(sorted(want - got))}")
     if problems:
         raise CacheIntegrityError("the staged units do not cover the plan: " + "; ".join(problems[:5]) + ". "
                                   "Rerun the same command: it encodes what is missing (--overwrite starts over)")
+
+
+def _flat(parts: list) -> list:
+    """The source indices of a unit's staged files: arrays of their rows' and lists of their rejects'."""
+    return [value for part in parts for value in (part.tolist() if isinstance(part, np.ndarray) else part)]
 
 
 def _some(values: list[int]) -> str:
@@ -83,29 +89,28 @@ def gather_staged(schema: ShardSchema, unit_paths: list[Path], planned: Planned,
     sources: list[np.ndarray] = []
     rejects: list[Reject] = []
     encoders: dict[int, dict] = {}
-    accounted: dict[int, set[int]] = {}
-    ids: set[str] = set()
-    twice: set[str] = set()
+    accounted: dict[int, list] = {}  # unit -> arrays of its rows' source_index, lists of its rejects'
+    id_hashes = array.array("q")
     paths = sorted(unit_paths)
     for path in paths:
         with open_staged_unit(path, committed) as staged:
             _check_unit_arrays(path, staged, schema)
             sources.append(np.array([row.source_index for row in staged.rows], dtype=np.int64))
-            for row in staged.rows:
-                (twice if row.sample_id in ids else ids).add(row.sample_id)
+            id_hashes.extend(hash(row.sample_id) for row in staged.rows)
             rejects.extend(staged.rejects)
-            accounted.setdefault(staged.unit, set()).update(
-                [row.source_index for row in staged.rows] + [reject.source_index for reject in staged.rejects])
+            accounted.setdefault(staged.unit, []).extend(
+                [sources[-1], [reject.source_index for reject in staged.rejects]])
             if staged.encoded_by is not None:
                 encoders[staged.unit] = staged.encoded_by
-    del ids
     _check_against_plan(accounted, planned)
+    del accounted
     if encoders and len(encoders) != len(unit_paths):
         raise CacheIntegrityError(f"{len(unit_paths) - len(encoders)} staged unit(s) do not record which encoder "
                                   "made them; remove the stale staged units")
     placed = PlacedRows.of_units(paths, sources)
     values, counts = np.unique(placed.source_index, return_counts=True)
-    for what, dupes in (("source_index", values[counts > 1][:5].tolist()), ("sample_id", sorted(twice)[:5])):
+    for what, dupes in (("source_index", values[counts > 1][:5].tolist()),
+                        ("sample_id", _repeated_ids(paths, id_hashes)[:5])):
         if dupes:
             raise CacheIntegrityError(f"{what} {dupes} staged more than once; remove the stale staged units")
     rejected = np.array([r.source_index if isinstance(r.source_index, int) else -1 for r in rejects], dtype=np.int64)
@@ -152,6 +157,21 @@ class ManifestRows(Sequence[ManifestRow]):
 
 
 _STAGED_FIELDS = tuple(f.name for f in dataclasses.fields(StagedRow))
+
+
+def _repeated_ids(paths: list[Path], id_hashes: array.array) -> list[str]:
+    """The sample_ids staged more than once, sorted. Only a 64-bit hash per row was kept; the rows whose hashes
+    repeat (a repeated id, or very rarely two ids of one hash) are read again and compared."""
+    hashes, counts = np.unique(np.frombuffer(id_hashes, dtype=np.int64), return_counts=True)
+    repeated = set(hashes[counts > 1].tolist())
+    if not repeated:
+        return []
+    seen: dict[str, int] = {}
+    for path in paths:
+        for row in read_staged_rows(path):
+            if hash(row.sample_id) in repeated:
+                seen[row.sample_id] = seen.get(row.sample_id, 0) + 1
+    return sorted(sample_id for sample_id, count in seen.items() if count > 1)
 
 
 def manifest_rows(placed: Sequence[PlacedRow], shards: list[tuple[str, int, int]]) -> ManifestRows:
