@@ -26,7 +26,7 @@ class PlacedRow:
 class _UnitRows:
     """The rows of the staged units read last (commits read rows in dataset order, so unit after unit)."""
 
-    def __init__(self, keep: int = 8):
+    def __init__(self, keep: int = 2):
         self.keep = keep
         self.rows: OrderedDict[Path, list[StagedRow]] = OrderedDict()
 
