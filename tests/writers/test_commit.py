@@ -285,3 +285,21 @@ def test_the_cache_records_planned_kept_and_rejected_and_verify_checks_they_add_
     write_sha256sums(copy)
     failures = [c for c in verify_integrity(copy).failures if c.name == "counts"]
     assert failures and f"counts {len(lines)} rejects, rejects.jsonl lists {len(lines) - 1}" in failures[0].detail
+
+
+@pytest.mark.parametrize("colliding", [False, True])
+def test_commit_refuses_a_sample_id_staged_twice(tmp_path, monkeypatch, colliding):
+    """gather keeps a hash per sample_id and compares the rows whose hashes meet (every hash equal: still exact)."""
+    from latentforge.writers import gather
+    if colliding:
+        monkeypatch.setattr(gather, "hash", lambda value: 7, raising=False)
+    data = make_samples()
+    units = stage_units(tmp_path / "build", data, unit_size=6)
+    last = read_staged_unit(units[-1])
+    first = read_staged_unit(units[0])
+    renamed = last.rows[-1].__class__(**{**last.rows[-1].__dict__, "sample_id": first.rows[0].sample_id})
+    write_staged_unit(tmp_path / "build", last.unit, [*last.rows[:-1], renamed], last.latents, last.text_embeddings,
+                      last.text_lengths, last.rejects)
+    with pytest.raises(CacheIntegrityError, match=re.escape(f"sample_id [{first.rows[0].sample_id!r}] staged more")):
+        commit_module.commit_cache(tmp_path, units, PLAN_REJECTS, make_cache_config(), None, {}, planned_units(6))
+    assert not (tmp_path / "manifest.jsonl").exists()

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from ..errors import REBUILD_OR_FETCH, DamagedFile, one_line
-from ..io import canonical_json, write_jsonl_atomic
+from ..io import atomic_path, canonical_json, write_jsonl_atomic
 from ..records import Reject
 from .layout import MANIFEST, REJECTS
 
@@ -136,8 +136,20 @@ def read_rejects(root: Path) -> list[Reject]:
     return rejects
 
 
-def write_manifest(root: Path, rows: list[ManifestRow]) -> None:
-    write_jsonl_atomic(Path(root) / MANIFEST, [row.to_json() for row in rows])
+def write_manifest(root: Path, rows: Iterable[ManifestRow]) -> None:
+    """ROOT/manifest.jsonl, written a block of lines at a time (never the whole text), completely or not at all."""
+    with atomic_path(Path(root) / MANIFEST) as tmp, open(tmp, "wb") as handle:
+        block: list[str] = []
+        for row in rows:
+            block.append(row.to_line())
+            if len(block) == _LINES_PER_WRITE:
+                handle.write(("\n".join(block) + "\n").encode("utf-8"))
+                block.clear()
+        if block:
+            handle.write(("\n".join(block) + "\n").encode("utf-8"))
+
+
+_LINES_PER_WRITE = 4096
 
 
 def write_rejects(root: Path, rejects: list[Reject]) -> None:

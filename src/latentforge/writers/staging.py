@@ -310,6 +310,17 @@ class _CommittedOnly:
         return self.__getattr__("rows")
 
 
+def read_staged_rows(path: Path) -> list[StagedRow]:
+    """Only the rows of a staged or retired unit (what a commit reads back row by row)."""
+    if is_retired(path):
+        record = _read_retired(Path(path))
+        if record is None:
+            raise CacheIntegrityError(f"{path} is not a retired unit's record; rerun the build with --overwrite")
+        return [StagedRow(**row) for row in record["rows"]]
+    with h5py.File(path, "r") as handle:
+        return [StagedRow(**row) for row in _read_jsonl(handle, "rows_jsonl")]
+
+
 def read_staged_unit(path: Path) -> StagedUnit:
     """A staged unit with its arrays loaded."""
     with open_staged_unit(path) as staged:

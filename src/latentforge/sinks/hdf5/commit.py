@@ -50,8 +50,9 @@ from ...io import atomic_path, canonical_json, write_text_atomic
 from ...records import Reject
 from ...testing.fault_points import fault_point
 from ...writers.committed_rows import CommittedRows
-from ...writers.gather import PlacedRow, Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
+from ...writers.gather import Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
 from ...writers.hdf5 import BlockFiller, write_empty_prompt, write_h5_atomic
+from ...writers.placed_rows import PlacedRows
 from ...writers.staging import OpenStagedUnit, is_retired, open_staged_unit
 from .integrity import verify_integrity
 from .manifest_table import write_manifest_table
@@ -70,24 +71,25 @@ class CommitResult:
     report: VerifyReport
 
 
-def _fill_shard(schema: ShardSchema, rows: list[PlacedRow], units: dict[Path, OpenStagedUnit]) -> BlockFiller:
+def _fill_shard(schema: ShardSchema, rows: PlacedRows, units: dict[Path, OpenStagedUnit]) -> BlockFiller:
     def fill(datasets: dict[str, h5py.Dataset], start: int, stop: int) -> None:
         # Copy runs of rows that sit next to each other in one staged unit with one slice each.
         i = start
         while i < stop:
-            first = rows[i]
+            unit, position = rows.unit_of[i], int(rows.position[i])
             j = i + 1
-            while j < stop and rows[j].unit_path == first.unit_path and rows[j].position == first.position + j - i:
+            while j < stop and rows.unit_of[j] == unit and rows.position[j] == position + j - i:
                 j += 1
-            staged = units[first.unit_path]
-            src = slice(first.position, first.position + j - i)
+            path = rows.unit_path_at(i)
+            staged = units[path]
+            src = slice(position, position + j - i)
             datasets[schema.latent_dataset][i:j] = staged.latents[src]
             for stream in schema.conditioning:
                 datasets[stream.name][i:j] = staged.conditioning[stream.name][src]
             if schema.text_prefix is not None:
                 lengths = staged.text_lengths[src]
                 if lengths.min() < 0 or lengths.max() > schema.max_length:
-                    raise CacheIntegrityError(f"staged unit {first.unit_path}: text lengths {lengths.tolist()} "
+                    raise CacheIntegrityError(f"staged unit {path}: text lengths {lengths.tolist()} "
                                               f"outside [0, {schema.max_length}]")
                 if schema.text_storage == TRIMMED:
                     write_trimmed(datasets[schema.embeddings_dataset], i,
@@ -96,24 +98,24 @@ def _fill_shard(schema: ShardSchema, rows: list[PlacedRow], units: dict[Path, Op
                     datasets[schema.embeddings_dataset][i:j] = staged.text_embeddings[src]
                 datasets[schema.length_dataset][i:j] = lengths.astype(np.uint16)
             i = j
-        datasets[SOURCE_INDEX_DATASET][start:stop] = [p.row.source_index for p in rows[start:stop]]
+        datasets[SOURCE_INDEX_DATASET][start:stop] = rows.source_index[start:stop]
 
     return fill
 
 
-def _committed_shard(committed: CommittedRows | None, placed: list[PlacedRow], start: int, end: int) -> str | None:
+def _committed_shard(committed: CommittedRows | None, placed: PlacedRows, start: int, end: int) -> str | None:
     """The trusted shard that holds exactly the rows [start, end) of retired units, each at its place here."""
-    if committed is None or not is_retired(placed[start].unit_path):
+    if committed is None or not is_retired(placed.unit_path_at(start)):
         return None
-    first = committed.place(placed[start].row.source_index)
+    first = committed.place(int(placed.source_index[start]))
     if first is None or first[1] != 0 or committed.lengths[first[0]] != end - start:
         return None
-    same = all(is_retired(p.unit_path) and committed.place(p.row.source_index) == (first[0], i)
-               for i, p in enumerate(placed[start:end]))
+    same = all(is_retired(placed.unit_path_at(index)) and committed.place(int(placed.source_index[index]))
+               == (first[0], index - start) for index in range(start, end))
     return first[0] if same else None
 
 
-def _write_shards(root: Path, schema: ShardSchema, placed: list[PlacedRow], shards: list[tuple[str, int, int]],
+def _write_shards(root: Path, schema: ShardSchema, placed: PlacedRows, shards: list[tuple[str, int, int]],
                   committed: CommittedRows | None) -> tuple[list[str], dict[str, str]]:
     """Every shard of the layout (relative paths), and {path: SHA-256} of those an earlier commit wrote already."""
     shard_dir = root / SHARDS_DIR
@@ -133,8 +135,7 @@ def _write_shards(root: Path, schema: ShardSchema, placed: list[PlacedRow], shar
             continue
         rows = placed[start:end]
         with contextlib.ExitStack() as stack:
-            units = {p: stack.enter_context(open_staged_unit(p, committed))
-                     for p in sorted({r.unit_path for r in rows})}
+            units = {p: stack.enter_context(open_staged_unit(p, committed)) for p in rows.units()}
             write_h5_atomic(root / rel, schema.dataset_specs(end - start), block_rows,
                             _fill_shard(schema, rows, units))
         fault_point("commit")  # test-only: a kill between shards

@@ -8,7 +8,7 @@ at a time, so memory stays at one sample whatever the shard size.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from pathlib import Path
 
 import h5py
@@ -19,7 +19,6 @@ from ...cache.checksums import find_sum_problems
 from ...cache.conditioning_streams import (
     CONDITIONING_CHECK,
     CONDITIONING_DETAIL,
-    condition_frame_problem,
     stream_row_problem,
 )
 from ...cache.config_file import CacheConfig
@@ -28,8 +27,6 @@ from ...cache.encoded_by import function_digest
 from ...cache.layout import (
     COMPLETE_MARKER,
     EMPTY_PROMPT,
-    MANIFEST,
-    MANIFEST_TABLE,
     PUBLISHED_MARKER,
     REJECTS,
     ROOT_ENTRIES,
@@ -38,13 +35,12 @@ from ...cache.layout import (
     DatasetSpecs,
     ShardSchema,
 )
-from ...cache.rows import MANIFEST_KEYS, ManifestRow, read_manifest
 from ...cache.text_rows import TRIMMED
 from ...cache.token_ids import id_range_problem
 from ...errors import REJECT_REASONS, CacheIntegrityError
 from ...records import REJECT_KEYS, REJECT_STAGES, Reject
 from ...reporting import Advance, Progress, start_step
-from .manifest_table import manifest_table, read_manifest_table
+from .manifest_checks import ManifestFacts, check_manifest, check_manifest_table
 
 Shards = list[tuple[str, int, int]]
 
@@ -102,74 +98,6 @@ def _check_sums(root: Path, shards: Shards, rec: CheckRecorder, progress: Progre
     rec.close("sha256sums", "every file matches SHA256SUMS and every file is listed")
 
 
-def _check_manifest(root: Path, num_samples: int, shards: Shards, rec: CheckRecorder, conditioned: bool = False
-                    ) -> tuple[dict[int, int], set[int]]:
-    """{dataset_index: source_index} of the rows that parse, and the units they name."""
-    boundaries = {i: (rel, i - start) for rel, start, end in shards for i in range(start, end)}
-    source_of: dict[int, int] = {}
-    units: set[int] = set()
-    try:
-        lines = (root / MANIFEST).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        rec.fail("manifest", f"{MANIFEST} cannot be read: {exc!r}")
-        return source_of, units
-    dense, previous_source, ids = True, -1, set()
-    for line_no, line in enumerate(lines):
-        try:
-            row = ManifestRow.from_line(line)
-        except (ValueError, TypeError):
-            rec.fail("manifest", f"line {line_no + 1} is not a canonical row with keys {', '.join(MANIFEST_KEYS)}",
-                     line_no if dense else None)
-            continue
-        index = row.dataset_index
-        units.add(row.unit)
-        if dense and index != line_no:
-            dense = False
-            rec.fail("manifest", f"line {line_no + 1} has dataset_index {index!r}, expected {line_no}: "
-                     f"dataset_index {line_no} is missing or out of order", line_no)
-        if not isinstance(index, int) or index not in boundaries:
-            rec.fail("manifest", f"line {line_no + 1}: dataset_index {index!r} outside 0..{num_samples - 1}")
-            continue
-        if (row.shard_path, row.cache_row) != boundaries[index]:
-            rec.fail("manifest", f"dataset_index {index}: shard_path/cache_row {row.shard_path}/{row.cache_row}"
-                     f" but the shard boundaries put it at {boundaries[index][0]}/{boundaries[index][1]}", index)
-        if not isinstance(row.source_index, int) or row.source_index <= previous_source:
-            rec.fail("manifest", f"dataset_index {index}: source_index {row.source_index!r} does not increase", index)
-        else:
-            previous_source = row.source_index
-            source_of[index] = row.source_index
-        if problem := condition_frame_problem(conditioned, row.condition_frame, row.frame_indices):
-            rec.fail(CONDITIONING_CHECK, f"dataset_index {index}: {problem}", index)
-        if row.sample_id in ids:
-            rec.fail("manifest", f"dataset_index {index}: sample_id {row.sample_id!r} appears twice", index)
-        ids.add(row.sample_id)
-    if len(lines) != num_samples:
-        rec.fail("manifest", f"{MANIFEST} has {len(lines)} rows, cache_config num_samples is {num_samples}")
-    rec.close("manifest", f"{num_samples} rows, dense dataset_index, shard_path/cache_row agree with the shards")
-    return source_of, units
-
-
-def _check_manifest_table(root: Path, rec: CheckRecorder) -> None:
-    """manifest.parquet holds exactly the table manifest.jsonl's rows make (absent in caches written before it)."""
-    if not (root / MANIFEST_TABLE).is_file():
-        rec.warn("manifest_table", f"no {MANIFEST_TABLE} (a cache written before the index existed): "
-                 "`latentforge query` needs it; rebuild the cache to add it")
-        return
-    try:
-        want = manifest_table(read_manifest(root))
-    except (OSError, ValueError, TypeError, KeyError, CacheIntegrityError):
-        return  # the manifest check names the broken line
-    try:
-        got = read_manifest_table(root)
-    except CacheIntegrityError as error:
-        rec.fail("manifest_table", str(error))
-        return
-    if not got.equals(want):
-        rec.fail("manifest_table", f"{MANIFEST_TABLE} does not hold the rows of {MANIFEST} "
-                 f"({got.num_rows} rows, columns {got.column_names}); rebuild the cache")
-    rec.close("manifest_table", f"{MANIFEST_TABLE} holds the rows of {MANIFEST}")
-
-
 def _check_encoded_by(config: CacheConfig, manifest_units: set[int], rec: CheckRecorder) -> None:
     """Every unit from one function, the cache's; several environments are worth a warning."""
     if config.encoded_by is None:
@@ -215,16 +143,17 @@ def _dataset_problems(handle: h5py.File, specs: DatasetSpecs) -> list[str]:
     return problems
 
 
-def _check_rows(handle: h5py.File, schema: ShardSchema, start: int, source_of: dict[int, int],
+def _check_rows(handle: h5py.File, schema: ShardSchema, start: int, manifest: ManifestFacts,
                 rec: CheckRecorder, advance: Advance, scan: bool = True) -> None:
     sources = handle[SOURCE_INDEX_DATASET][()]
     latents = handle[schema.latent_dataset]
     for row in range(latents.shape[0]):
         advance(1)
         index = start + row
-        if index in source_of and int(sources[row]) != source_of[index]:
+        want = manifest.source_index(index)
+        if want is not None and int(sources[row]) != want:
             rec.fail("source_index", f"dataset_index {index}: shard source_index {int(sources[row])}, "
-                     f"manifest {source_of[index]}", index)
+                     f"manifest {want}", index)
         if not scan:
             continue
         if schema.vocabulary is not None:
@@ -258,7 +187,7 @@ def _check_text_row(handle: h5py.File, schema: ShardSchema, row: int, index: int
                  "are not all zero", index)
 
 
-def _check_shards(root: Path, schema: ShardSchema, shards: Shards, source_of: dict[int, int],
+def _check_shards(root: Path, schema: ShardSchema, shards: Shards, manifest: ManifestFacts,
                   rec: CheckRecorder, progress: Progress | None, unscanned: set[str] | None = None) -> None:
     advance = start_step(progress, "rows", shards[-1][2] if shards else 0, unit="samples")
     for rel, start, end in shards:
@@ -271,7 +200,7 @@ def _check_shards(root: Path, schema: ShardSchema, shards: Shards, source_of: di
                     rec.fail("shard_datasets", f"{rel} (dataset_index {start}..{end - 1}): {'; '.join(problems)}",
                              start)
                     continue
-                _check_rows(handle, schema, start, source_of, rec, advance, rel not in (unscanned or ()))
+                _check_rows(handle, schema, start, manifest, rec, advance, rel not in (unscanned or ()))
         except (OSError, KeyError, ValueError) as exc:
             rec.fail("shard_readable", f"{rel} (dataset_index {start}..{end - 1}) cannot be read: {exc}", start)
     rec.close("shard_readable", f"{len(shards)} shards open and read")
@@ -309,7 +238,7 @@ def _check_empty_prompt(root: Path, config: CacheConfig, schema: ShardSchema, re
     rec.close("empty_prompt", "empty prompt as promised")
 
 
-def check_rejects(root: Path, accepted_sources: set[int], rec: CheckRecorder) -> int:
+def check_rejects(root: Path, accepted_sources: Container[int], rec: CheckRecorder) -> int:
     """The rejects file's rows are well formed and in order; returns how many it lists."""
     try:
         lines = (root / REJECTS).read_text(encoding="utf-8").splitlines()
@@ -361,10 +290,10 @@ def verify_integrity(root: Path, require_complete: bool = True, progress: Progre
     shards = config.shard_paths()
     _check_shard_files(root, config, shards, rec)
     _check_sums(root, shards, rec, progress, trusted)
-    source_of, units = _check_manifest(root, config.num_samples, shards, rec, config.conditioning is not None)
-    _check_manifest_table(root, rec)
-    _check_encoded_by(config, units, rec)
-    _check_shards(root, schema, shards, source_of, rec, progress, set(trusted))
+    manifest = check_manifest(root, config.num_samples, shards, rec, config.conditioning is not None)
+    check_manifest_table(root, rec)
+    _check_encoded_by(config, manifest.units, rec)
+    _check_shards(root, schema, shards, manifest, rec, progress, set(trusted))
     _check_empty_prompt(root, config, schema, rec)
-    check_counts(config, check_rejects(root, set(source_of.values()), rec), rec)
+    check_counts(config, check_rejects(root, manifest.accepted(), rec), rec)
     return rec.report

@@ -14,8 +14,9 @@ other file: the bytes depend only on the rows and the pinned pyarrow version. Co
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -60,46 +61,160 @@ def _fixed_values(row: ManifestRow) -> dict[str, Any]:
     }
 
 
-def _passthrough_column(values: list[Any]) -> pa.Array | None:
-    """One pass-through column as an Arrow array when its values are scalars of one type, else None."""
+# Rows converted to Arrow at a time (few, so that few ManifestRow objects live at once; a divisor of the row group),
+# and pq.write_table's row group (its default, 1024 * 1024 rows), which the streamed file keeps: the bytes are those
+# of the whole table written at once.
+CHUNK_ROWS = 2048
+_ROW_GROUP_ROWS = 1024 * 1024
+
+
+def _chunks(rows: Iterable[ManifestRow]) -> Iterator[list[ManifestRow]]:
+    chunk: list[ManifestRow] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == CHUNK_ROWS:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _is_scalar(kind: pa.DataType) -> bool:
+    return pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind) \
+        or pa.types.is_string(kind)
+
+
+def _inferred(values: list[Any]) -> pa.DataType | None:
+    """The type pa.array infers for these values; None when they do not make one array."""
     try:
-        array = pa.array(values)
+        return pa.array(values).type
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    kind = array.type
-    scalar = pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind) \
-        or pa.types.is_string(kind)
-    return array if scalar else None
+
+
+@dataclass(frozen=True)
+class ManifestColumns:
+    """What manifest.parquet holds for some rows: its schema, and which of its columns come from where."""
+
+    schema: pa.Schema
+    unknown: bool  # an unknown_token_fraction column from the rows' field
+    quality: bool  # the QUALITY_COLUMNS from provenance.quality; every other column past the fixed ones is `extra`
+
+
+def manifest_columns(rows: Iterable[ManifestRow]) -> ManifestColumns:
+    """The columns manifest.parquet holds for these rows, found in one pass that keeps a chunk of rows at a time.
+    A pass-through column's type is the one pa.array infers from all its values: each chunk's are inferred, and only
+    where chunks disagree is the whole column inferred (a pass over `rows` again, one column's values held)."""
+    unknown = quality = False
+    seen: dict[str, set[pa.DataType] | None] = {}  # pass-through name -> types of its chunks (None: no array)
+    for chunk in _chunks(rows):
+        unknown = unknown or any(row.unknown_token_fraction is not None for row in chunk)
+        quality = quality or any("quality" in row.provenance for row in chunk)
+        names: dict[str, None] = {}
+        for row in chunk:
+            names.update(dict.fromkeys(row.extra))
+        for name in names:
+            types = seen.setdefault(name, set())
+            if types is not None:
+                kind = _inferred([row.extra.get(name) for row in chunk])
+                seen[name] = None if kind is None else types | {kind} - {pa.null()}
+    fields = list(_FIXED)
+    if unknown:  # a cache without it keeps its bytes
+        fields.append(pa.field(UNKNOWN_TOKENS, pa.float64()))
+    if quality:  # likewise: only a cache whose rows were scored
+        fields.extend(pa.field(name, pa.float64()) for name in QUALITY_COLUMNS)
+    taken = {field.name for field in fields}
+    for name, types in seen.items():
+        if name in taken or not types:
+            continue
+        kind = next(iter(types)) if len(types) == 1 else _inferred([row.extra.get(name) for row in rows])
+        if kind is not None and _is_scalar(kind):
+            fields.append(pa.field(name, kind))
+    return ManifestColumns(pa.schema(fields), unknown, quality)
+
+
+def manifest_batches(rows: Iterable[ManifestRow], columns: ManifestColumns) -> Iterator[pa.RecordBatch]:
+    """The table's rows as record batches of CHUNK_ROWS rows (the last shorter), in dataset_index order."""
+    schema = columns.schema
+    derived = len(FIXED_COLUMNS) + columns.unknown + len(QUALITY_COLUMNS) * columns.quality
+    for chunk in _chunks(rows):
+        fixed = [_fixed_values(row) for row in chunk]
+        arrays = []
+        for position, field in enumerate(schema):
+            if position < len(FIXED_COLUMNS):
+                values = [values[field.name] for values in fixed]
+            elif position >= derived:
+                values = [row.extra.get(field.name) for row in chunk]
+            elif field.name == UNKNOWN_TOKENS:
+                values = [row.unknown_token_fraction for row in chunk]
+            else:
+                values = [(row.provenance.get("quality") or {}).get(field.name) for row in chunk]
+            arrays.append(pa.array(values, type=field.type))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def manifest_table(rows: Iterable[ManifestRow]) -> pa.Table:
     """The table manifest.parquet holds for these rows (in dataset_index order)."""
-    rows = list(rows)
-    fixed = [_fixed_values(row) for row in rows]
-    columns = {name: pa.array([values[name] for values in fixed], type=_FIXED.field(name).type)
-               for name in FIXED_COLUMNS}
-    if any(row.unknown_token_fraction is not None for row in rows):  # a cache without it keeps its bytes
-        columns[UNKNOWN_TOKENS] = pa.array([row.unknown_token_fraction for row in rows], type=pa.float64())
-    if any("quality" in row.provenance for row in rows):  # likewise: only a cache whose rows were scored
-        for name in QUALITY_COLUMNS:
-            columns[name] = pa.array([(row.provenance.get("quality") or {}).get(name) for row in rows],
-                                     type=pa.float64())
-    names: list[str] = []
-    for row in rows:
-        names.extend(name for name in row.extra if name not in names)
-    for name in names:
-        if name in columns:
-            continue
-        array = _passthrough_column([row.extra.get(name) for row in rows])
-        if array is not None:
-            columns[name] = array
-    return pa.table(columns)
+    rows = rows if isinstance(rows, Sequence) else list(rows)
+    columns = manifest_columns(rows)
+    return pa.Table.from_batches(list(manifest_batches(rows, columns)), columns.schema)
 
 
-def write_manifest_table(root: Path, rows: list[ManifestRow]) -> None:
-    """ROOT/manifest.parquet, written completely or not at all."""
-    with atomic_path(Path(root) / MANIFEST_TABLE) as tmp:
-        pq.write_table(manifest_table(rows), tmp, compression="zstd")
+def write_manifest_table(root: Path, rows: Iterable[ManifestRow]) -> None:
+    """ROOT/manifest.parquet, written completely or not at all, holding one row group of rows at a time. `rows` is
+    read twice (the columns, then the values): a sequence, or anything iterable again."""
+    columns = manifest_columns(rows)
+    schema = columns.schema
+    with atomic_path(Path(root) / MANIFEST_TABLE) as tmp, \
+            pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        group: list[list[pa.Array]] = [[] for _ in schema]  # per column, its arrays of the row group so far
+        count = written = 0
+        for batch in manifest_batches(rows, columns):
+            for arrays, array in zip(group, batch.columns):
+                arrays.append(array)
+            count += batch.num_rows
+            del batch
+            if count == _ROW_GROUP_ROWS:
+                writer.write_table(_row_group(group, schema))
+                group, count, written = [[] for _ in schema], 0, written + 1
+        if count or not written:  # a table of no rows is written as one empty row group, as pq.write_table does
+            writer.write_table(_row_group(group, schema))
+
+
+def _row_group(group: list[list[pa.Array]], schema: pa.Schema) -> pa.Table:
+    """One row group's table with one chunk per column, as pa.array makes it: the writer's dictionary and page
+    decisions follow the chunks, so chunked columns would change the bytes. Each column's pieces are let go as soon
+    as they are joined, so the row group is held about once."""
+    joined = []
+    for i, field in enumerate(schema):
+        pieces, group[i] = group[i], []
+        try:
+            joined.append(pa.concat_arrays(pieces) if pieces else pa.array([], type=field.type))
+        except pa.ArrowInvalid:  # over 2 GiB of text in one column: pa.array itself makes several chunks there
+            joined.append(pa.chunked_array(pieces, type=field.type))
+        del pieces
+    return pa.table(joined, schema=schema)
+
+
+def open_manifest_table(root: Path) -> pq.ParquetFile:
+    """ROOT/manifest.parquet opened for reading a part at a time; DamagedFile when it is not a Parquet file."""
+    path = Path(root) / MANIFEST_TABLE
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as error:
+        raise DamagedFile(path, str(error), REBUILD_OR_FETCH) from None
+
+
+def table_batches(root: Path, table: pq.ParquetFile, batch_size: int, columns: list[str] | None = None
+                  ) -> Iterator[pa.RecordBatch]:
+    """The rows of an opened manifest.parquet (only `columns`, where given) in batches; DamagedFile when a part of
+    the file cannot be read. One thread: threads reading columns side by side each keep their own memory."""
+    try:
+        for batch in table.iter_batches(batch_size=batch_size, columns=columns, use_threads=False):
+            if batch.num_rows:
+                yield batch
+    except (OSError, pa.ArrowException) as error:
+        raise DamagedFile(Path(root) / MANIFEST_TABLE, str(error), REBUILD_OR_FETCH) from None
 
 
 def read_manifest_table(root: Path) -> pa.Table:

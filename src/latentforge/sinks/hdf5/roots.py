@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ...cache.bucket_index import is_bucketed
 from ...cache.config_file import CacheConfig
-from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER
+from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST_TABLE
 from ...cache.root import CacheRoot
 from ...errors import CacheIntegrityError, ConfigError
 from . import NAME
@@ -50,11 +50,12 @@ def resolve_cache_root(root: str | os.PathLike[str] | None) -> Path:
 
 def load_for_training(root: Path, require_complete: bool = True) -> CacheConfig:
     """The cache's config, its records checked against its shards (sinks/hdf5/structure.py; manifest.jsonl's lines are
-    parsed by read_manifest_index); a cache without its completion marker is refused unless
-    require_complete=False."""
+    counted there, or, in a cache without manifest.parquet, parsed by read_manifest_index); a cache without its
+    completion marker is refused unless require_complete=False."""
     if require_complete and not (root / COMPLETE_MARKER).is_file():
         raise CacheIntegrityError(
             f"{root} has no {COMPLETE_MARKER}: the cache is still being built or its verify failed; "
             "finish the build (rerun it) or pass require_complete=False to read it anyway"
         )
-    return check_cache_structure(root, manifest_lines=False)
+    # read_manifest_index parses every line only where there is no manifest.parquet to read the index from
+    return check_cache_structure(root, manifest_lines=(root / MANIFEST_TABLE).is_file())
