@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from latentforge.tokenizers.wan21_fast import FastWanEncoder
+from latentforge.tokenizers.wan.fast_encoder import FastWanEncoder
 
 
 def timed(fn, device: torch.device, reps: int, warm: bool = False) -> tuple[float, float, torch.Tensor]:

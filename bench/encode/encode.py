@@ -27,7 +27,7 @@ from latentforge.decode.pyav import decode_rgb  # noqa: E402
 from latentforge.decode.resize import plan_resize  # noqa: E402
 from latentforge.decode.stream_probe import probe_video  # noqa: E402
 from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
-from latentforge.tokenizers.wan21_fast import FastWanEncoder  # noqa: E402
+from latentforge.tokenizers.wan.fast_encoder import FastWanEncoder  # noqa: E402
 from latentforge.transforms.window import select_window  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
@@ -129,7 +129,7 @@ def measure_mode(name, fn, batch, videos, references, flops, peak_matmul, device
 def run(args: argparse.Namespace) -> dict:
     from diffusers import AutoencoderKLWan
 
-    from latentforge.tokenizers.wan21 import Wan21Tokenizer, latent_constants
+    from latentforge.tokenizers.wan.wan21 import Wan21Tokenizer, latent_constants
 
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -268,7 +268,7 @@ def encode_one(args: argparse.Namespace) -> None:
     """The child of encoded_in_another_process: same weights, same clip 0, the build path, saved."""
     import tempfile
 
-    from latentforge.tokenizers.wan21 import Wan21Tokenizer
+    from latentforge.tokenizers.wan.wan21 import Wan21Tokenizer
 
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as folder:

@@ -33,8 +33,8 @@ from _encode_probes import copy_bandwidth, matmul_tflops, timed  # noqa: E402
 from _random_wan import random_wan_vae  # noqa: E402
 from encode import add_clip_arguments, encoder_flops, load_clips, tiny_clip  # noqa: E402
 
-from latentforge.tokenizers import wan21_fast  # noqa: E402
 from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
+from latentforge.tokenizers.wan import fast_encoder as wan21_fast  # noqa: E402
 
 OUTSIDE = -1  # work outside any layer: the window split, the output concatenation
 # FastWanEncoder's per-layer methods; each takes its layer's parameters (or a part of them) as an argument
@@ -202,7 +202,7 @@ def layer_names(fast: wan21_fast.FastWanEncoder, timeline: Timeline) -> dict[int
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from latentforge.tokenizers.wan21 import Wan21Tokenizer
+    from latentforge.tokenizers.wan.wan21 import Wan21Tokenizer
 
     device = torch.device(args.device)
     vae = random_wan_vae(base_dim=args.base_dim)

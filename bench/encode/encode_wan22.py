@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 from _encode_probes import timed  # noqa: E402
 from _random_wan import spread_norms_and_biases  # noqa: E402
 
-from latentforge.tokenizers.wan22 import Wan22Tokenizer  # noqa: E402
-from latentforge.tokenizers.wan22_checkpoint import RELEASED_WIDTHS, diffusers_config  # noqa: E402
+from latentforge.tokenizers.wan.wan22 import Wan22Tokenizer  # noqa: E402
+from latentforge.tokenizers.wan.wan22_checkpoint import RELEASED_WIDTHS, diffusers_config  # noqa: E402
 
 
 def random_wan22_vae(widths: dict, seed: int = 0):

@@ -1,5 +1,5 @@
 """The Wan VAE encoder's mid-block attention (one head, D = 384 or 640, one frame per batch entry): SDPA against
-the Triton kernel of tokenizers/wan_attention.py.
+the Triton kernel of tokenizers/wan/attention.py.
 
 Each shape is timed for SDPA (what the encoder ran before the kernel) and for the kernel under its rule's configuration
 (`config_for`) and a sweep of other ones; q, k and v are the three chunks of one [N, L, 3D] bf16 projection, as
@@ -25,8 +25,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from latentforge.tokenizers import wan_attention  # noqa: E402
-from latentforge.tokenizers.wan_attention import AttentionConfig, config_for  # noqa: E402
+from latentforge.tokenizers.wan import attention as wan_attention  # noqa: E402
+from latentforge.tokenizers.wan.attention import AttentionConfig, config_for  # noqa: E402
 
 SHAPES = ((4, 6240, 384), (24, 6240, 384), (4, 3520, 640))  # frames, tokens (60x104; Wan2.2 44x80), head dim
 TINY_SHAPES = ((2, 200, 128),)

@@ -1,7 +1,8 @@
 """The causal 3x3x3 conv as CUTLASS's Hopper implicit GEMM with tiles N = 96 / 192 (every config the library
 holds, not only the ones a plan pass times), against the plan a build records.
 
-The kernels are latentforge's (tokenizers/cutlass/conv3d_sm90.cu), built by tokenizers/cutlass_build.py into a
+The kernels are latentforge's (tokenizers/kernels/cutlass/conv3d_sm90.cu), built by
+tokenizers/kernels/cutlass/build.py into a
 library with a C interface (static CUDA runtime, no PyTorch headers), here with every config the source holds
 (the plan candidates and the ones measured to lose): on first use into the user's cache, or with --build DIR on a
 machine without a GPU, to be carried to one with --library:
@@ -29,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conv_triton import ConvShape, _format, _row, _twice, matmul_rate, measure_baseline  # noqa: E402
 
-from latentforge.tokenizers import cutlass_build, cutlass_conv  # noqa: E402
+from latentforge.tokenizers.kernels.cutlass import build as cutlass_build  # noqa: E402
+from latentforge.tokenizers.kernels.cutlass import conv as cutlass_conv  # noqa: E402
 
 DEFAULT_SHAPES = ("96,96,40,480,832", "96,192,40,240,416", "192,192,41,240,416")
 

@@ -3,7 +3,7 @@ heuristics' choice and with autotuning (a timing race), and, when the cudnn fron
 engine plan cuDNN offers (heuristics modes B, A and the fallback list, runtime-compiled engines included and
 marked), each by name, checked for the same bits on a second run. The question it answers: is there a plan
 faster than the ones a build's plan book times (the first `CANDIDATE_PLANS` precompiled plans of modes B then A,
-tokenizers/cudnn_convs.py), that a build could select by name, reproducibly?
+tokenizers/kernels/planned_convs.py), that a build could select by name, reproducibly?
 
     python bench/kernels/conv_kernels.py --out kernels.json            # the 96-channel conv (carry cudnn-frontend)
     python bench/kernels/conv_kernels.py --encoder --out kernels.json  # every main conv of a 93x480x832 encode
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from latentforge.tokenizers.cudnn_convs import CANDIDATE_PLANS  # noqa: E402
+from latentforge.tokenizers.kernels.planned_convs import CANDIDATE_PLANS  # noqa: E402
 
 FLOPS_PER_MAC = 2
 

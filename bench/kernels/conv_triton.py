@@ -1,6 +1,6 @@
 """A Triton implicit-GEMM forward kernel for the fast encoder's causal 3x3x3 convolution, timed against cuDNN.
 
-The kernel (tokenizers/triton_conv.py, whose docstring gives the maths and the tiling) covers the encoder's
+The kernel (tokenizers/kernels/triton_conv.py, whose docstring gives the maths and the tiling) covers the encoder's
 causal 3x3x3 convs; a build's plan pass offers it beside cuDNN's plans. This bench sweeps more configs than a
 plan pass times and checks each against fp32 and for the same bits twice.
 
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from latentforge.tokenizers.triton_conv import (  # noqa: E402 - after the src path
+from latentforge.tokenizers.kernels.triton_conv import (  # noqa: E402 - after the src path
     TAPS,
     ConvConfig,
     conv3d_causal,
@@ -116,13 +116,13 @@ def cudnn_conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def baseline(device: torch.device, book: Path | None = None):
     """(label, conv) of what a build runs: on a GPU with the cuDNN frontend, the plan a build's book records
-    (tokenizers/cudnn_convs.py: the fastest of cuDNN's first candidate plans, PyTorch's call and the Triton
+    (tokenizers/kernels/planned_convs.py: the fastest of cuDNN's first candidate plans, PyTorch's call and the Triton
     configs, timed once on these operands; or the plan `book` holds for the signature); else PyTorch's call
     (autotuned on a GPU)."""
     if device.type == "cuda":
         try:
-            from latentforge.tokenizers.cudnn_convs import PlannedConvs
-            from latentforge.tokenizers.plan_book import PlanBook, read_book
+            from latentforge.tokenizers.kernels.plan_book import PlanBook, read_book
+            from latentforge.tokenizers.kernels.planned_convs import PlannedConvs
 
             planned = PlannedConvs(PlanBook(entries=read_book(book)) if book else PlanBook())
             label = f"the plan {book.name} records" if book else "the plan a build records"

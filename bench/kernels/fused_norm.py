@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 from _encode_probes import copy_bandwidth, timed  # noqa: E402
 
-from latentforge.tokenizers import wan21_kernels  # noqa: E402
-from latentforge.tokenizers.wan21_kernels import Tiling, tiling  # noqa: E402
+from latentforge.tokenizers.wan import fused_norm as wan21_kernels  # noqa: E402
+from latentforge.tokenizers.wan.fused_norm import Tiling, tiling  # noqa: E402
 
 WIDTHS = {96: (480, 832), 192: (240, 416), 384: (120, 208)}
 CASES = ("norm of a residual sum into the next conv's buffer", "norm of a conv output with its bias",

@@ -3,7 +3,7 @@ this GPU and software lacks, and writes the shipped book with them added: the bo
 model build the preset's bytes alike (tests/tokenizers/test_shipped_books_cover_presets.py holds the books to it).
 
 For each preset whose tokenizer runs recorded plans, the signatures of every call shape its build can make are traced
-on the CPU (tokenizers/plan_signatures.py). On the GPU the preset's fast path (released widths, random weights:
+on the CPU (tokenizers/wan/plan_signatures.py). On the GPU the preset's fast path (released widths, random weights:
 timings do not depend on values) then encodes zeros of each call shape exactly as a build's plan pass does, over a
 fresh plan folder whose parent is the shipped book, so only the missing signatures are timed, with every candidate a
 build's plan pass times (cuDNN, Triton, and CUTLASS where its library builds). The signatures the GPU met must be the
@@ -33,7 +33,7 @@ from latentforge.config.buckets import parse_buckets  # noqa: E402
 from latentforge.config.presets import PRESETS  # noqa: E402
 from latentforge.configure import load_config  # noqa: E402
 from latentforge.pipeline.plan_pass import plan_shapes  # noqa: E402
-from latentforge.tokenizers.shared_plans import SHIPPED_FOLDER  # noqa: E402
+from latentforge.tokenizers.kernels.shared_books import SHIPPED_FOLDER  # noqa: E402
 
 
 def preset_config(name: str):
@@ -89,9 +89,9 @@ def check(presets: list[str]) -> int:
 
 def record(presets: list[str], out: Path) -> int:
     """On the GPU: time what the shipped book of this environment lacks, write it with the new plans."""
-    from latentforge.tokenizers.shared_plans import plans_key
-    from latentforge.tokenizers.wan21_fast import FastWanEncoder
-    from latentforge.tokenizers.wan_common import deterministic_cudnn, fast_encoder, prepare_fast_path, wan_options
+    from latentforge.tokenizers.kernels.shared_books import plans_key
+    from latentforge.tokenizers.wan.common import deterministic_cudnn, fast_encoder, prepare_fast_path, wan_options
+    from latentforge.tokenizers.wan.fast_encoder import FastWanEncoder
 
     device = torch.device("cuda")
     prepare_fast_path(device, "plans")  # heuristics mode B, as a build's plan pass (before the first conv)

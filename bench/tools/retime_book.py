@@ -10,7 +10,7 @@ the two are within the margin, so a book only changes where the gain is real. Ev
 checked: the same bits twice, and its rel-L2 to the fp32 conv against the recorded plan's. PyTorch's call (the
 plan `pytorch`) runs with cuDNN's heuristics in mode B, as in the fast path's processes.
 
-    python bench/tools/retime_book.py --book src/latentforge/tokenizers/conv_plans/KEY.json --out new.json \
+    python bench/tools/retime_book.py --book src/latentforge/tokenizers/kernels/books/KEY.json --out new.json \
         --report r.json
 """
 
@@ -29,10 +29,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from latentforge.tokenizers import cutlass_conv, triton_conv  # noqa: E402 - after the src path
-from latentforge.tokenizers.cudnn_convs import PlannedConvs  # noqa: E402
-from latentforge.tokenizers.plan_book import PlanBook, read_book  # noqa: E402
-from latentforge.tokenizers.wan_common import prefer_heuristics_mode_b  # noqa: E402
+from latentforge.tokenizers.kernels import triton_conv  # noqa: E402 - after the src path
+from latentforge.tokenizers.kernels.cutlass import conv as cutlass_conv  # noqa: E402 - after the src path
+from latentforge.tokenizers.kernels.plan_book import PlanBook, read_book  # noqa: E402
+from latentforge.tokenizers.kernels.planned_convs import PlannedConvs  # noqa: E402
+from latentforge.tokenizers.wan.common import prefer_heuristics_mode_b  # noqa: E402
 
 SIGNATURE = re.compile(r"^x\[([\d, ]+)\]:\[([\d, ]+)\] w\[([\d, ]+)\]:\[([\d, ]+)\] s\[([\d, ]+)\] p\[([\d, ]+)\] "
                        r"bias=(True|False) (\w+)$")

@@ -28,8 +28,8 @@ _BACKENDS: dict[str, dict[str, str]] = {
         "cosmos-dv8x8x8": "tokenizers.cosmos.discrete:CosmosDV8x8x8",
         "cosmos-dv8x16x16": "tokenizers.cosmos.discrete:CosmosDV8x16x16",
         "haar-4x8x8": "tokenizers.haar:HaarTokenizer",
-        "wan2.1": "tokenizers.wan21:Wan21Tokenizer",
-        "wan2.2": "tokenizers.wan22:Wan22Tokenizer",
+        "wan2.1": "tokenizers.wan.wan21:Wan21Tokenizer",
+        "wan2.2": "tokenizers.wan.wan22:Wan22Tokenizer",
     },
     "text": {
         "t5": "text.t5:T5TextEncoder",

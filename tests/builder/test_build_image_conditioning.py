@@ -184,7 +184,7 @@ def test_stats_summarise_the_streams(hdf5_cache, tmp_path):
 
 def test_first_frame_stores_nothing_extra_and_records_where_the_condition_is(world, tmp_path):
     from latentforge.cache.config_file import CacheConfig
-    from latentforge.tokenizers import wan22_checkpoint
+    from latentforge.tokenizers.wan import wan22_checkpoint
 
     save_random_wan_vae(tmp_path / "wan22" / "vae", wan22_checkpoint.diffusers_config(8, 8), seed=2)
     root = tmp_path / "ti2v"

@@ -17,7 +17,7 @@ from helpers.wan_reference import official_vae_module, randomise_parameters
 from latentforge import registry
 from latentforge.cli.main import main
 from latentforge.config import TokenizerConfig
-from latentforge.tokenizers.wan21 import LATENTS_MEAN, LATENTS_STD
+from latentforge.tokenizers.wan.wan21 import LATENTS_MEAN, LATENTS_STD
 
 SIZE, FRAMES, CLIP_FRAMES = 16, 5, 7
 WAN21 = dict(dim=96, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],

@@ -16,7 +16,7 @@ from latentforge import LatentCacheDataset, preview, stats, verify
 from latentforge.builder.run import build
 from latentforge.cache.expect import CacheMismatch
 from latentforge.errors import ConfigError, LatentforgeError
-from latentforge.tokenizers.wan22 import Wan22Tokenizer
+from latentforge.tokenizers.wan.wan22 import Wan22Tokenizer
 from latentforge.verification.quality import QualityThresholds
 
 # Random weights cannot reconstruct anything: the quality floor is off, every other deep check stays on.

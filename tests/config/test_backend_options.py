@@ -16,7 +16,7 @@ from latentforge.errors import ConfigError
 from latentforge.executor.ray.executor import RayOptions
 from latentforge.readers.table import TableOptions
 from latentforge.sinks.webdataset.sink import WebDatasetSinkOptions
-from latentforge.tokenizers.wan_common import WanOptions
+from latentforge.tokenizers.wan.common import WanOptions
 
 
 @pytest.fixture

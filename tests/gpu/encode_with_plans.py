@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from latentforge.tokenizers.wan21 import Wan21Tokenizer
+from latentforge.tokenizers.wan.wan21 import Wan21Tokenizer
 
 
 def main(checkpoint: str, clip: str, plans_dir: str, latent: str) -> None:

@@ -1,4 +1,4 @@
-"""The Wan VAE mid-block attention kernel (tokenizers/wan_attention.py) on a GPU against a float64 reference.
+"""The Wan VAE mid-block attention kernel (tokenizers/wan/attention.py) on a GPU against a float64 reference.
 
 q, k and v are the chunks of one [N, L, 3D] bf16 projection (strided rows, as the encoder makes them) at Wan2.1's
 D=384 and Wan2.2's D=640, with L no multiple of the query or key blocks. The kernel must be at least about as
@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from latentforge.tokenizers import wan_attention
-from latentforge.tokenizers.wan_attention import AttentionConfig, config_for, single_head_attention
+from latentforge.tokenizers.wan import attention as wan_attention
+from latentforge.tokenizers.wan.attention import AttentionConfig, config_for, single_head_attention
 
 
 @pytest.fixture(scope="module")

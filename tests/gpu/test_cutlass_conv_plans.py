@@ -1,4 +1,4 @@
-"""CUTLASS's causal 3x3x3 conv (tokenizers/cutlass_conv.py) and its plans in a book (cudnn_convs.PlannedConvs), on
+"""CUTLASS's causal 3x3x3 conv (tokenizers/kernels/cutlass/conv.py) and its plans in a book (PlannedConvs), on
 an sm_90 GPU where the library builds (nvcc and CUTLASS's headers; the tests skip, saying so, elsewhere).
 
 As for the Triton kernel: each candidate config against cuDNN's fp32 conv of the same bf16 operands (TF32 off)
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from helpers.causal_conv import check_replay_and_tuning, fp32_conv, operands, rel_l2
-from latentforge.tokenizers import cutlass_conv
+from latentforge.tokenizers.kernels.cutlass import conv as cutlass_conv
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +49,8 @@ def test_a_book_naming_a_cutlass_plan_replays_it_and_tuning_times_every_candidat
 
 
 def test_a_plan_recorded_with_another_cutlass_is_refused(kernels, cudnn_frontend):
-    from latentforge.tokenizers.cudnn_convs import PlannedConvs, signature
-    from latentforge.tokenizers.plan_book import PlanBook
+    from latentforge.tokenizers.kernels.plan_book import PlanBook
+    from latentforge.tokenizers.kernels.planned_convs import PlannedConvs, signature
 
     x, w = operands(96, 96)
     name = cutlass_conv.plan_name(cutlass_conv.candidates(96, 96)[0], "0.0.1")

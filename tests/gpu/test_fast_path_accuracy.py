@@ -1,4 +1,4 @@
-"""The bf16 fast path (tokenizers/wan21_fast.py, through the wan2.1 and wan2.2 tokenizers and their loading code)
+"""The bf16 fast path (tokenizers/wan/fast_encoder.py, through the wan2.1 and wan2.2 tokenizers and their loading code)
 against diffusers' fp32 encode of the same random weights with TF32 off, on CUDA, with both ways of choosing the
 convolution kernels (`tokenizer.conv_kernels`: recorded cuDNN plans, timed into an empty folder here, and cuDNN's
 heuristics).
@@ -26,7 +26,7 @@ import torch
 from helpers.media import pattern_frames
 from helpers.random_wan import save_random_wan_vae
 from latentforge.tokenizers.base import pixels_to_input
-from latentforge.tokenizers.wan21_fast import choose_window
+from latentforge.tokenizers.wan.fast_encoder import choose_window
 
 if TYPE_CHECKING:
     from diffusers import AutoencoderKLWan
@@ -48,7 +48,7 @@ class Architecture:
 
 def architecture_named(name: str) -> Architecture:
     # the tokenizer modules are imported here, not at collection: they import diffusers, which takes seconds
-    from latentforge.tokenizers import wan21, wan22, wan22_checkpoint
+    from latentforge.tokenizers.wan import wan21, wan22, wan22_checkpoint
 
     if name == "wan2.1":
         return Architecture(name, wan21.Wan21Tokenizer, dict(base_dim=96, decoder_base_dim=16), wan21.LATENTS_MEAN,
@@ -101,7 +101,7 @@ def test_bf16_fast_path_is_closer_to_fp32_than_diffusers_bf16(architecture, refe
                                                                monkeypatch, request):
     if conv_kernels == "plans":
         request.getfixturevalue("cudnn_frontend")
-    from latentforge.tokenizers.wan_common import HEURISTICS_MODE_B_ENV
+    from latentforge.tokenizers.wan.common import HEURISTICS_MODE_B_ENV
 
     monkeypatch.setenv(HEURISTICS_MODE_B_ENV, "1")  # what the tokenizer sets for its process, undone afterwards
     tokenizer = architecture.tokenizer(str(reference.checkpoint), precision="bf16", device="cuda",

@@ -1,4 +1,4 @@
-"""The fast encoder's fused pass in Triton (tokenizers/wan21_kernels.py: conv bias + residual add, rounded to bf16,
+"""The fast encoder's fused pass in Triton (tokenizers/wan/fused_norm.py: conv bias + residual add, rounded to bf16,
 then RMS norm + SiLU in fp32, rounded once) against its eager branch (the same function on CPU tensors) and
 against diffusers' WanRMS_norm in fp32 followed by torch's SiLU, on fresh random bf16 operands.
 
@@ -21,7 +21,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from latentforge.tokenizers.wan21_kernels import add_rms_silu
+from latentforge.tokenizers.wan.fused_norm import add_rms_silu
 
 ONE_BF16_STEP = 2**-7
 SHAPE = (2, 3, 11, 19)  # batch, frames, height, width: 627 rows a sample, odd, so programs straddle samples
@@ -142,7 +142,7 @@ def test_fused_norm_at_every_encoder_width(device, case, channels):
 def test_padded_channel_tiling_agrees_with_channel_blocks(device, channels):
     """A norm that writes no sum runs in equal channel blocks (96 = 3 x 32, 384 = 3 x 128: the rule); the same
     pass with the channels padded to a power of two and the rest masked gives the norm within a step."""
-    from latentforge.tokenizers.wan21_kernels import Tiling, _launch, tiling
+    from latentforge.tokenizers.wan.fused_norm import Tiling, _launch, tiling
 
     rule = tiling(channels, writes_sum=False, writes_norm=True)
     assert rule.parts == 3 and rule.parts * rule.block_c == channels

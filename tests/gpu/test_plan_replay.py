@@ -21,7 +21,7 @@ from helpers.exec_world import cli_env
 from helpers.media import pattern_frames
 from helpers.random_wan import save_random_wan_vae
 from latentforge.tokenizers.base import pixels_to_input
-from latentforge.tokenizers.cudnn_convs import PYTORCH_PLAN
+from latentforge.tokenizers.kernels.planned_convs import PYTORCH_PLAN
 
 CHILD = Path(__file__).with_name("encode_with_plans.py")
 WAN21 = dict(base_dim=96, decoder_base_dim=16)
@@ -32,8 +32,8 @@ def books(folder: Path) -> dict[str, bytes]:
 
 
 def test_fresh_processes_replaying_one_book_give_the_same_bits(cudnn_frontend, tmp_path, monkeypatch):
-    from latentforge.tokenizers.wan21 import Wan21Tokenizer
-    from latentforge.tokenizers.wan_common import HEURISTICS_MODE_B_ENV
+    from latentforge.tokenizers.wan.common import HEURISTICS_MODE_B_ENV
+    from latentforge.tokenizers.wan.wan21 import Wan21Tokenizer
 
     _, checkpoint = save_random_wan_vae(tmp_path / "vae", WAN21)
     clip = tmp_path / "clip.pt"

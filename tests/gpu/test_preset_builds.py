@@ -29,9 +29,9 @@ from helpers.exec_world import run_cli, sums
 from helpers.random_wan import save_random_wan_vae
 from latentforge.demo.tiny_text_model import make_tiny_t5, make_tiny_umt5
 from latentforge.demo.tiny_tokenizer import save_hub_folder, seeded_weights
-from latentforge.tokenizers import wan22_checkpoint
 from latentforge.tokenizers.cosmos.architecture import released
 from latentforge.tokenizers.cosmos.model import CosmosVideoAutoencoder
+from latentforge.tokenizers.wan import wan22_checkpoint
 
 pytestmark = pytest.mark.slow  # whole builds in subprocesses
 

@@ -1,4 +1,4 @@
-"""The Triton causal 3x3x3 conv (tokenizers/triton_conv.py) and its plans in a book (cudnn_convs.PlannedConvs).
+"""The Triton causal 3x3x3 conv (tokenizers/kernels/triton_conv.py) and its plans in a book (cudnn_convs.PlannedConvs).
 
 Each candidate config a plan pass may time is checked against cuDNN's fp32 conv of the same bf16 operands (TF32
 off): its only error is the final rounding to bf16, so its rel-L2 must be that of rounding the fp32 result itself
@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from helpers.causal_conv import check_replay_and_tuning, fp32_conv, operands, rel_l2
-from latentforge.tokenizers import triton_conv
-from latentforge.tokenizers.triton_conv import candidates, conv3d_causal, plan_name, weight_taps
+from latentforge.tokenizers.kernels import triton_conv
+from latentforge.tokenizers.kernels.triton_conv import candidates, conv3d_causal, plan_name, weight_taps
 
 # (input, output channels): the Wan2.1 encoder's (96, 192, 384, the head's 32), Wan2.2's (160, 320, 640, its
 # head's 96), with each kind of N tiling: one power of two, two sharing the A tile, two programs of half.
@@ -55,8 +55,8 @@ def test_a_book_naming_a_triton_plan_replays_it_and_tuning_times_every_candidate
 
 
 def test_a_plan_recorded_under_another_triton_is_refused(cudnn_frontend):
-    from latentforge.tokenizers.cudnn_convs import PlannedConvs, signature
-    from latentforge.tokenizers.plan_book import PlanBook
+    from latentforge.tokenizers.kernels.plan_book import PlanBook
+    from latentforge.tokenizers.kernels.planned_convs import PlannedConvs, signature
 
     x, w = operands(96, 96)
     name = f"triton0.0.1:{candidates(96, 96)[0].label}"
@@ -72,7 +72,7 @@ class TritonWherever:
                          r"s\[1, 1, 1\] p\[0, 1, 1\] bias=False bfloat16$")
 
     def __init__(self):
-        from latentforge.tokenizers.plan_book import PlanBook
+        from latentforge.tokenizers.kernels.plan_book import PlanBook
 
         self.book = PlanBook()
         self.triton = 0
@@ -88,9 +88,9 @@ class TritonWherever:
 def test_the_encoder_on_triton_plans_is_as_close_to_fp32_as_on_cudnn_plans(cudnn_frontend, tmp_path):
     from helpers.random_wan import random_wan_vae
     from latentforge.devices import tf32_off
-    from latentforge.tokenizers.cudnn_convs import PlannedConvs
-    from latentforge.tokenizers.plan_book import PlanBook
-    from latentforge.tokenizers.wan21_fast import FastWanEncoder
+    from latentforge.tokenizers.kernels.plan_book import PlanBook
+    from latentforge.tokenizers.kernels.planned_convs import PlannedConvs
+    from latentforge.tokenizers.wan.fast_encoder import FastWanEncoder
 
     vae = random_wan_vae(dict(base_dim=96, decoder_base_dim=16)).cuda().eval()
     generator = torch.Generator(device="cpu").manual_seed(5)

@@ -12,7 +12,7 @@ import torch
 
 from latentforge import registry
 from latentforge.tokenizers.haar import HaarTokenizer
-from latentforge.tokenizers.plan_book import PlanBook
+from latentforge.tokenizers.kernels.plan_book import PlanBook
 
 NAME = "planned-haar"
 SHIPPED = {"x[1, 3, 9, 32, 48]": "shipped plan"}  # the book it "ships" for its environment

@@ -12,10 +12,10 @@ import torch
 from helpers.random_wan import save_random_wan_vae
 from latentforge.config import BuildConfig
 from latentforge.pipeline.conditioning import ConditioningStage, frame0_uint8
-from latentforge.tokenizers import wan22_checkpoint
 from latentforge.tokenizers.base import PIXEL_TABLE
-from latentforge.tokenizers.wan21 import Wan21Tokenizer
-from latentforge.tokenizers.wan22 import Wan22Tokenizer
+from latentforge.tokenizers.wan import wan22_checkpoint
+from latentforge.tokenizers.wan.wan21 import Wan21Tokenizer
+from latentforge.tokenizers.wan.wan22 import Wan22Tokenizer
 
 WAN21 = dict(base_dim=8, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=2, attn_scales=[],
              temperal_downsample=[False, True, True], dropout=0.0)  # fmt: skip

@@ -26,7 +26,7 @@ from latentforge.pipeline import plan_pass
 from latentforge.pipeline.kernel_plans import environment_digest
 from latentforge.pipeline.models import load_models
 from latentforge.pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, plan_shapes
-from latentforge.tokenizers.plan_book import PlanMissing
+from latentforge.tokenizers.kernels.plan_book import PlanMissing
 
 SHAPE = (9, 32, 48)  # exec_config's frames, height, width
 

@@ -12,9 +12,9 @@ import pytest
 from helpers.fake_rows import make_cache_config
 from latentforge.config import TokenizerConfig
 from latentforge.errors import ConfigError, DamagedFile
-from latentforge.tokenizers import wan_common
-from latentforge.tokenizers.carried_plans import carried_book
-from latentforge.tokenizers.wan_common import WanOptions, check_fast_path_packages
+from latentforge.tokenizers.kernels.carried_books import carried_book
+from latentforge.tokenizers.wan import common as wan_common
+from latentforge.tokenizers.wan.common import WanOptions, check_fast_path_packages
 
 BOOK = {"x[1, 96, 9, 64, 64] conv": "eng41_k2=0", "x[2, 96, 9, 64, 64] conv": "pytorch"}
 OTHER = {"x[1, 96, 9, 64, 64] conv": "eng3"}

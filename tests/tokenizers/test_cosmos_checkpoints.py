@@ -20,7 +20,7 @@ from latentforge.errors import ConfigError
 from latentforge.tokenizers.cosmos.architecture import released
 from latentforge.tokenizers.cosmos.checkpoint import resolve
 from latentforge.tokenizers.cosmos.model import CosmosVideoAutoencoder
-from latentforge.tokenizers.wan21_checkpoint import CheckpointError
+from latentforge.tokenizers.wan.wan21_checkpoint import CheckpointError
 
 
 @functools.lru_cache

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from latentforge.errors import ConfigError
-from latentforge.tokenizers import cutlass_build, cutlass_conv
+from latentforge.tokenizers.kernels.cutlass import build as cutlass_build
+from latentforge.tokenizers.kernels.cutlass import conv as cutlass_conv
 
 FAKE_NVCC = """#!/bin/sh
 if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.88"; exit 0; fi

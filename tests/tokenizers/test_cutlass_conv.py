@@ -8,7 +8,8 @@ import re
 import pytest
 import torch
 
-from latentforge.tokenizers import cutlass_build, cutlass_conv
+from latentforge.tokenizers.kernels.cutlass import build as cutlass_build
+from latentforge.tokenizers.kernels.cutlass import conv as cutlass_conv
 
 
 def test_plan_names_round_trip_and_another_version_is_refused():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from latentforge.tokenizers.launch_pacing import LaunchPacer
+from latentforge.tokenizers.kernels.launch_pacing import LaunchPacer
 
 
 class FakeEvent:

@@ -7,7 +7,7 @@ import multiprocessing
 import pytest
 
 from latentforge.errors import DamagedFile
-from latentforge.tokenizers.plan_book import PlanBook
+from latentforge.tokenizers.kernels.plan_book import PlanBook
 
 
 def test_a_choice_is_tuned_once_and_then_replayed(tmp_path):

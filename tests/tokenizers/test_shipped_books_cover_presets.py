@@ -1,6 +1,6 @@
 """Every convolution a preset's build runs by a recorded kernel plan is in the plan books latentforge ships for the
 H200 (with and without CUTLASS), so two machines of that model build a preset's bytes alike without timing a plan
-of their own. The signatures are traced on the CPU (tokenizers/plan_signatures.py) for every call shape the preset's
+of their own. The signatures are traced on the CPU (tokenizers/wan/plan_signatures.py) for every call shape the preset's
 build can make (each batch size, each bucket); the tracing itself is checked against signatures a GPU recorded:
 the shipped books' entries for shapes they were recorded at."""
 
@@ -13,14 +13,14 @@ import pytest
 
 from helpers.bench_scripts import load_bench
 from latentforge.config.presets import PRESETS
-from latentforge.tokenizers.plan_signatures import traced_signatures
-from latentforge.tokenizers.wan21 import Wan21Tokenizer
+from latentforge.tokenizers.wan.plan_signatures import traced_signatures
+from latentforge.tokenizers.wan.wan21 import Wan21Tokenizer
 
 BOOKS = ("NVIDIA-H200_cudnn91900_fe1.32.0_triton3.6.0", "NVIDIA-H200_cudnn91900_fe1.32.0_triton3.6.0_cutlass4.2.0")
 
 
 def _book(key: str) -> dict[str, str]:
-    return json.loads((resources.files("latentforge.tokenizers") / "conv_plans" / f"{key}.json").read_text())
+    return json.loads((resources.files("latentforge.tokenizers.kernels") / "books" / f"{key}.json").read_text())
 
 
 def _preset_signatures(name: str) -> set[str]:

@@ -1,13 +1,13 @@
-"""The Triton conv plans' rules that hold without a GPU (tokenizers/triton_conv.py): which convolutions get which
-candidate configs, that every candidate tiles its conv exactly, and that a recorded plan name is refused, naming
+"""The Triton conv plans' rules that hold without a GPU (tokenizers/kernels/triton_conv.py): which convolutions get
+which candidate configs, that every candidate tiles its conv exactly, and that a recorded plan name is refused, naming
 both versions, where this process has another Triton or none. The kernel itself is tested on the GPU
 (tests/gpu/test_triton_conv_plans.py)."""
 
 import pytest
 import torch
 
-from latentforge.tokenizers import triton_conv
-from latentforge.tokenizers.triton_conv import ConvConfig, candidates, config_of, covers
+from latentforge.tokenizers.kernels import triton_conv
+from latentforge.tokenizers.kernels.triton_conv import ConvConfig, candidates, config_of, covers
 
 ENCODER_CONVS = [(96, 96), (96, 192), (192, 192), (192, 384), (384, 384), (384, 32), (160, 160), (160, 320),
                  (320, 320), (640, 96)]

@@ -24,11 +24,11 @@ from helpers.wan_reference import cosmos_tokenizer_interface, official_vae_modul
 from latentforge import registry
 from latentforge.config import TokenizerConfig
 from latentforge.errors import ConfigError
-from latentforge.tokenizers import wan21_checkpoint
 from latentforge.tokenizers.base import pixels_to_input
-from latentforge.tokenizers.wan21 import LATENTS_MEAN, LATENTS_STD, Wan21Tokenizer
-from latentforge.tokenizers.wan21_checkpoint import CheckpointError
-from latentforge.tokenizers.wan_common import HEURISTICS_MODE_B_ENV, WanOptions, prepare_fast_path
+from latentforge.tokenizers.wan import wan21_checkpoint
+from latentforge.tokenizers.wan.common import HEURISTICS_MODE_B_ENV, WanOptions, prepare_fast_path
+from latentforge.tokenizers.wan.wan21 import LATENTS_MEAN, LATENTS_STD, Wan21Tokenizer
+from latentforge.tokenizers.wan.wan21_checkpoint import CheckpointError
 
 FRAMES, HEIGHT, WIDTH = 9, 16, 32
 # The Wan2.1 architecture at width 16 (released: 96): the loader reads the width from the weights, and bf16
@@ -265,7 +265,8 @@ def test_hub_id_offline_names_the_file_to_pass(tmp_path):
     src = str(Path(wan21_checkpoint.__file__).parents[2])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path),
            "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
-    code = "from latentforge.tokenizers.wan21 import Wan21Tokenizer; Wan21Tokenizer('Wan-AI/Wan2.1-T2V-1.3B-Diffusers')"
+    code = ("from latentforge.tokenizers.wan.wan21 import Wan21Tokenizer; "
+            "Wan21Tokenizer('Wan-AI/Wan2.1-T2V-1.3B-Diffusers')")
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "CheckpointError" in result.stderr and "offline (HF_HUB_OFFLINE=1)" in result.stderr

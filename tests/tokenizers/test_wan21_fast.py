@@ -4,8 +4,8 @@ import pytest
 import torch
 from diffusers import AutoencoderKLWan
 
-from latentforge.tokenizers.cudnn_convs import signature
-from latentforge.tokenizers.wan21_fast import FastWanEncoder
+from latentforge.tokenizers.kernels.planned_convs import signature
+from latentforge.tokenizers.wan.fast_encoder import FastWanEncoder
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ import torch
 from diffusers import AutoencoderKLWan
 from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
 
-from latentforge.tokenizers.cudnn_convs import signature
-from latentforge.tokenizers.wan21_fast import FastWanEncoder
-from latentforge.tokenizers.wan22_checkpoint import diffusers_config
+from latentforge.tokenizers.kernels.planned_convs import signature
+from latentforge.tokenizers.wan.fast_encoder import FastWanEncoder
+from latentforge.tokenizers.wan.wan22_checkpoint import diffusers_config
 
 LATENT_SHAPE = (2, 48, 4, 1, 2)  # 13 frames of 16x32: 1 + 12/4 latent frames of 16/16 x 32/16
 

@@ -1,4 +1,4 @@
-"""tokenizers/wan_attention.py on the CPU: the SDPA fallback (what the encoder runs there, so CPU latents keep
+"""tokenizers/wan/attention.py on the CPU: the SDPA fallback (what the encoder runs there, so CPU latents keep
 their bits), the launch-configuration rule, and input validation. The Triton kernel itself is tested on a GPU
 (tests/gpu/test_attention_kernel.py)."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from latentforge.tokenizers import wan_attention
-from latentforge.tokenizers.wan_attention import config_for, single_head_attention
+from latentforge.tokenizers.wan import attention as wan_attention
+from latentforge.tokenizers.wan.attention import config_for, single_head_attention
 
 
 def strided_qkv(frames: int, length: int, head_dim: int, dtype=torch.bfloat16, seed: int = 0):

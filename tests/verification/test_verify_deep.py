@@ -139,7 +139,7 @@ def test_tiny_wan_cache_verifies_and_another_checkpoint_is_refused(tmp_path):
     from diffusers import AutoencoderKLWan
 
     from helpers.builds import build_quietly, tiny_config, tiny_world, write_table
-    from latentforge.tokenizers.wan21_checkpoint import diffusers_to_wan_key
+    from latentforge.tokenizers.wan.wan21_checkpoint import diffusers_to_wan_key
 
     torch.manual_seed(0)
     model = AutoencoderKLWan(base_dim=16).eval()

@@ -34,7 +34,8 @@ def environment_record(device: str | torch.device, environ: Mapping[str, str] | 
         # before its first convolution): other kernels, other bits
         mode_b = environ.get("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "").lower() in ("1", "true", "yes", "on")
         record["cudnn_heuristics"] = "B" if mode_b else "A"
-        record["cudnn_frontend"] = _cudnn_frontend_version()  # builds the recorded plans (tokenizers/cudnn_convs.py)
+        # the cuDNN frontend builds the recorded plans (tokenizers/kernels/)
+        record["cudnn_frontend"] = _cudnn_frontend_version()
         record["triton"] = _triton_version()  # compiles the fused kernels and the Triton conv plans
         record["cutlass"] = _cutlass_version(device)  # builds the CUTLASS conv plans (sm_90 only)
     else:
@@ -65,7 +66,7 @@ def _triton_version() -> str:
 
 
 def _cutlass_version(device: torch.device) -> str:
-    from ..tokenizers import cutlass_conv
+    from ..tokenizers.kernels.cutlass import conv as cutlass_conv
 
     return cutlass_conv.version_on(device) or "none"
 

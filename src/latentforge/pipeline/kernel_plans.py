@@ -3,7 +3,7 @@
 The build's plan pass (plan_pass.py) decides the book of its environment (device model and software,
 pipeline/environment.py) before any rank starts, starting from the book already here (a resumed build), and the
 process that runs the build writes it here; ranks and Ray nodes get it with their task. So the ranks, every node
-and a resumed run agree whatever happens to the shared books of the machine (tokenizers/shared_plans.py). Commit
+and a resumed run agree whatever happens to the shared books of the machine (tokenizers/kernels/shared_books.py). Commit
 copies the books into cache_config.json (`conv_plans`), where deep verify finds the one of its own environment.
 """
 
@@ -17,7 +17,7 @@ import torch
 
 from ..errors import DamagedFile, DamagedFileWarning
 from ..io import canonical_json, write_text_atomic
-from ..tokenizers.plan_book import read_book
+from ..tokenizers.kernels.plan_book import read_book
 from .environment import environment_record
 from .run_record import RESTART
 

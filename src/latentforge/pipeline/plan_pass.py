@@ -1,5 +1,5 @@
 """The plan pass: before any rank encodes, one process decides the kernel plan of every convolution the build's
-shapes need, and every rank and node then replays exactly that book (tokenizers/plan_book.py, replay_only).
+shapes need, and every rank and node then replays exactly that book (tokenizers/kernels/plan_book.py, replay_only).
 
 A convolution's signature depends only on the shapes the tokenizer sees, never on pixel values: the batch size
 (a unit's last batch, or one thinned by rejects, can be any size from 1 to output.batch_size, and no batch holds
@@ -23,7 +23,7 @@ import torch
 from .. import registry
 from ..config import BuildConfig
 from ..errors import InputNotice, LatentforgeError
-from ..tokenizers.carried_plans import carried_book
+from ..tokenizers.kernels.carried_books import carried_book
 from .kernel_plans import environment_digest, recorded_books
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..wan21_checkpoint import (
+from ..wan.wan21_checkpoint import (
     CheckpointError,
     CheckpointSource,
     check_keys,

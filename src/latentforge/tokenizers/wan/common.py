@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from ..config import TokenizerConfig
-from ..errors import ConfigError
-from .base import Tokenizer
-from .carried_plans import read_carried_plans
-from .cpu_bf16 import check_cpu_bf16
-from .cudnn_convs import PlannedConvs
-from .plan_book import PlanBook
+from ...config import TokenizerConfig
+from ...errors import ConfigError
+from ..base import Tokenizer
+from ..cpu_bf16 import check_cpu_bf16
+from ..kernels.carried_books import read_carried_plans
+from ..kernels.plan_book import PlanBook
+from ..kernels.planned_convs import PlannedConvs
+from ..kernels.shared_books import plans_key, shared_plan_book, shipped_book
+from .fast_encoder import FastWanEncoder
 from .plan_signatures import traced_signatures
-from .shared_plans import plans_key, shared_plan_book, shipped_book
 from .wan21_checkpoint import CheckpointSource, check_sha256, checkpoint_sha256, resolve_checkpoint
-from .wan21_fast import FastWanEncoder
 
 if TYPE_CHECKING:  # what the Cosmos tokenizers use of this module needs no diffusers
     from diffusers import AutoencoderKLWan

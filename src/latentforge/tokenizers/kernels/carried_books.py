@@ -6,7 +6,7 @@ cache's cache_config.json, whose `conv_plans` holds one book per environment dig
 book of this process's environment is taken; when the cache records no book of this environment but exactly
 one book, that one is taken: naming the file is the user's explicit choice, and environments that differ only in
 what does not change cuDNN's plans (a driver version) still agree. A plan name this cuDNN does not offer stops
-the encode with its own error (tokenizers/cudnn_convs.py). Several books, none of this environment: the user
+the encode with its own error (tokenizers/kernels/planned_convs.py). Several books, none of this environment: the user
 picks one by passing its ROOT/build/conv_plans/<digest>.json instead.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ConfigError, DamagedFile
+from ...errors import ConfigError, DamagedFile
 
 CACHE_CONFIG_KEY = "conv_plans"  # the books' key in cache_config.json
 PLAIN_BOOK = ""  # read_carried_plans' key for a file that is one book, valid whatever the environment

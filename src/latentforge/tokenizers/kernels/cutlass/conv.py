@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ConfigError
-from . import cutlass_build
+from ....errors import ConfigError
+from . import build as cutlass_build
 
 PLAN_PREFIX = "cutlass"
 # The configs timed per output width: tiles of 128 (or 256) positions x all output channels, K steps of 32 at 96

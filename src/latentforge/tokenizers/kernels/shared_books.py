@@ -18,10 +18,11 @@ from pathlib import Path
 
 import torch
 
-from . import cutlass_conv, triton_conv
+from . import triton_conv
+from .cutlass import conv as cutlass_conv
 from .plan_book import PlanBook
 
-SHIPPED_FOLDER = "conv_plans"  # beside this module, one JSON book per plans_key
+SHIPPED_FOLDER = "books"  # beside this module, one JSON book per plans_key
 
 
 def plans_key(device: torch.device) -> str:

@@ -23,10 +23,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..io import atomic_path
+from ....errors import ConfigError
+from ....io import atomic_path
 
-SOURCE = Path(__file__).with_name("cutlass") / "conv3d_sm90.cu"
+SOURCE = Path(__file__).with_name("conv3d_sm90.cu")
 FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "-arch=sm_90a", "--expt-relaxed-constexpr", "-shared", "-Xcompiler",
          "-fPIC", "-cudart", "static")
 OFF = "off"

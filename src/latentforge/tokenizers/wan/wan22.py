@@ -20,9 +20,18 @@ import diffusers
 import torch
 from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
 
-from ..config import TokenizerConfig
-from ..devices import tf32_off
-from ..errors import ConfigError
+from ...config import TokenizerConfig
+from ...devices import tf32_off
+from ...errors import ConfigError
+from .common import (
+    OFFICIAL_WINDOW,
+    WanTokenizer,
+    deterministic_cudnn,
+    encode_mu,
+    fast_encoder,
+    prepare_fast_path,
+    wan_options,
+)
 from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
 from .wan22_checkpoint import (
     LATENTS_MEAN,
@@ -31,15 +40,6 @@ from .wan22_checkpoint import (
     RELEASED_WIDTHS,
     diffusers_config,
     load_model,
-)
-from .wan_common import (
-    OFFICIAL_WINDOW,
-    WanTokenizer,
-    deterministic_cudnn,
-    encode_mu,
-    fast_encoder,
-    prepare_fast_path,
-    wan_options,
 )
 
 PATCH = 2  # pixels per side folded into channels before the encoder (3 colours -> 12 channels)

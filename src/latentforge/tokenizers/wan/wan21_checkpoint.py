@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..errors import LatentforgeError
-from ..hashing import sha256_file
-from ..hub import HUB_ID
+from ...errors import LatentforgeError
+from ...hashing import sha256_file
+from ...hub import HUB_ID
 
 if TYPE_CHECKING:  # diffusers is imported where a model is made: the Cosmos tokenizers share these routes
     from diffusers import AutoencoderKLWan

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import DamagedFile, LatentforgeError
-from ..io import canonical_json, write_text_atomic
+from ...errors import DamagedFile, LatentforgeError
+from ...io import canonical_json, write_text_atomic
 
 REDECIDE = ("delete it: the plans it held are then chosen again (from the machine's shared book, else timed anew), "
             "and latents encoded with those choices may differ in bits from latents encoded before")

@@ -19,7 +19,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import cutlass_conv, triton_conv
+from . import triton_conv
+from .cutlass import conv as cutlass_conv
 from .plan_book import PlanBook
 
 PYTORCH_PLAN = "pytorch"  # the plan name of "call F.conv and let cuDNN's heuristics choose"

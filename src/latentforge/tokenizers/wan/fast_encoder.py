@@ -35,11 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .cudnn_convs import TorchConvs
-from .launch_pacing import LaunchPacer
-from .wan21_fast_weights import flatten_encoder, prepare_params, stacked_channels
-from .wan21_kernels import add_rms_silu
-from .wan_attention import single_head_attention
+from ..kernels.launch_pacing import LaunchPacer
+from ..kernels.planned_convs import TorchConvs
+from .attention import single_head_attention
+from .fast_weights import flatten_encoder, prepare_params, stacked_channels
+from .fused_norm import add_rms_silu
 
 Convs = Callable[..., torch.Tensor]  # (x, weight, bias, stride, padding) -> conv output
 

@@ -11,8 +11,8 @@ from typing import Callable, Iterable
 import torch
 from diffusers import AutoencoderKLWan
 
-from .cudnn_convs import PlannedConvs, signature
-from .wan21_fast import FastWanEncoder
+from ..kernels.planned_convs import PlannedConvs, signature
+from .fast_encoder import FastWanEncoder
 
 Shape = tuple[int, int, int, int]  # (batch, frames, height, width) of a tokenizer call
 
