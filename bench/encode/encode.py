@@ -237,10 +237,12 @@ def run(args: argparse.Namespace) -> dict:
 
 def _plans_report(tokenizer) -> dict:
     """The recorded plan of every convolution signature met, and why cuDNN declined any."""
+    from latentforge.tokenizers.kernels import cudnn_graph
+
     convs = tokenizer._fast.convs
     if not hasattr(convs, "book"):
         return {"note": "no plans on this device"}
-    return {"book": convs.book.entries(), "declined": convs.declined}
+    return {"book": convs.book.entries(), "declined": dict(cudnn_graph.FAMILY.declined)}
 
 
 def encoded_in_another_process(args: argparse.Namespace, book: Path | None = None) -> torch.Tensor:

@@ -33,6 +33,7 @@ from latentforge.config.buckets import parse_buckets  # noqa: E402
 from latentforge.config.presets import PRESETS  # noqa: E402
 from latentforge.configure import load_config  # noqa: E402
 from latentforge.pipeline.plan_pass import plan_shapes  # noqa: E402
+from latentforge.tokenizers.kernel_planning import plans_kernels  # noqa: E402
 from latentforge.tokenizers.kernels.shared_books import SHIPPED_FOLDER  # noqa: E402
 
 
@@ -63,19 +64,19 @@ def preset_signatures(name: str) -> tuple[object, list, set[str]]:
     config = preset_config(name)
     backend = registry.resolve("tokenizer", config.tokenizer.name)
     shapes = call_shapes(config)
-    if not backend.records_plans(config.tokenizer, "cuda"):
+    if not plans_kernels(backend, config.tokenizer, "cuda"):
         return config, shapes, set()
     return config, shapes, backend.plan_signatures(config.tokenizer, shapes)
 
 
 def shipped_entries(key: str) -> dict[str, str]:
-    source = resources.files("latentforge.tokenizers") / SHIPPED_FOLDER / f"{key}.json"
+    source = resources.files("latentforge.tokenizers.kernels") / SHIPPED_FOLDER / f"{key}.json"
     return json.loads(source.read_text(encoding="utf-8")) if source.is_file() else {}
 
 
 def check(presets: list[str]) -> int:
     """On the CPU: for every shipped book, the presets' signatures it lacks."""
-    folder = resources.files("latentforge.tokenizers") / SHIPPED_FOLDER
+    folder = resources.files("latentforge.tokenizers.kernels") / SHIPPED_FOLDER
     keys = sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
     lacking = 0
     for name in presets:

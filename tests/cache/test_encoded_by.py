@@ -59,13 +59,13 @@ def test_a_unit_of_another_function_fails_the_commit(tmp_path):
 
 def test_the_comparison_is_exact_only_for_one_environment_equal_to_this_one():
     here = environment_record("cpu")
-    assert choose_comparison([here], "cpu", 0.01, False, []).exact
-    assert not choose_comparison([here, H200], "cpu", 0.01, False, []).exact
-    elsewhere = choose_comparison([H200], "cpu", 0.01, False, [])
+    assert choose_comparison([here], "cpu", 0.01, [], []).exact
+    assert not choose_comparison([here, H200], "cpu", 0.01, [], []).exact
+    elsewhere = choose_comparison([H200], "cpu", 0.01, [], [])
     assert not elsewhere.exact and "device_type 'cuda' -> 'cpu'" in elsewhere.why
-    autotuned = choose_comparison([here], "cpu", 0.01, True, [])
-    assert not autotuned.exact and "autotune" in autotuned.why
-    assert "does not record" in choose_comparison([], "cpu", 0.01, False, []).why
+    autotuned = choose_comparison([here], "cpu", 0.01, ["cudnn_benchmark"], [])
+    assert not autotuned.exact and "autotune" in autotuned.why and "tokenizer.cudnn_benchmark" in autotuned.why
+    assert "does not record" in choose_comparison([], "cpu", 0.01, [], []).why
 
 
 def test_the_kernel_plans_a_build_recorded_travel_in_cache_config(tmp_path):

@@ -49,8 +49,9 @@ def test_a_book_naming_a_cutlass_plan_replays_it_and_tuning_times_every_candidat
 
 
 def test_a_plan_recorded_with_another_cutlass_is_refused(kernels, cudnn_frontend):
+    from latentforge.tokenizers.kernels.conv_kernel import signature
     from latentforge.tokenizers.kernels.plan_book import PlanBook
-    from latentforge.tokenizers.kernels.planned_convs import PlannedConvs, signature
+    from latentforge.tokenizers.kernels.planned_convs import PlannedConvs
 
     x, w = operands(96, 96)
     name = cutlass_conv.plan_name(cutlass_conv.candidates(96, 96)[0], "0.0.1")

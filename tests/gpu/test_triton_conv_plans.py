@@ -1,4 +1,4 @@
-"""The Triton causal 3x3x3 conv (tokenizers/kernels/triton_conv.py) and its plans in a book (cudnn_convs.PlannedConvs).
+"""The Triton causal 3x3x3 conv (tokenizers/kernels/triton_conv.py) and its plans in a book (PlannedConvs).
 
 Each candidate config a plan pass may time is checked against cuDNN's fp32 conv of the same bf16 operands (TF32
 off): its only error is the final rounding to bf16, so its rel-L2 must be that of rounding the fp32 result itself
@@ -55,8 +55,9 @@ def test_a_book_naming_a_triton_plan_replays_it_and_tuning_times_every_candidate
 
 
 def test_a_plan_recorded_under_another_triton_is_refused(cudnn_frontend):
+    from latentforge.tokenizers.kernels.conv_kernel import signature
     from latentforge.tokenizers.kernels.plan_book import PlanBook
-    from latentforge.tokenizers.kernels.planned_convs import PlannedConvs, signature
+    from latentforge.tokenizers.kernels.planned_convs import PlannedConvs
 
     x, w = operands(96, 96)
     name = f"triton0.0.1:{candidates(96, 96)[0].label}"

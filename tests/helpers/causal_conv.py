@@ -30,8 +30,9 @@ def check_replay_and_tuning(monkeypatch, x, w, configs, plan_name, direct, owner
     """A one-entry book naming each config's plan (`plan_name(config)`) replays exactly the kernel called directly
     (`direct(config)`), and tuning an empty book calls `owner.attribute` (the kernel; its argument `config_arg` is
     the config) for every config and records a plan whose replay repeats the tuned output."""
+    from latentforge.tokenizers.kernels.conv_kernel import signature
     from latentforge.tokenizers.kernels.plan_book import PlanBook
-    from latentforge.tokenizers.kernels.planned_convs import PlannedConvs, signature
+    from latentforge.tokenizers.kernels.planned_convs import PlannedConvs
 
     key = signature(x, w, None, 1, (0, 1, 1))
     for config in configs:

@@ -12,6 +12,7 @@ import torch
 
 from latentforge import registry
 from latentforge.tokenizers.haar import HaarTokenizer
+from latentforge.tokenizers.kernel_planning import KernelPlanning
 from latentforge.tokenizers.kernels.plan_book import PlanBook
 
 NAME = "planned-haar"
@@ -22,8 +23,9 @@ def signature(video: torch.Tensor) -> str:
     return f"x{list(video.shape)}"
 
 
-class PlannedHaar(HaarTokenizer):
+class PlannedHaar(KernelPlanning, HaarTokenizer):
     name = NAME
+    carried_plans_key = "plans_file"  # what its messages name; the tests monkeypatch carried_plans_file
 
     def __init__(self, device: torch.device | str = "cpu"):
         super().__init__(device)

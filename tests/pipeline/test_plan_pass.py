@@ -68,7 +68,7 @@ def test_a_build_decides_every_plan_before_its_ranks_and_records_one_book(planne
     # said once: the batch-2 shape is in no shipped book, so this machine chose its plan; the batch-1 one is shipped
     (note,) = [str(n.message) for n in notes if "plan book shipped" in str(n.message)]
     assert note.startswith("1 convolution(s) of this build's shapes are in no plan book shipped") and key(2) in note
-    assert key(1) not in note and f"tokenizer.conv_plans_file={root}/cache_config.json" in note
+    assert key(1) not in note and f"--set tokenizer.plans_file={root}/cache_config.json" in note
     # the ranks replayed it (they may not choose) and the build recorded exactly that book, once
     book = root / "build" / "conv_plans" / f"{digest}.json"
     assert json.loads(book.read_text()) == decided
@@ -119,8 +119,8 @@ def test_the_decided_book_travels_in_the_rank_spec_and_is_replayed_only(tmp_path
 
     with pytest.raises(PlanMissing):
         tokenizer.encode(torch.zeros((2, 3, *SHAPE)))
-    with pytest.raises(LatentforgeError, match="0123456789abcdef.*heuristics"):
-        DecidedPlans({"0123456789abcdef": {}}).for_device("cpu")  # a node of another environment
+    with pytest.raises(LatentforgeError, match="0123456789abcdef.*set tokenizer.kernels=heuristics"):
+        DecidedPlans({"0123456789abcdef": {}}, "kernels=heuristics").for_device("cpu")  # another environment
 
 
 class _FakeRay:

@@ -17,10 +17,10 @@ from latentforge import registry
 from latentforge.config import TokenizerConfig
 from latentforge.demo.tiny_tokenizer import save_hub_folder, seeded_weights
 from latentforge.errors import ConfigError
+from latentforge.tokenizers.checkpoints import CheckpointError
 from latentforge.tokenizers.cosmos.architecture import released
 from latentforge.tokenizers.cosmos.checkpoint import resolve
 from latentforge.tokenizers.cosmos.model import CosmosVideoAutoencoder
-from latentforge.tokenizers.wan.wan21_checkpoint import CheckpointError
 
 
 @functools.lru_cache

@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from helpers.cosmos_models import save_diffusers_cosmos
 from latentforge import registry
 from latentforge.config import TokenizerConfig
+from latentforge.tokenizers.checkpoints import CheckpointError
 from latentforge.tokenizers.cosmos import attention, decoder, encoder, layers
-from latentforge.tokenizers.wan.wan21_checkpoint import CheckpointError
 
 
 @pytest.fixture(scope="module")

@@ -25,10 +25,10 @@ from latentforge import registry
 from latentforge.config import TokenizerConfig
 from latentforge.errors import ConfigError
 from latentforge.tokenizers.base import pixels_to_input
+from latentforge.tokenizers.checkpoints import CheckpointError
 from latentforge.tokenizers.wan import wan21_checkpoint
 from latentforge.tokenizers.wan.common import HEURISTICS_MODE_B_ENV, WanOptions, prepare_fast_path
 from latentforge.tokenizers.wan.wan21 import LATENTS_MEAN, LATENTS_STD, Wan21Tokenizer
-from latentforge.tokenizers.wan.wan21_checkpoint import CheckpointError
 
 FRAMES, HEIGHT, WIDTH = 9, 16, 32
 # The Wan2.1 architecture at width 16 (released: 96): the loader reads the width from the weights, and bf16
@@ -262,7 +262,7 @@ def test_a_rank_sets_only_the_variables_its_resume_check_expects(precision, devi
 
 
 def test_hub_id_offline_names_the_file_to_pass(tmp_path):
-    src = str(Path(wan21_checkpoint.__file__).parents[2])
+    src = str(Path(wan21_checkpoint.__file__).parents[3])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path),
            "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
     code = ("from latentforge.tokenizers.wan.wan21 import Wan21Tokenizer; "

@@ -21,9 +21,9 @@ from latentforge.config import TokenizerConfig
 from latentforge.configure import load_config
 from latentforge.errors import ConfigError
 from latentforge.tokenizers.base import pixels_to_input
+from latentforge.tokenizers.checkpoints import CheckpointError
 from latentforge.tokenizers.wan import wan22_checkpoint
 from latentforge.tokenizers.wan.common import WanOptions
-from latentforge.tokenizers.wan.wan21_checkpoint import CheckpointError
 from latentforge.tokenizers.wan.wan22 import Wan22Tokenizer
 from latentforge.tokenizers.wan.wan22_checkpoint import LATENTS_MEAN, LATENTS_STD
 

@@ -23,6 +23,7 @@ from .. import registry
 from ..cache.layout import CACHE_CONFIG
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
 from ..config import BuildConfig, ConditioningConfig, SegmentsConfig
+from ..config.option_roles import LOCATION, PERMISSION, keys_with_role
 from ..config.schema import single_shape_frames
 from ..errors import DamagedFile, DamagedFileWarning, LatentforgeError, one_line
 from ..executor.base import Executor
@@ -55,12 +56,12 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
             del data["modalities"][name]["fps"]
     if not config.frames.buckets:  # a single-shape build keeps the key it always had
         data["frames"] = single_shape_frames(config.frames)
-    # tokenizer.sha256 is a check on the checkpoint, whose actual SHA-256 the key holds below
-    # conv_plans_dir and conv_plans_file only say where plans are looked up: a resumed build replays its own book
-    # (build/conv_plans) first, and a plan changes bits only through that book, which the build records; and
-    # allow_slow_cpu_bf16 only lets a slow machine run the same function
-    data["tokenizer"] = {k: v for k, v in data["tokenizer"].items()
-                         if k not in ("sha256", "conv_plans_dir", "conv_plans_file", "allow_slow_cpu_bf16")}
+    # tokenizer.sha256 is a check on the checkpoint, whose actual SHA-256 the key holds below; the tokenizer's keys
+    # that only locate files (e.g. where kernel plans are looked up: a resumed build replays its own book first,
+    # and a plan changes bits only through that book, which the build records) or only let a machine run the
+    # same function are not part of it
+    free = keys_with_role(config.tokenizer.options, LOCATION, PERMISSION)
+    data["tokenizer"] = {k: v for k, v in data["tokenizer"].items() if k != "sha256" and k not in free}
     # a build without conditioning keeps the key it always had; image_encoder_sha256 is a check, like tokenizer.sha256,
     # on the image encoder's weights, whose actual SHA-256 the key holds
     key = {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import LatentforgeError
 from ..io import canonical_json
 from ..pipeline.kernel_plans import write_build_book
-from ..pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, note_unshipped
+from ..pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, decided_plans, note_unshipped
 from .process_setup import child_process_setup, child_signals_held
 
 
@@ -61,6 +61,6 @@ def decide_local_plans(request: PlanRequest, devices: list[str], environments: l
     for device in first_of.values():
         result = spawned_plan_pass(request, device)
         write_build_book(build_dir, result.digest, result.book)
-        note_unshipped(result, build_dir)
+        note_unshipped(result, request, build_dir)
         books[result.digest] = result.book
-    return DecidedPlans(books)
+    return decided_plans(request, books)

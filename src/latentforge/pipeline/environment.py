@@ -34,10 +34,11 @@ def environment_record(device: str | torch.device, environ: Mapping[str, str] | 
         # before its first convolution): other kernels, other bits
         mode_b = environ.get("TORCH_CUDNN_USE_HEURISTIC_MODE_B", "").lower() in ("1", "true", "yes", "on")
         record["cudnn_heuristics"] = "B" if mode_b else "A"
-        # the cuDNN frontend builds the recorded plans (tokenizers/kernels/)
-        record["cudnn_frontend"] = _cudnn_frontend_version()
-        record["triton"] = _triton_version()  # compiles the fused kernels and the Triton conv plans
-        record["cutlass"] = _cutlass_version(device)  # builds the CUTLASS conv plans (sm_90 only)
+        # the versions of the kernel families that compile or build the recorded plans (and Triton's fused kernels);
+        # imported here: Triton is slow to import, and a CPU process has no use for it
+        from ..tokenizers.kernels.families import kernel_environment
+
+        record.update(kernel_environment(device))
     else:
         record["device_name"] = next((line.split(":", 1)[1].strip() for line in _cpuinfo()
                                       if line.startswith("model name")), platform.processor() or platform.machine())
@@ -47,28 +48,6 @@ def environment_record(device: str | torch.device, environ: Mapping[str, str] | 
     # gets this record with every staged unit and has no other use for torch)
     record.update({"torch": str(torch.__version__), "latentforge": __version__})
     return record
-
-
-def _cudnn_frontend_version() -> str:
-    try:
-        import cudnn
-    except Exception:  # noqa: BLE001 - absent or broken: no plans can be built here
-        return "none"
-    return str(getattr(cudnn, "__version__", "unknown"))
-
-
-def _triton_version() -> str:
-    try:
-        import triton
-    except ImportError:
-        return "none"
-    return str(triton.__version__)
-
-
-def _cutlass_version(device: torch.device) -> str:
-    from ..tokenizers.kernels.cutlass import conv as cutlass_conv
-
-    return cutlass_conv.version_on(device) or "none"
 
 
 def _driver_cuda_version() -> str:

@@ -12,6 +12,7 @@ from ..cache.model_record import ModelRecord, write_model_record
 from ..config import BuildConfig
 from ..text.base import TextEncoder
 from ..tokenizers.base import Tokenizer
+from ..tokenizers.kernel_planning import replay_plans
 from .conditioning import ConditioningStage
 from .plan_pass import DecidedPlans
 from .text_stage import build_text_record
@@ -24,7 +25,7 @@ def load_models(config: BuildConfig, device: torch.device | str,
     device = torch.device(device)
     tokenizer = registry.resolve("tokenizer", config.tokenizer.name).from_config(config.tokenizer, device)
     if plans is not None:  # after the tokenizer is made: it may set what the environment record reads
-        tokenizer.record_plans(entries=plans.for_device(device), replay_only=True)
+        replay_plans(tokenizer, plans.for_device(device), replay_only=True)
     text = None
     if config.text.name != "none":
         text = registry.resolve("text", config.text.name).from_config(config.text, device)

@@ -5,10 +5,10 @@ A convolution's signature depends only on the shapes the tokenizer sees, never o
 (a unit's last batch, or one thinned by rejects, can be any size from 1 to output.batch_size, and no batch holds
 more than a unit), the clip's frames, height and width (one shape per build; a bucketed build is one build per
 bucket), and the causal windows the fast path cuts the clip into (chosen from the batch, the frame size and
-tokenizer.max_gpu_mem_gib). Modalities do not add shapes: each one goes through the tokenizer on its own, with
+its memory limit). Modalities do not add shapes: each one goes through the tokenizer on its own, with
 the same [B, 3, T, H, W] (pipeline/batch_queue.py). So the pass loads the tokenizer as a rank does and encodes
 zeros of every batch size; each signature it meets is looked up in the build's own book (a resumed build), then
-the carried book (tokenizer.conv_plans_file), then the machine's shared and the shipped books, and timed here,
+the carried book (KernelPlanning.carried_plans_file), then the machine's shared and the shipped books, and timed here,
 once, only where none of them knows it.
 """
 
@@ -23,6 +23,7 @@ import torch
 from .. import registry
 from ..config import BuildConfig
 from ..errors import InputNotice, LatentforgeError
+from ..tokenizers.kernel_planning import KernelPlanning, plans_kernels
 from ..tokenizers.kernels.carried_books import carried_book
 from .kernel_plans import environment_digest, recorded_books
 
@@ -41,6 +42,7 @@ class DecidedPlans:
     handed to them with their task (RankSpec), never read from a folder of their own."""
 
     books: dict[str, dict[str, str]]
+    without_plans: str = ""  # the tokenizer setting that runs it without recorded plans (KernelPlanning)
 
     def for_device(self, device: str | torch.device) -> dict[str, str]:
         """The book a process encoding on `device` replays; an error when the pass ran in another environment."""
@@ -50,7 +52,7 @@ class DecidedPlans:
                 f"this process's environment (digest {digest}, {torch.device(device)}) is not the one the build's "
                 f"plan pass decided kernel plans in ({', '.join(sorted(self.books))}): every GPU of a build with "
                 "recorded plans must be the same model with the same driver and software; run the build on such "
-                "GPUs, or set tokenizer.conv_kernels=heuristics")
+                "GPUs" + (f", or set tokenizer.{self.without_plans}" if self.without_plans else ""))
         return self.books[digest]
 
 
@@ -67,24 +69,37 @@ class PassResult:
 _SHOWN = 3
 
 
-def note_unshipped(result: PassResult, build_dir: Path) -> None:
+def _planning(config: BuildConfig, attribute: str) -> str:
+    """A KernelPlanning message attribute of the build's tokenizer ("" for one without the capability)."""
+    backend = registry.resolve("tokenizer", config.tokenizer.name)
+    return getattr(backend, attribute) if issubclass(backend, KernelPlanning) else ""
+
+
+def decided_plans(request: PlanRequest, books: dict[str, dict[str, str]]) -> DecidedPlans:
+    """The books a build's ranks replay, with the setting their refusal names."""
+    return DecidedPlans(books, _planning(request.config, "without_plans"))
+
+
+def note_unshipped(result: PassResult, request: PlanRequest, build_dir: Path) -> None:
     """Say once, before any rank encodes, which signatures this machine chose, and how to get the same bytes
     elsewhere."""
     if not result.unshipped:
         return
+    key = _planning(request.config, "carried_plans_key")
+    carry = f"--set tokenizer.{key}=" if key else ""
     shown = "; ".join(result.unshipped[:_SHOWN]) + (f"; and {len(result.unshipped) - _SHOWN} more"
                                                     if len(result.unshipped) > _SHOWN else "")
     warnings.warn(f"{len(result.unshipped)} convolution(s) of this build's shapes are in no plan book shipped for this "
                   f"GPU and software, so their kernels were chosen on this machine (timed here, or read from its "
                   f"shared plan folder): {shown}. Another machine may choose others and write other bytes; to build "
-                  f"the same bytes there, carry this build's book with --set tokenizer.conv_plans_file="
+                  f"the same bytes there, carry this build's book: {carry}"
                   f"{Path(build_dir).parent}/cache_config.json (or its build/conv_plans/ book)",
                   InputNotice, stacklevel=2)
 
 
 def needs_plan_pass(config: BuildConfig, device: str) -> bool:
     """Does a build encoding on `device` run recorded kernel plans (so its plans are decided before its ranks)?"""
-    return registry.resolve("tokenizer", config.tokenizer.name).records_plans(config.tokenizer, device)
+    return plans_kernels(registry.resolve("tokenizer", config.tokenizer.name), config.tokenizer, device)
 
 
 def plan_request(config: BuildConfig, build_dir: Path, device: str) -> PlanRequest | None:
@@ -106,6 +121,8 @@ def decide_plans(request: PlanRequest, device: str) -> PassResult:
     backend = registry.resolve("tokenizer", config.tokenizer.name)
     tokenizer = backend.from_config(config.tokenizer, torch.device(device))
     digest = environment_digest(device)  # after the tokenizer is made: it may set what the record reads
+    if not isinstance(tokenizer, KernelPlanning):  # it runs no recorded kernel plans: nothing to decide
+        return PassResult(digest, {})
     carried_file = backend.carried_plans_file(config.tokenizer)
     carried = carried_book(carried_file, digest) if carried_file else None
     known = request.known.get(digest, {})

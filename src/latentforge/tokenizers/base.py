@@ -13,6 +13,7 @@ import torch
 
 from ..config import TokenizerConfig
 from ..config.checks import token_storage_dtype
+from ..config.option_roles import EXECUTION, keys_with_role
 from ..config.schema import NoOptions
 from ..decode.device_convert import yuv_to_input
 from ..decode.modality_frames import ModalityFrames
@@ -48,6 +49,8 @@ class Tokenizer(ABC):
     # its own tokenizer.* keys beyond name, checkpoint, sha256 and precision, as a dataclass with their defaults;
     # load_config parses them into TokenizerConfig.options (configure/backend_options.py)
     options_class: ClassVar[type] = NoOptions
+    # fingerprint keys that name the code path, not the function (beside its options of role EXECUTION)
+    code_path_keys: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, device: torch.device | str = "cpu"):
         self.device = torch.device(device)
@@ -93,6 +96,12 @@ class Tokenizer(ABC):
         return {}
 
     @classmethod
+    def execution_keys(cls) -> frozenset[str]:
+        """Fingerprint keys that change memory use, speed, software or the code path, not the function: deep
+        verify compares bit for bit only where they are unchanged, and never refuses a tokenizer for them."""
+        return keys_with_role(cls.options_class, EXECUTION) | cls.code_path_keys
+
+    @classmethod
     def latent_shape(cls, num_frames: int, height: int, width: int) -> tuple[int, int, int, int]:
         """[C, T', H', W'] of one modality's latent."""
         frames = 1 + (num_frames - 1) // cls.temporal_factor if cls.causal else num_frames // cls.temporal_factor
@@ -108,32 +117,6 @@ class Tokenizer(ABC):
     def checkpoint_digest(cls, checkpoint: str | None) -> str | None:
         """SHA-256 of the weights `checkpoint` names, as the fingerprint records it (None without weights)."""
         return None if not checkpoint else sha256_file(Path(checkpoint))
-
-    @classmethod
-    def records_plans(cls, cfg: TokenizerConfig, device: str) -> bool:
-        """Does this backend run each convolution by a recorded kernel plan on `device` (cudnn_convs.py)? A build
-        then decides every plan in one process before its ranks start (pipeline/plan_pass.py). No by default."""
-        return False
-
-    @classmethod
-    def carried_plans_file(cls, cfg: TokenizerConfig) -> str | None:
-        """A plan book the user carried from another machine, asked before the tokenizer's own books (None)."""
-        return None
-
-    def record_plans(self, entries: dict[str, str], replay_only: bool = False,
-                     beneath: dict[str, str] | None = None) -> None:
-        """Look each convolution's kernel plan up first in the recorded `entries`, then in `beneath` (a carried
-        book), then in the tokenizer's own books, recording what they choose (recorded_plans); with
-        `replay_only`, a plan `entries` lacks is an error (plan_book.PlanMissing). Called before the first
-        encode; a tokenizer that picks no kernel plans ignores it."""
-
-    def recorded_plans(self) -> dict[str, str]:
-        """{signature: plan} of every convolution run since record_plans, and the entries it was given."""
-        return {}
-
-    def shipped_plans(self) -> dict[str, str]:
-        """{signature: plan} of the book latentforge ships for this tokenizer's environment ({} when none)."""
-        return {}
 
     @abstractmethod
     def encode(self, video: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,7 @@ from ..cache.layout import RUN_RECORDS_DIR, VERIFY_REPORT
 from ..cache.rows import ManifestRow, manifest_rows
 from ..cache.text_rows import padded_row
 from ..config import BuildConfig
+from ..config.option_roles import autotuning_keys
 from ..devices import check_device_present
 from ..errors import ConfigError, LatentforgeError, SampleRejected
 from ..io import atomic_path
@@ -37,14 +38,13 @@ from ..pipeline.unit import UnitContext, encode_batch
 from ..reporting import Progress, start_step
 from ..sinks.hdf5.integrity import verify_integrity
 from ..tokenizers.base import Tokenizer, pixels_to_input
+from ..tokenizers.kernel_planning import replay_plans
 from .conditioning_check import check_streams, close_check, stream_comparisons
 from .quality import Quality, QualityThresholds, measure
 from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
 from .tolerances import Comparison, choose_comparison, equal_id_fraction, tolerance_for
 
 DEFAULT_SPOT = 4
-# Tokenizer settings that change memory use, speed or the code path, not the maths (docs/execution.md)
-EXECUTION_KEYS = frozenset({"temporal_window", "max_gpu_mem_gib", "encoder_path", "cudnn_benchmark", "conv_kernels"})
 
 
 @dataclass
@@ -96,9 +96,10 @@ def stored_row(root: Path, row: ManifestRow, dataset: str) -> np.ndarray:
         return shard[dataset][row.cache_row]
 
 
-def _execution_key(key: str) -> bool:
-    """Fingerprint keys that change software or code path, not the function: they decide exact vs tolerance."""
-    return key.endswith("_version") or key in EXECUTION_KEYS
+def _execution_key(key: str, execution: frozenset[str]) -> bool:
+    """Fingerprint keys that change software or code path, not the function: they decide exact vs tolerance.
+    `execution`: the tokenizer's own (Tokenizer.execution_keys, docs/execution.md)."""
+    return key.endswith("_version") or key in execution
 
 
 def _never_staged(payload: Any) -> None:
@@ -129,15 +130,16 @@ class _DeepRun:
             self.rec.fail("tokenizer", f"refused: {error}")
             return None
         current = tokenizer.fingerprint()
+        execution = type(tokenizer).execution_keys()
         keys = sorted(recorded.keys() | current.keys())
         changed = [f"{k} recorded {recorded.get(k)!r}, now {current.get(k)!r}" for k in keys
-                   if recorded.get(k) != current.get(k) and not _execution_key(k)]
+                   if recorded.get(k) != current.get(k) and not _execution_key(k, execution)]
         if changed:
             self.rec.fail("tokenizer", "refused: the tokenizer computes another function than the build's: "
                           + "; ".join(changed))
             return None
         self.execution_changes = [f"{k} {recorded.get(k)!r} -> {current.get(k)!r}" for k in keys
-                                 if _execution_key(k) and recorded.get(k) != current.get(k)]
+                                 if _execution_key(k, execution) and recorded.get(k) != current.get(k)]
         self.rec.close("tokenizer", f"{self.cache_config.tokenizer_name} fingerprint (checkpoint SHA-256 included) "
                        "equals cache_config.json")
         return tokenizer
@@ -317,14 +319,14 @@ def run_deep_checks(root: Path, spot: int, overrides: Overrides, thresholds: Qua
     tokenizer = run.load_tokenizer()
     if tokenizer is None or not wanted:
         return
-    tokenizer.record_plans(entries=recorded_plans(cache_config.conv_plans, overrides.device))  # the build's kernels
+    replay_plans(tokenizer, recorded_plans(cache_config.conv_plans, overrides.device))  # the build's kernels
     spot_rows = manifest_rows(root, lambda row: row.dataset_index in wanted)
     batch_keys = {row.batch_key for row in spot_rows}
     batch_rows = manifest_rows(root, lambda row: row.batch_key in batch_keys)
     finder = SampleFinder(root, config, reread=bool(overrides.dataset))
     pixels = run.load_pixels(batch_rows, finder)
     tolerance = tolerance_for(type(tokenizer).precisions, run.precision, run.latent_dtype)
-    autotuned = bool(cache_config.tokenizer.get("cudnn_benchmark"))
+    autotuned = sorted(k for k in autotuning_keys(type(tokenizer).options_class) if cache_config.tokenizer.get(k))
     comparison = choose_comparison(cache_config.environments, overrides.device, tolerance, autotuned,
                                    run.execution_changes, run.tokens)
     report.comparison = comparison.describe()

@@ -17,6 +17,7 @@ from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORD, RUN_RECORDS_DIR
 from ..cache.rows import ManifestRow
 from ..config import BuildConfig
+from ..config.option_roles import EXECUTION, keys_with_role
 from ..configure import load_config
 from ..devices import default_device
 from ..errors import ConfigError, DamagedFile
@@ -49,7 +50,9 @@ def recorded_config(root: Path, overrides: Overrides) -> BuildConfig:
     except DamagedFile:  # what it held is what cache_config.json records, less the dataset's location
         record, unread = None, "has a damaged"
     data = record["key"]["config"] if record is not None else cache_config.build_config_data()
-    for key in ("temporal_window", "max_gpu_mem_gib"):  # execution settings run.json leaves out: run as built
+    # execution settings the fingerprint records (run.json of early versions left them out): run as built
+    backend = registry.resolve("tokenizer", data["tokenizer"]["name"])
+    for key in sorted(keys_with_role(backend.options_class, EXECUTION)):
         if cache_config.tokenizer.get(key) is not None:
             data["tokenizer"][key] = cache_config.tokenizer[key]
     if isinstance(data.get("text"), dict):  # recorded by versions that still had it; the rows do not depend on it

@@ -73,10 +73,11 @@ def tolerance_for(precisions: dict[str, float], precision: str, storage_dtype: s
     return precisions[precision] + STORAGE_TOLERANCE[storage_dtype]
 
 
-def choose_comparison(environments: list[dict[str, str]], device: str, tolerance: float, autotuned: bool,
+def choose_comparison(environments: list[dict[str, str]], device: str, tolerance: float, autotuned: list[str],
                       execution_changes: list[str], tokens: bool = False) -> Comparison:
     """Exact when the cache's units were all encoded in one environment equal to this one, with the same
-    tokenizer software and no kernel chosen by timing; otherwise the documented tolerance, saying why."""
+    tokenizer software and no kernel chosen by timing (`autotuned`: the tokenizer keys that let each process time
+    its kernels, set in the build); otherwise the documented tolerance, saying why."""
     current = environment_record(device)
     if not environments:
         why = "cache_config.json does not record the environment that encoded the units"
@@ -90,7 +91,8 @@ def choose_comparison(environments: list[dict[str, str]], device: str, tolerance
     elif execution_changes:
         why = "tokenizer software or code path differs from the build's: " + ", ".join(execution_changes)
     elif autotuned:
-        why = "the build let cuDNN autotune its kernels (tokenizer.cudnn_benchmark), which may choose others here"
+        keys = ", ".join(f"tokenizer.{key}" for key in autotuned)
+        why = f"the build let each process autotune its kernels ({keys}), which may choose others here"
     else:
         return Comparison(True, 0.0, "device model and software match the build's", tokens)
     if tokens:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...errors import LatentforgeError
 from ...pipeline.kernel_plans import write_build_book
-from ...pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, note_unshipped
+from ...pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, decided_plans, note_unshipped
 from .session import BUILD_TOKEN_ENV
 
 
@@ -34,5 +34,5 @@ def ray_plan_pass(ray: Any, request: PlanRequest, build_dir: Path, token: str, d
         cause = getattr(error, "cause", None) or error
         raise LatentforgeError(f"the build's plan pass failed on the Ray cluster: {cause}") from None
     write_build_book(build_dir, result.digest, result.book)
-    note_unshipped(result, build_dir)
-    return DecidedPlans({result.digest: result.book})
+    note_unshipped(result, request, build_dir)
+    return decided_plans(request, {result.digest: result.book})

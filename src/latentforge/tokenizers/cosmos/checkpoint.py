@@ -16,13 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..wan.wan21_checkpoint import (
-    CheckpointError,
-    CheckpointSource,
-    check_keys,
-    read_weight_files,
-    resolve_checkpoint,
-)
+from ..checkpoints import CheckpointError, CheckpointSource, check_keys, diffusers_folder, read_weight_files
 from .architecture import CosmosArchitecture
 from .diffusers_keys import architecture_from_config, diffusers_to_reference_key
 from .layers import HybridDownsample, HybridUpsample
@@ -48,7 +42,7 @@ def resolve(checkpoint: str) -> CheckpointSource:
         return CheckpointSource("jit-file", path, (path,))
     if path.is_dir():
         if (path / "config.json").is_file() or (path / "vae" / "config.json").is_file():
-            return resolve_checkpoint(str(path), ADVICE)  # diffusers-folder
+            return diffusers_folder(path, ADVICE)
         parts = tuple(path / name for name in JIT_PARTS)
         if all(p.is_file() for p in parts):
             return CheckpointSource("jit-folder", path, parts)

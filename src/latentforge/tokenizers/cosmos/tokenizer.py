@@ -12,8 +12,8 @@ from ...config import TokenizerConfig
 from ...devices import tf32_off
 from ...errors import ConfigError
 from ..base import Tokenizer
+from ..checkpoints import CheckpointError, CheckpointSource, check_sha256, checkpoint_sha256
 from ..wan.common import deterministic_cudnn
-from ..wan.wan21_checkpoint import CheckpointError, CheckpointSource, check_sha256, checkpoint_sha256
 from .architecture import CosmosArchitecture, released
 from .checkpoint import ADVICE, load_model, resolve
 from .model import CosmosVideoAutoencoder

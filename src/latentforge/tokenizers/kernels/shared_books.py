@@ -12,30 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from importlib import resources
 from pathlib import Path
 
 import torch
 
-from . import triton_conv
-from .cutlass import conv as cutlass_conv
+from .families import plans_key
 from .plan_book import PlanBook
 
 SHIPPED_FOLDER = "books"  # beside this module, one JSON book per plans_key
-
-
-def plans_key(device: torch.device) -> str:
-    """The environment a plan name is valid in: GPU model, cuDNN, frontend and Triton versions, and on an sm_90
-    GPU that can build CUTLASS's conv library its CUTLASS version (file-name safe; Triton and CUTLASS compile
-    their conv plans, and a machine without CUTLASS must not be handed a book that names its kernels)."""
-    import cudnn
-
-    name = re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(device)).strip("-")
-    compiler = f"_triton{triton_conv.triton.__version__}" if triton_conv.triton is not None else ""
-    cutlass = cutlass_conv.version_on(device)
-    compiler += f"_cutlass{cutlass}" if cutlass else ""
-    return f"{name}_cudnn{torch.backends.cudnn.version()}_fe{cudnn.__version__}{compiler}"
 
 
 def default_plans_dir() -> Path:

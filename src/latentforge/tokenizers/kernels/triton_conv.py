@@ -273,3 +273,54 @@ def covers(x: torch.Tensor, weight: torch.Tensor, bias, stride, padding) -> bool
     return (bias is None and tuple(weight.shape[2:]) == (3, 3, 3) and x.stride(1) == 1 and strides == (1, 1, 1)
             and pads == (0, 1, 1) and bool(candidates(x.shape[1], weight.shape[0])))
 
+
+
+class TritonConvKernels:
+    """The Triton family (ConvKernel): the causal 3x3x3 convs on a GPU with Triton."""
+
+    family = PLAN_PREFIX
+    environment_key = "triton"  # the fused kernels are compiled by it too, so the record holds it on any device
+    requirements = "Triton (it ships with CUDA builds of torch)"
+
+    def version(self, device: torch.device) -> str | None:
+        return triton.__version__ if triton is not None else None
+
+    def environment_version(self, device: torch.device) -> str:
+        return str(triton.__version__) if triton is not None else "none"
+
+    def available(self, device: torch.device) -> bool:
+        return triton is not None and torch.device(device).type == "cuda"
+
+    def owns(self, plan: str) -> bool:
+        return is_plan_name(plan)
+
+    def covers(self, x, weight, bias, stride, padding) -> bool:
+        return covers(x, weight, bias, stride, padding)
+
+    def candidates(self, x, weight, bias, stride, padding, prepared) -> dict:
+        return {plan_name(config): _runner(config, prepared) for config in candidates(x.shape[1], weight.shape[0])}
+
+    def runner(self, plan, key, x, weight, bias, stride, padding, prepared):
+        if not covers(x, weight, bias, stride, padding):
+            raise RuntimeError(f"the recorded plan {plan!r} for the convolution {key} is a Triton kernel, which "
+                               "does not run this convolution here (no Triton, or not on a GPU)")
+        return _runner(config_of(plan), prepared)
+
+
+def _runner(config: ConvConfig, prepared: dict):
+    def run(x, weight, bias):
+        return conv3d_causal(x, _taps(weight, prepared), config)
+
+    return run
+
+
+def _taps(weight: torch.Tensor, prepared: dict) -> torch.Tensor:
+    """The weight as the kernel reads it, made once per weight tensor (held with it in `prepared`, so its storage
+    is not reused for another while the entry lives)."""
+    key = ("triton taps", weight.data_ptr(), tuple(weight.shape), tuple(weight.stride()))
+    if key not in prepared:
+        prepared[key] = (weight, weight_taps(weight))
+    return prepared[key][1]
+
+
+FAMILY = TritonConvKernels()

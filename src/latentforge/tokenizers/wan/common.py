@@ -12,16 +12,20 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 
 from ...config import TokenizerConfig
+from ...config.option_roles import EXECUTION, LOCATION, PERMISSION, option
 from ...errors import ConfigError
 from ..base import Tokenizer
+from ..checkpoints import CheckpointSource, check_sha256, checkpoint_sha256
 from ..cpu_bf16 import check_cpu_bf16
+from ..kernel_planning import KernelPlanning
 from ..kernels.carried_books import read_carried_plans
+from ..kernels.families import plans_key
 from ..kernels.plan_book import PlanBook
 from ..kernels.planned_convs import PlannedConvs
-from ..kernels.shared_books import plans_key, shared_plan_book, shipped_book
+from ..kernels.shared_books import shared_plan_book, shipped_book
 from .fast_encoder import FastWanEncoder
 from .plan_signatures import traced_signatures
-from .wan21_checkpoint import CheckpointSource, check_sha256, checkpoint_sha256, resolve_checkpoint
+from .wan21_checkpoint import resolve_checkpoint
 
 if TYPE_CHECKING:  # what the Cosmos tokenizers use of this module needs no diffusers
     from diffusers import AutoencoderKLWan
@@ -38,24 +42,24 @@ class WanOptions:
     # Frames per causal chunk of the cosmos-bf16 loop (Cosmos' video2world uses 16). The maths is the same for
     # any window, but on a GPU the convolution kernels (and so the last bits) depend on it. fp32 always runs the
     # official chunking (4), so it equals the official Wan module.
-    temporal_window: int = OFFICIAL_WINDOW
-    max_gpu_mem_gib: float = 24.0  # the bf16 fast path picks its causal window to stay under this
+    temporal_window: int = option(OFFICIAL_WINDOW, EXECUTION)
+    max_gpu_mem_gib: float = option(24.0, EXECUTION)  # the bf16 fast path picks its causal window to stay under this
     # bf16 fast path: let cuDNN time its kernels instead of taking its heuristics' choice. Faster, but the timing
     # race picks kernels per process, so the same input can give other bits in another process, rank or resume;
     # off by default (docs/tokenizers.md).
-    cudnn_benchmark: bool = False
+    cudnn_benchmark: bool = option(False, EXECUTION, autotunes=True)
     # bf16 fast path on CUDA, how each convolution's kernel is chosen: "plans" times cuDNN's candidate plans once
     # per build and shape, records the winners in the build and replays them in every rank, resume and deep
     # verify (needs nvidia-cudnn-frontend); "heuristics" takes cuDNN's heuristics through PyTorch.
-    conv_kernels: str = "plans"
+    conv_kernels: str = option("plans", EXECUTION)
     # where builds share recorded plans, one book per GPU model and cuDNN (None: ~/.cache/latentforge/conv-plans)
-    conv_plans_dir: str | None = None
+    conv_plans_dir: str | None = option(None, LOCATION)
     # bf16 or cosmos-bf16 on a CPU without bf16 instructions runs ~55x slower than fp32; the pre-flight refuses it
     # unless this is set (tokenizers/cpu_bf16.py)
-    allow_slow_cpu_bf16: bool = False
+    allow_slow_cpu_bf16: bool = option(False, PERMISSION)
     # a plan book carried from another machine (its ROOT/build/conv_plans/<digest>.json, or a cache's
     # cache_config.json), asked before conv_plans_dir: the same GPU model and software then run the same plans
-    conv_plans_file: str | None = None
+    conv_plans_file: str | None = option(None, LOCATION)
 
 
 def wan_options(cfg: TokenizerConfig) -> WanOptions:
@@ -147,7 +151,7 @@ def fast_encoder(vae: AutoencoderKLWan, device: torch.device, max_gpu_mem_gib: f
 
 def record_fast_plans(fast: FastWanEncoder | None, entries: dict[str, str], replay_only: bool,
                       beneath: dict[str, str] | None) -> None:
-    """Tokenizer.record_plans for a fast path that runs recorded plans (base.py); nothing otherwise."""
+    """KernelPlanning.record_plans for a fast path that runs recorded plans; nothing otherwise."""
     if fast is not None and isinstance(fast.convs, PlannedConvs):
         parent = None if replay_only else fast.convs.book
         if beneath and not replay_only:
@@ -156,7 +160,7 @@ def record_fast_plans(fast: FastWanEncoder | None, entries: dict[str, str], repl
 
 
 def fast_plans(fast: FastWanEncoder | None) -> dict[str, str]:
-    """Tokenizer.recorded_plans of the fast path: its top book's entries ({} without recorded plans)."""
+    """KernelPlanning.recorded_plans of the fast path: its top book's entries ({} without recorded plans)."""
     return fast.convs.book.entries() if fast is not None and isinstance(fast.convs, PlannedConvs) else {}
 
 
@@ -174,11 +178,14 @@ def encode_mu(vae: AutoencoderKLWan, video: torch.Tensor, temporal_window: int) 
     return moments.chunk(2, dim=1)[0]
 
 
-class WanTokenizer(Tokenizer):
+class WanTokenizer(KernelPlanning, Tokenizer):
     """A Wan VAE tokenizer's class methods, the same for Wan2.1 and Wan2.2 but for what each subclass names: the
     error for a missing checkpoint, the advice for a local file it cannot use, and its checkpoint loader."""
 
     options_class = WanOptions
+    code_path_keys = frozenset({"encoder_path"})  # the fast encoder or the chunk loop
+    carried_plans_key = "conv_plans_file"
+    without_plans = "conv_kernels=heuristics"
     missing_checkpoint: ClassVar[str]  # the ConfigError's message when tokenizer.checkpoint is not set
     checkpoint_advice: ClassVar[str]  # resolve_checkpoint's advice for a local file it cannot use
     _fast: FastWanEncoder | None  # the bf16 fast path, None in the other modes

@@ -21,7 +21,7 @@ What changes against diffusers' `_encode` (and why the result is the same functi
 - Wan2.2's down-block shortcut (the block input folded to channels and averaged in groups) is added in the
   fused pass that follows, like any residual.
 - Every convolution runs through `convs`: PyTorch's call (cuDNN's heuristics choose the kernel, or its timing
-  race with `cudnn_benchmark`), or cuDNN plans replayed by name from a recorded PlanBook (cudnn_convs.py).
+  race with `cudnn_benchmark`), or kernel plans replayed by name from a recorded PlanBook (kernels/planned_convs.py).
 The exact `fp32` mode does not use this module: it runs diffusers' own path (bit-identical by construction).
 """
 
@@ -98,7 +98,7 @@ class FastWanEncoder(nn.Module):
         self.window = window  # None: chosen per call from the clip size and max_gib
         self.max_gib = max_gib
         self.cudnn_benchmark = cudnn_benchmark
-        self.convs = convs or TorchConvs()  # who runs each convolution (cudnn_convs.py)
+        self.convs = convs or TorchConvs()  # who runs each convolution (kernels/planned_convs.py)
         self.base_dim = encoder.conv_in.out_channels  # stage-0 width, for the memory estimate of the window
         self.layers = flatten_encoder(encoder)
         residual_down = any(kind == "resdown" for kind, _ in self.layers)

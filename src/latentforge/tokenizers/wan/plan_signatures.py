@@ -1,6 +1,6 @@
 """Which convolutions the bf16 fast path runs for given call shapes, found without a GPU or weights: the fast encoder
 is traced on PyTorch's meta device (shapes and strides only), each convolution answered by an empty output in the
-layout every plan writes (channels-last), and its signature recorded (cudnn_convs.signature). The same shapes give
+layout every plan writes (channels-last), and its signature recorded (conv_kernel.signature). The same shapes give
 the same signatures on a GPU, so a CPU can say which of a build's convolutions a plan book lacks before any GPU is
 asked."""
 
@@ -11,7 +11,7 @@ from typing import Callable, Iterable
 import torch
 from diffusers import AutoencoderKLWan
 
-from ..kernels.planned_convs import PlannedConvs, signature
+from ..kernels.conv_kernel import conv_output, signature
 from .fast_encoder import FastWanEncoder
 
 Shape = tuple[int, int, int, int]  # (batch, frames, height, width) of a tokenizer call
@@ -25,7 +25,7 @@ class _Recorder:
 
     def __call__(self, x, weight, bias, stride, padding) -> torch.Tensor:
         self.seen.add(signature(x, weight, bias, stride, padding))
-        return PlannedConvs._output(x, weight, stride, padding)
+        return conv_output(x, weight, stride, padding)
 
 
 def traced_signatures(architecture: Callable[[], AutoencoderKLWan], fast_input: Callable[[torch.Tensor], torch.Tensor],

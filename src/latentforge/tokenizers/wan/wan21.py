@@ -26,6 +26,7 @@ from diffusers.models.autoencoders.autoencoder_kl_wan import WanRMS_norm
 from ...config import TokenizerConfig
 from ...devices import tf32_off
 from ...errors import ConfigError
+from ..checkpoints import check_sha256, checkpoint_sha256
 from .common import (
     OFFICIAL_WINDOW,
     WanTokenizer,
@@ -35,7 +36,7 @@ from .common import (
     prepare_fast_path,
     wan_options,
 )
-from .wan21_checkpoint import LOCAL_FILE_ADVICE, check_sha256, checkpoint_sha256, load_model, resolve_checkpoint
+from .wan21_checkpoint import LOCAL_FILE_ADVICE, load_model, resolve_checkpoint
 
 # Wan's latent normalisation constants (formats.md §1; Wan2.1 vae.py, Cosmos tokenizer.py, diffusers).
 LATENTS_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,

@@ -23,6 +23,7 @@ from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
 from ...config import TokenizerConfig
 from ...devices import tf32_off
 from ...errors import ConfigError
+from ..checkpoints import check_sha256, checkpoint_sha256
 from .common import (
     OFFICIAL_WINDOW,
     WanTokenizer,
@@ -32,7 +33,7 @@ from .common import (
     prepare_fast_path,
     wan_options,
 )
-from .wan21_checkpoint import check_sha256, checkpoint_sha256, resolve_checkpoint
+from .wan21_checkpoint import resolve_checkpoint
 from .wan22_checkpoint import (
     LATENTS_MEAN,
     LATENTS_STD,

@@ -11,17 +11,8 @@ from __future__ import annotations
 import torch
 from diffusers import AutoencoderKLWan
 
-from .wan21_checkpoint import (
-    RESIDUAL_LAYERS,
-    CheckpointError,
-    CheckpointSource,
-    check_keys,
-    outer_block_prefixes,
-    read_state_dict,
-    read_weight_files,
-    rename_key,
-    swap_pairs,
-)
+from ..checkpoints import CheckpointError, CheckpointSource, check_keys, read_state_dict, read_weight_files
+from .wan21_checkpoint import RESIDUAL_LAYERS, STATE_DICT, outer_block_prefixes, rename_key, swap_pairs
 
 # Wan2.2's per-channel latent statistics (formats.md §3; vae2_2.py `Wan2_2_VAE.__init__`, diffusers' Wan2.2 config)
 LATENTS_MEAN = (-0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557,
@@ -106,7 +97,7 @@ def _widths(state: dict[str, torch.Tensor]) -> dict[str, int]:
 def load_model(source: CheckpointSource, dtype: torch.dtype) -> AutoencoderKLWan:
     """The diffusers model holding exactly the checkpoint's tensors (every key, no other) cast to `dtype`, in
     eval mode. Like the Wan2.1 loader it does not use `from_pretrained`, which fills missing keys randomly."""
-    if source.kind == "wan-state-dict":
+    if source.kind == STATE_DICT:
         state = {wan_to_diffusers_key(k): v for k, v in read_state_dict(source.path).items()}
         _refuse_wan21_file(source, state)
         config = diffusers_config(**_widths(state))

@@ -6,7 +6,7 @@ channels-last 3-D, weight [Cout, C, 3, 3, 3] channels-last 3-D, padding (0, 1, 1
 loads that zero-fill the spatial border, fp32 accumulation in a fixed K order and no split-K: a config gives the
 same bits in every process. The library is built on first use (cutlass_build.py) and called through ctypes.
 
-cudnn_convs.PlannedConvs times `candidates()` beside cuDNN's plans and Triton's when `covers()` a call, and records
+planned_convs.PlannedConvs times `candidates()` beside cuDNN's plans and Triton's when `covers()` a call, and records
 the winner as `cutlass<CUTLASS version>:<config>`; a book that names one replays it only where the same CUTLASS
 version builds the library.
 """
@@ -132,3 +132,50 @@ def require_kernels(name: str) -> CutlassKernels:
         raise ConfigError(f"the recorded plan {name!r} is a CUTLASS kernel, and this machine cannot build it; "
                           f"{cutlass_build.FIX}")
     return found
+
+
+class CutlassConvKernels:
+    """The CUTLASS family (ConvKernel): bf16 causal 3x3x3 convs on an sm_90 GPU where the library builds."""
+
+    family = PLAN_PREFIX
+    environment_key = "cutlass"
+    requirements = cutlass_build.FIX
+
+    def version(self, device: torch.device) -> str | None:
+        return version_on(device) if torch.device(device).type == "cuda" else None
+
+    def environment_version(self, device: torch.device) -> str:
+        return self.version(device) or "none"
+
+    def available(self, device: torch.device) -> bool:
+        return self.version(device) is not None
+
+    def owns(self, plan: str) -> bool:
+        return is_plan_name(plan)
+
+    def covers(self, x, weight, bias, stride, padding) -> bool:
+        return covers(x, weight, bias, stride, padding)
+
+    def candidates(self, x, weight, bias, stride, padding, prepared) -> dict:
+        found = kernels()
+        if found is None:
+            return {}
+        return {plan_name(label, found.version): _runner(found, label)
+                for label in candidates(x.shape[1], weight.shape[0])}
+
+    def runner(self, plan, key, x, weight, bias, stride, padding, prepared):
+        if not covers(x, weight, bias, stride, padding):
+            raise RuntimeError(f"the recorded plan {plan!r} for the convolution {key} is a CUTLASS kernel, "
+                               "which runs bf16 causal convs on an sm_90 GPU only")
+        found = require_kernels(plan)
+        return _runner(found, config_of(plan, found.version))
+
+
+def _runner(found: CutlassKernels, label: str):
+    def run(x, weight, bias):
+        return found.conv(label, x, weight)
+
+    return run
+
+
+FAMILY = CutlassConvKernels()
