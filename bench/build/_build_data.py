@@ -97,6 +97,36 @@ def make_dataset(folder: Path, spec: DatasetSpec, processes: int) -> Path:
     return table
 
 
+def _render_long(job: tuple[Path, int, int, int, float, float]) -> str:
+    from _long_videos import synthetic_clip
+
+    path, seed, width, height, seconds, shot_seconds = job
+    synthetic_clip(path, width, height, seconds, shot_seconds, seed)
+    return path.name
+
+
+def make_long_dataset(folder: Path, videos: int, width: int, height: int, seconds: float, shot_seconds: float,
+                      captions: list[str], processes: int) -> Path:
+    """`videos` long videos of shots (bench/_common/_long_videos.py), rendered in `processes` processes, and
+    long.csv listing each once with a caption from `captions`; returns the table path."""
+    (folder / "videos").mkdir(parents=True, exist_ok=True)
+    jobs = [(folder / "videos" / f"long{i:04d}.mp4", i, width, height, seconds, shot_seconds) for i in range(videos)]
+    if processes > 1 and videos > 1:
+        with multiprocessing.get_context("spawn").Pool(min(processes, videos)) as pool:
+            pool.map(_render_long, jobs, chunksize=1)
+    else:
+        for job in jobs:
+            _render_long(job)
+    table = folder / "long.csv"
+    with open(table, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["id", "video", "caption"])
+        writer.writeheader()
+        for i, (path, *_rest) in enumerate(jobs):
+            writer.writerow({"id": f"long{i:04d}", "video": f"videos/{path.name}",
+                             "caption": captions[i % len(captions)]})
+    return table
+
+
 def make_wan21_vae(folder: Path, seed: int = 0) -> Path:
     """The Wan2.1 VAE (diffusers AutoencoderKLWan defaults = the Wan2.1 config) with random weights, saved."""
     import torch

@@ -49,7 +49,7 @@ def print_tables(results: dict[str, Any]) -> None:
               f"own length) {t['per_prompt_s_per_distinct'] * 1e3:.2f} ms = {t['speedup_vs_reference']:.1f}x faster; "
               f"max rel-L2 to the padded rows {t['max_rel_l2_vs_reference']:.2g}\n"
               f"  in the build (PromptCache, dedup): {t['build_s_per_sample'] * 1e3:.2f} ms/sample")
-    builds = {k: phases[k] for k in ("perception", "rgb", "rgb_device", "i2v") if k in phases}
+    builds = {k: phases[k] for k in ("perception", "rgb", "rgb_device", "long", "i2v") if k in phases}
     builds.update({f"perception x{n}": r for n, r in phases.get("scaling", {}).items() if str(n) != "1"})
     if builds:
         _builds_table(builds, phases.get("pure"))
@@ -74,7 +74,7 @@ def _builds_table(builds: dict[str, dict[str, Any]], pure: dict[str, Any] | None
         if "pure" in b and rate:  # a build that measured its own pure encode (i2v)
             reference = b["pure"]["samples_per_s"] * b["gpus"]
         elif pure and rate:
-            key = "samples_per_s_rgb" if name.startswith("rgb") else "samples_per_s_all_modalities"
+            key = "samples_per_s_rgb" if name.startswith(("rgb", "long")) else "samples_per_s_all_modalities"
             reference = pure[key] * b["gpus"]
         ranks = b["ranks"]
         wait = _mean([r["encoder_wait_s_per_sample"] for r in ranks])

@@ -9,6 +9,8 @@ only when named, and not with --tiny, whose haar tokenizer has no image-to-video
   rgb         the same build with RGB only
   rgb_device  the RGB build with frames.resize_backend=device (and frames.decoder=nvdec on a GPU): the workers only
               decode and copy YUV planes; colour conversion and resize run on the encoder's device
+  long        the RGB build over long videos of shots (--long-*): shot detection (segments.detect=content) and
+              windows every --long-stride frames inside each shot; its samples/s against the pure RGB encode
   i2v         the RGB build with image-to-video conditioning (y of Wan I2V and CLIP ViT-H/14 tokens with random
               weights, conditioning.precision from --i2v-precision), and its own pure encode (clip + y + tokens)
   scaling     the perception build on each N of --gpus-list (N=1 is the perception run), efficiency
@@ -45,20 +47,22 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 import _build_data as data  # noqa: E402
 import _build_probes as probes  # noqa: E402
 import _build_report as report  # noqa: E402
 import _build_run as runner  # noqa: E402
 
-PHASES = ("cpu", "pure", "t5", "perception", "rgb", "rgb_device", "i2v", "scaling", "sha")
+PHASES = ("cpu", "pure", "t5", "perception", "rgb", "rgb_device", "long", "i2v", "scaling", "sha")
 GROUPS = {"throughput": ("cpu", "pure", "t5", "perception", "rgb", "rgb_device"),
           "scaling": ("perception", "scaling", "sha"),
           "all": tuple(p for p in PHASES if p != "i2v")}  # i2v needs the Wan VAE: named on its own, on a GPU
 # gen_procs=1: two tiny clips render in milliseconds, a spawned pool of renderers takes seconds to start
 TINY = dict(clips=2, rows=8, src_size="96x64", src_frames=20, frames=9, size="48x64", batch=2, unit_size=2,
             workers_per_gpu=0, warmup=0.0, duration=60.0, scale_duration=60.0, gpus_list=[1, 2], cpu_reps=1,
-            gen_procs=1, pure_batches=1, text="tiny", tick=0.2, phases="all", max_rate=100.0)
+            gen_procs=1, pure_batches=1, text="tiny", tick=0.2, phases="all", max_rate=100.0,
+            long_videos=1, long_seconds=4.0, long_shot_seconds=1.0, long_stride=8)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -91,6 +95,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="frames.decoder of the rgb_device build on a GPU")
     p.add_argument("--i2v-precision", choices=("fp32", "bf16"), default="bf16",
                    help="conditioning.precision of the i2v build")
+    p.add_argument("--long-videos", type=int, default=24, help="long videos of the long phase")
+    p.add_argument("--long-seconds", type=float, default=60.0, help="length of each long video (30 fps)")
+    p.add_argument("--long-shot-seconds", type=float, default=8.0, help="shot length in the long videos")
+    p.add_argument("--long-stride", type=int, default=48, help="frames.windows=every N of the long phase")
     p.add_argument("--cpu-reps", type=int, default=3)
     p.add_argument("--pure-batches", type=int, default=2, help="timed batches after one untimed")
     p.add_argument("--tick", type=float, default=2.0, help="seconds between RSS/CPU/unit samples")
@@ -132,11 +140,11 @@ def device_resize_frames(args) -> dict[str, str]:
 
 
 def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, gpus: int, rgb_only: bool,
-                 limit: int, frames: dict[str, Any] | None = None,
+                 limit: int | None, frames: dict[str, Any] | None = None,
                  conditioning: dict[str, Any] | None = None) -> dict[str, Any]:
     height, width = _wh(args.size)
     cuda = args.device.startswith("cuda")
-    dataset = {"reader": "table", "path": [str(table)], "id_column": "id", "limit": limit}
+    dataset = {"reader": "table", "path": [str(table)], "id_column": "id", **({"limit": limit} if limit else {})}
     if not rgb_only:
         dataset.update(mask_column="mask", depth_column="depth")
     tokenizer = ({"name": "wan2.1", "checkpoint": str(vae), "precision": "bf16"} if vae is not None
@@ -215,11 +223,14 @@ class Bench:
         self.text = data.make_text_model(a.workdir / "models" / a.text, corpus, a.device, a.text == "t5-11b")
         return {"rows": rows, "clips": a.clips, "dataset_s": generated, "models_s": time.time() - started}
 
-    def config_file(self, name: str, gpus: int, rgb_only: bool, limit: int, frames: dict[str, Any] | None = None,
-                    conditioning: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    def config_file(self, name: str, gpus: int, rgb_only: bool, limit: int | None, frames: dict[str, Any] | None = None,
+                    conditioning: dict[str, Any] | None = None, table: Path | None = None,
+                    segments: dict[str, Any] | None = None) -> tuple[Path, Path]:
         root = self.args.workdir / "caches" / name
-        config = build_config(self.args, self.table, self.vae, self.text, root, gpus, rgb_only, limit, frames,
-                              conditioning)
+        config = build_config(self.args, table or self.table, self.vae, self.text, root, gpus, rgb_only, limit,
+                              frames, conditioning)
+        if segments:
+            config["segments"] = segments
         path = self.args.workdir / "configs" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -242,14 +253,31 @@ class Bench:
         build = self.steady_build("i2v", 1, True, self.args.duration, conditioning=self.conditioning())
         return {**build, "pure": pure}
 
+    def long(self) -> dict[str, Any]:
+        """The RGB build over long videos: shots detected, windows inside them, steady samples/s."""
+        a = self.args
+        width, height = _wh(a.src_size)
+        started = time.time()
+        table = data.make_long_dataset(a.workdir / "long", a.long_videos, width, height, a.long_seconds,
+                                       a.long_shot_seconds, data.table_captions(self.table), a.gen_procs)
+        generated = time.time() - started
+        # every window of every video (no dataset.limit); units are counted as full (the build makes the plan)
+        build = self.steady_build("long", 1, True, a.duration, {"windows": f"every {a.long_stride}"},
+                                  table=table, segments={"detect": "content"}, planned=10**9)
+        return {**build, "videos": a.long_videos, "video_s": a.long_seconds, "shot_s": a.long_shot_seconds,
+                "dataset_s": generated}
+
     def steady_build(self, name: str, gpus: int, rgb_only: bool, duration: float,
                      frames: dict[str, Any] | None = None,
-                     conditioning: dict[str, Any] | None = None) -> dict[str, Any]:
+                     conditioning: dict[str, Any] | None = None, table: Path | None = None,
+                     limit: int | None = None, segments: dict[str, Any] | None = None,
+                     planned: int | None = None) -> dict[str, Any]:
         a = self.args
-        limit = min(self.rows_for(gpus, duration, rgb_only), self.results["phases"]["prepare"]["rows"])
-        path, root = self.config_file(name, gpus, rgb_only, limit, frames, conditioning)
+        if limit is None and planned is None:
+            limit = min(self.rows_for(gpus, duration, rgb_only), self.results["phases"]["prepare"]["rows"])
+        path, root = self.config_file(name, gpus, rgb_only, limit, frames, conditioning, table, segments)
         (a.out / "logs").mkdir(parents=True, exist_ok=True)
-        run = runner.run_build(name, path, root, gpus, a.unit_size, limit, a.warmup + duration, a.tick,
+        run = runner.run_build(name, path, root, gpus, a.unit_size, planned or limit, a.warmup + duration, a.tick,
                                a.out / "logs" / f"{name}.log")
         self.runs[name] = run
         (a.out / "logs" / f"{name}.run.json").write_text(json.dumps(run.to_json(), default=str))
@@ -258,7 +286,8 @@ class Bench:
         steady = runner.steady_state(run, a.warmup)
         return {"gpus": gpus, "limit": limit, "exit_code": run.exit_code, "stopped_by_bench": run.stopped_by_bench,
                 "units_staged": len(run.events), "wall_s": run.ended_unix - run.started_unix,
-                "dataset_exhausted": len(run.events) * a.unit_size >= limit,
+                "dataset_exhausted": (run.exit_code == 0 and not run.stopped_by_bench if planned
+                                      else len(run.events) * a.unit_size >= limit),
                 "steady": steady, "ranks": runner.rank_clocks(run),
                 "probe_s": (run.stats or {}).get("stage_seconds", {}).get("probe")}
 
@@ -367,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         "perception": lambda: bench.steady_build("perception", 1, False, args.duration),
         "rgb": lambda: bench.steady_build("rgb", 1, True, args.duration),
         "rgb_device": lambda: bench.steady_build("rgb_device", 1, True, args.duration, device_resize_frames(args)),
+        "long": bench.long,
         "i2v": bench.i2v,
         "scaling": bench.scaling,
         "sha": bench.sha,

@@ -34,7 +34,7 @@ from _random_wan import random_wan_vae  # noqa: E402
 from encode import add_clip_arguments, encoder_flops, load_clips, tiny_clip  # noqa: E402
 
 from latentforge.tokenizers.base import pixels_to_input  # noqa: E402
-from latentforge.tokenizers.wan import fast_encoder as wan21_fast  # noqa: E402
+from latentforge.tokenizers.wan import fast_encoder  # noqa: E402
 
 OUTSIDE = -1  # work outside any layer: the window split, the output concatenation
 # FastWanEncoder's per-layer methods; each takes its layer's parameters (or a part of them) as an argument
@@ -111,17 +111,17 @@ class Timeline:
 class Instrumented:
     """Patches one FastWanEncoder (and the fused-norm function it calls) to log into a Timeline while in use."""
 
-    def __init__(self, fast: wan21_fast.FastWanEncoder, timeline: Timeline, rate: float, bandwidth: float):
+    def __init__(self, fast: fast_encoder.FastWanEncoder, timeline: Timeline, rate: float, bandwidth: float):
         self.fast, self.timeline, self.rate, self.bandwidth = fast, timeline, rate, bandwidth
         self.owner = _owners(fast._params)
 
     def __enter__(self) -> Timeline:
         fast, line = self.fast, self.timeline
-        self._convs, self._norm = fast.convs, wan21_fast.add_rms_silu
+        self._convs, self._norm = fast.convs, fast_encoder.add_rms_silu
         for name in _METHODS:
             setattr(fast, name, self._method(getattr(fast, name)))
         fast.convs = self._conv
-        wan21_fast.add_rms_silu = self._add_rms_silu
+        fast_encoder.add_rms_silu = self._add_rms_silu
         line.mark(line.stack[-1])
         return line
 
@@ -129,7 +129,7 @@ class Instrumented:
         self.timeline.mark(self.timeline.stack[-1])
         for name in _METHODS:
             delattr(self.fast, name)
-        self.fast.convs, wan21_fast.add_rms_silu = self._convs, self._norm
+        self.fast.convs, fast_encoder.add_rms_silu = self._convs, self._norm
 
     def _charge(self, layer: int, flops: float, moved: int) -> None:
         line = self.timeline
@@ -190,7 +190,7 @@ def busy_seconds(encode, video: torch.Tensor) -> float:
     return sum(getattr(e, "self_device_time_total", 0.0) for e in prof.key_averages()) / 1e6
 
 
-def layer_names(fast: wan21_fast.FastWanEncoder, timeline: Timeline) -> dict[int, str]:
+def layer_names(fast: fast_encoder.FastWanEncoder, timeline: Timeline) -> dict[int, str]:
     """'03 resblock 96->96 @480x832' per layer: its kind, channels and the size its first convolution reads."""
     sizes: dict[int, str] = {}
     for _, (size, _, _), weight, _, _, _, layer in timeline.convs.values():

@@ -23,46 +23,13 @@ import time
 from pathlib import Path
 
 import av
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
+
+from _long_videos import FPS, synthetic_clip  # noqa: E402
 
 from latentforge.decode.shot_analysis import AnalysisSettings, analyse_video  # noqa: E402
-
-FPS = 30
-
-
-def _picture(width: int, height: int, t: int, shot: int) -> np.ndarray:
-    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
-    rng = np.random.default_rng(shot)
-    tint, phase = rng.integers(50, 200, 3), rng.uniform(0, 6.3, 3)
-    rgb = np.stack([tint[c] + 45 * np.sin((x + 2 * t) * 6.3 / width + phase[c]) * np.cos(y * 3 / height)
-                    for c in range(3)], -1)
-    size = height // 6
-    bx = (t * width // 90) % (width - size)
-    rgb[height // 3:height // 3 + size, bx:bx + size] = 255 - tint
-    return np.clip(rgb, 0, 255).astype(np.uint8)
-
-
-def synthetic_clip(path: Path, width: int, height: int, seconds: float) -> tuple[Path, int]:
-    """Shots of 2 s, a hard cut between them, the third cut a 12-frame dissolve; returns (path, frames)."""
-    frames = int(seconds * FPS)
-    shot_len = 2 * FPS
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"preset": "veryfast", "crf": "23"}
-        for k in range(frames):
-            shot, t = divmod(k, shot_len)
-            picture = _picture(width, height, t, shot)
-            if shot == 2 and t >= shot_len - 12:  # dissolve into shot 3
-                w = (t - (shot_len - 12) + 1) / 13
-                picture = (picture * (1 - w) + _picture(width, height, t, shot + 1) * w).astype(np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path, frames
 
 
 def timed(path: Path, settings: AnalysisSettings, repeats: int):

@@ -2,7 +2,7 @@
 then RMS norm + SiLU in fp32, rounded once) against its eager branch (the same function on CPU tensors) and
 against diffusers' WanRMS_norm in fp32 followed by torch's SiLU, on fresh random bf16 operands.
 
-Each case is one way wan21_fast.py calls it: the norm of a residual sum written into a causal conv's time-padded
+Each case is one way wan/fast_encoder.py calls it: the norm of a residual sum written into a causal conv's time-padded
 buffer (batch 2, so the buffer's batch stride matters), a conv output with its pending bias, a plain norm, the
 residual add and the bias alone in place, a single frame whose operands come in another layout, and a residual
 add written into the interior of frames padded by a zero row and column (a spatial downsample's input: rows at
@@ -41,7 +41,7 @@ def channels_last(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def operands(case: str, channels: int, device: torch.device, seed: int) -> tuple[dict, torch.Tensor]:
-    """add_rms_silu's arguments for one case in the layouts wan21_fast.py gives them (random values), and the
+    """add_rms_silu's arguments for one case in the layouts wan/fast_encoder.py gives them (random values), and the
     time-padded buffer whose frames from 2 on are norm_out."""
     generator = torch.Generator().manual_seed(seed)
     batch, frames, height, width = SHAPE

@@ -13,7 +13,7 @@ from helpers.fake_rows import make_cache_config
 from latentforge.config import TokenizerConfig
 from latentforge.errors import ConfigError, DamagedFile
 from latentforge.tokenizers.kernels.carried_books import carried_book
-from latentforge.tokenizers.wan import common as wan_common
+from latentforge.tokenizers.wan import common
 from latentforge.tokenizers.wan.common import WanOptions, check_fast_path_packages
 
 BOOK = {"x[1, 96, 9, 64, 64] conv": "eng41_k2=0", "x[2, 96, 9, 64, 64] conv": "pytorch"}
@@ -63,7 +63,7 @@ def test_a_damaged_file_is_refused_naming_it(tmp_path, text):
 
 
 def test_the_key_is_checked_by_the_preflight_before_any_model_loads(tmp_path, monkeypatch):
-    monkeypatch.setattr(wan_common, "require_cudnn_frontend", lambda: None)  # no cuDNN frontend on this machine
+    monkeypatch.setattr(common, "require_cudnn_frontend", lambda: None)  # no cuDNN frontend on this machine
     damaged = tmp_path / "book.json"
     damaged.write_text("{")
     cfg = TokenizerConfig(name="wan2.1", checkpoint="vae.pth", precision="bf16",

@@ -110,7 +110,7 @@ class TokenizerConfig:
     sha256: str | None = None  # refuse a checkpoint whose SHA-256 differs
     precision: str = "fp32"  # fp32 | bf16 | cosmos-bf16 (wan2.1 only)
     # the tokenizer's own keys (tokenizer.temporal_window, tokenizer.conv_kernels, ... for wan2.1 and wan2.2:
-    # tokenizers/wan_common.WanOptions)
+    # tokenizers/wan/common.WanOptions)
     options: Any = field(default_factory=NoOptions)
 
 

@@ -1,6 +1,6 @@
 """A Triton implicit-GEMM kernel for the fast encoder's causal 3x3x3 convolutions, offered as named plans.
 
-The call (wan21_fast.py, `_causal_conv`): input `padded` [B, C, T+2, H, W] bf16, channels-last 3D (memory
+The call (wan/fast_encoder.py, `_causal_conv`): input `padded` [B, C, T+2, H, W] bf16, channels-last 3D (memory
 order B,T,H,W,C; its two leading frames are the causal padding, already in the buffer), weight
 [Cout, C, 3, 3, 3], padding (0, 1, 1), stride 1, no bias, fp32 accumulation, output [B, Cout, T, H, W] bf16
 channels-last 3D:
@@ -23,7 +23,7 @@ one rounding at the store; a fixed K order, no split-K and no atomics, so the re
 config gives the same bits in every process. Programs are ordered so that GROUP consecutive frames of the same
 spatial tile run together (tap dt of frame t reads input frame t + dt, which frames t + 1 and t + 2 read again).
 
-cudnn_convs.PlannedConvs offers `candidates()` beside cuDNN's plans when it times a signature this kernel
+planned_convs.PlannedConvs offers `candidates()` beside cuDNN's plans when it times a signature this kernel
 covers (`covers()`), and records the winner by its plan name, `triton<version>:<config label>`: the Triton
 version is part of the name because another version may compile the same config to other bits.
 """

@@ -1,7 +1,7 @@
 """The "wan2.1" tokenizer: the Wan2.1 VAE (diffusers' AutoencoderKLWan modules) in three precision modes.
 
 - fp32: fp32 weights and input, TF32 off; equals the official `WanVAE_.encode(x, scale)` bit for bit on CPU.
-- bf16: the fast path (wan21_fast.FastWanEncoder over the same weights): bf16 convolutions in channels-last
+- bf16: the fast path (fast_encoder.FastWanEncoder over the same weights): bf16 convolutions in channels-last
   3D, residual add + RMS norm + SiLU fused (Triton on CUDA) and rounded once, causal windows sized by
   max_gpu_mem_gib, cuDNN's heuristics choosing the kernels (reproducible) unless tokenizer.cudnn_benchmark asks
   for autotuning; mu is normalised in fp32 with the exact constants. Decode uses diffusers' modules in bf16.

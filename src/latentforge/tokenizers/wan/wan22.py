@@ -3,7 +3,7 @@
 - fp32: fp32 weights and input, TF32 off; equals the official `WanVAE_.encode(x, scale)` of `vae2_2.py` bit for
   bit on CPU (2x2 patchify, then frame 0 alone and 4 frames at a time, as the official loop). cuDNN picks
   deterministic kernels by its heuristics (mode A), as the official module does in its own process.
-- bf16: 2x2 patchify, then the fast path (wan21_fast.FastWanEncoder over the same weights, as wan2.1's bf16):
+- bf16: 2x2 patchify, then the fast path (fast_encoder.FastWanEncoder over the same weights, as wan2.1's bf16):
   causal windows sized by max_gpu_mem_gib, channels-last 3D bf16 convolutions, residual adds + RMS norm + SiLU
   fused and rounded once, each convolution's kernel by a recorded cuDNN plan on CUDA (conv_kernels "plans") or
   by cuDNN's heuristics in mode B; mu is normalised in fp32 with the exact constants. Decode runs diffusers'
