@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from latentforge.tokenizers.kernels.planned_convs import CANDIDATE_PLANS  # noqa: E402
+from latentforge.tokenizers.kernels.cudnn_graph import CANDIDATE_PLANS  # noqa: E402
 
 FLOPS_PER_MAC = 2
 

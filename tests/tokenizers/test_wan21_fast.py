@@ -4,7 +4,7 @@ import pytest
 import torch
 from diffusers import AutoencoderKLWan
 
-from latentforge.tokenizers.kernels.planned_convs import signature
+from latentforge.tokenizers.kernels.conv_kernel import signature
 from latentforge.tokenizers.wan.fast_encoder import FastWanEncoder
 
 

@@ -5,7 +5,7 @@ import torch
 from diffusers import AutoencoderKLWan
 from diffusers.models.autoencoders.autoencoder_kl_wan import patchify
 
-from latentforge.tokenizers.kernels.planned_convs import signature
+from latentforge.tokenizers.kernels.conv_kernel import signature
 from latentforge.tokenizers.wan.fast_encoder import FastWanEncoder
 from latentforge.tokenizers.wan.wan22_checkpoint import diffusers_config
 
