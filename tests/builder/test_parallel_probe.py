@@ -1,5 +1,5 @@
 """The probe spread over processes (builder/parallel_probe.py) gives what the probe in the main process gives, for
-every sample and reject, and how many processes run follows run.probe_workers."""
+every sample and reject and in the same order, and how many processes run follows run.probe_workers."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import pytest
 
 from helpers.exec_world import exec_config, make_table
 from latentforge.builder.parallel_probe import PARALLEL_FROM, probe_plan, probe_workers
+from latentforge.builder.probe_record import probe_remembered
+from latentforge.builder.resume import resume_key
 from latentforge.errors import ConfigError
 from latentforge.pipeline.plan import plan_samples
 from latentforge.pipeline.probe import probe_all
@@ -21,7 +23,8 @@ def test_two_processes_probe_what_one_probes(tmp_path):
     assert len(samples) > 4  # several windows of one video
     advanced = []
     parallel = probe_plan(samples, config, advanced.append)
-    assert parallel == probe_all(samples, config) and sum(advanced) == len(samples)
+    serial = probe_all(samples, config)
+    assert list(parallel.items()) == list(serial.items()) and sum(advanced) == len(samples)  # the same order too
     assert sum(1 for result in parallel.values() if hasattr(result, "reason")) == 1  # the missing video's reject
 
 
@@ -31,3 +34,14 @@ def test_the_number_of_probe_processes(tmp_path):
     assert probe_workers(config("3"), 2) == 2 and probe_workers(config("1"), 500) == 1
     with pytest.raises(ConfigError, match="run.probe_workers='0'; allowed: auto, or a whole number >= 1"):
         config("0")
+
+
+def test_remembered_and_new_probes_come_in_the_plan_order(tmp_path):
+    table = make_table(tmp_path / "data", count=4)
+    config = exec_config(table, tmp_path / "cache")
+    samples, _ = plan_samples(config)
+    build_dir = tmp_path / "build"
+    build_dir.mkdir()
+    probe_remembered(samples[2:], config, build_dir, resume_key(config))  # the last samples recorded first
+    remembered = probe_remembered(samples, config, build_dir, resume_key(config))
+    assert list(remembered.items()) == list(probe_all(samples, config).items())

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .. import registry
+from ..cache.generation_swap import finish_swap
 from ..cache.layout import COMMITTED_RECORD, COMPLETE_MARKER, SUMS
 from ..cache.root import CacheRoot
 from ..config import BuildConfig
@@ -73,6 +74,8 @@ def committed_before(config: BuildConfig, build_dir: Path, planned: Mapping[int,
         return None
     sink = registry.resolve("sink", config.output.sink)
     root = CacheRoot.of(config.output.root)
+    if not root.is_url:
+        finish_swap(Path(root.location))  # a swap a kill cut short: its files as the verified commit left them
     unchanged = not recheck and files is not None and files == _file_stats(root)
     if not unchanged and not sink.verify(root, True, None).ok:
         return None

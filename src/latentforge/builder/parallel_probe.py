@@ -32,7 +32,8 @@ def probe_workers(config: BuildConfig, videos: int) -> int:
 
 def probe_plan(samples: list[Sample], config: BuildConfig, advance: Advance = uncounted
                ) -> dict[int, ProbeResult | Reject]:
-    """{source_index: probe result or reject} of every planned sample, in `probe_workers` processes."""
+    """{source_index: probe result or reject} of every planned sample, in `probe_workers` processes; in the order of
+    `samples`, as the probe in the main process gives it, whichever process finished first."""
     by_video: dict[str, list[Sample]] = {}
     for sample in samples:
         by_video.setdefault(sample.entry.video, []).append(sample)
@@ -46,4 +47,4 @@ def probe_plan(samples: list[Sample], config: BuildConfig, advance: Advance = un
         for done in as_completed(pending):
             probes.update(done.result())
             advance(pending[done])
-    return probes
+    return {sample.source_index: probes[sample.source_index] for sample in samples}

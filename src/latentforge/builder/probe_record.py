@@ -62,8 +62,9 @@ def _read(build_dir: Path, settings: str) -> dict[str, tuple[str, ProbeResult | 
 
 def probe_remembered(samples: list[Sample], config: BuildConfig, build_dir: Path, resume_key: dict[str, Any],
                      advance: Advance = uncounted, recheck: bool = False) -> Probed:
-    """{source_index: probe result or reject} of every sample, as pipeline.probe gives them: recorded results whose
-    sample and settings are unchanged, the rest probed (in parallel_probe's processes) and recorded with them."""
+    """{source_index: probe result or reject} of every sample, as pipeline.probe gives them and in their order:
+    recorded results whose sample and settings are unchanged, the rest probed (in parallel_probe's processes) and
+    recorded with them."""
     settings = settings_digest(resume_key)
     known = {} if recheck else _read(build_dir, settings)
     keys = {sample.sample_id: _sample_key(sample) for sample in samples}
@@ -81,4 +82,4 @@ def probe_remembered(samples: list[Sample], config: BuildConfig, build_dir: Path
         results = {s.sample_id: (keys[s.sample_id], probes[s.source_index]) for s in samples}
         write_bytes_atomic(Path(build_dir) / PROBE_RECORD,
                            pickle.dumps({"format": _FORMAT, "settings": settings, "results": results}, protocol=5))
-    return probes
+    return {sample.source_index: probes[sample.source_index] for sample in samples}

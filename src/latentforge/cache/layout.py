@@ -5,7 +5,8 @@ each shard holds (docs/cache-format.md).
 ROOT/README.md cache_config.json manifest.jsonl manifest.parquet rejects.jsonl empty_prompt.h5 SHA256SUMS
 ROOT/_CACHE_COMPLETE [_SUCCESS]
 ROOT/shards/part-KKKKK-of-NNNNN-START-END.h5
-ROOT/build/   run records: run.json, plan, staging/, models.json, stats-<utc>.json, lock (never checksummed)
+ROOT/build/   run records: run.json, plan, staging/, models.json, stats-<utc>.json, lock (never checksummed);
+              during a commit's swap, build/swap: the whole new cache, which readers read until it is in the root
 ```
 """
 
@@ -71,6 +72,11 @@ COMMITTED_RECORD = "committed.json"  # which plan the cache at the root was last
 SHARD_DIGESTS = "shard_digests.json"  # the SHA-256 of each shard as its commit wrote it: whose rows a commit may copy
 SHARD_STATS = "shard_stats.json"  # the size and mtime of each shard with a recorded digest, as its commit left it
 PROBE_RECORD = "probes.pickle"  # each sample's probe result with the content key and settings it was made from
+# A commit's new cache files, beside the cache until they replace it whole (cache/generation_swap.py): written
+# under build/next, made the copy readers read by renaming it build/swap, moved into the root, then retired.
+NEXT_GENERATION = "next"
+SWAP_GENERATION = "swap"
+RETIRED_GENERATION = "retired"
 STACKS_DIR = "stacks"
 VERIFY_REPORT = "verify_report.json"
 STATS_FOLDER = "stats"

@@ -1,6 +1,9 @@
 """The HDF5 commit: staged units -> shards, empty_prompt.h5, rejects, cache_config, manifest, README, SHA256SUMS,
 an integrity verify, and only then _CACHE_COMPLETE (docs/cache-format.md).
 
+The new cache is written whole beside the one at the root, into ROOT/build/next, and swapped in once verified
+(cache/generation_swap.py): a cache the root holds stays complete and readable until the new one replaces it.
+
 Everything checksummed is a function of the staged rows and the config alone, so committing the same
 staged input twice gives byte-identical files whatever the unit split or the order units finished in.
 
@@ -8,7 +11,7 @@ A shard whose rows an earlier commit of the root already wrote, all of them and 
 before the new rows of an `--extend`), is therefore not written again: the new shard name is a hard link to the old
 file (the name carries the shard count), whose bytes and mtime stay as they were; its SHA-256 is the one recorded at
 its commit, and the commit's own verify reads only its metadata and source_index. The old names go with the other
-stale shards once the new manifest names the new ones.
+stale shards when the new cache is swapped in.
 """
 
 from __future__ import annotations
@@ -28,16 +31,15 @@ import numpy as np
 from ...cache.check_report import VerifyReport
 from ...cache.checksums import write_sha256sums
 from ...cache.config_file import CacheConfig
+from ...cache.generation_swap import finish_swap, next_generation, swap_in
 from ...cache.layout import (
     COMPLETE_MARKER,
     EMPTY_PROMPT,
-    PUBLISHED_MARKER,
     README,
     SHARD_DIGESTS,
     SHARD_STATS,
     SHARDS_DIR,
     SOURCE_INDEX_DATASET,
-    SUMS,
     TMP_LEFTOVER,
     ShardSchema,
 )
@@ -46,7 +48,7 @@ from ...cache.rows import write_manifest, write_rejects
 from ...cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
 from ...errors import CacheIntegrityError
 from ...hashing import sha256_file
-from ...io import atomic_path, canonical_json, write_text_atomic
+from ...io import canonical_json, write_text_atomic
 from ...records import Reject
 from ...testing.fault_points import fault_point
 from ...writers.committed_rows import CommittedRows
@@ -115,11 +117,10 @@ def _committed_shard(committed: CommittedRows | None, placed: PlacedRows, start:
     return first[0] if same else None
 
 
-def _write_shards(root: Path, schema: ShardSchema, placed: PlacedRows, shards: list[tuple[str, int, int]],
+def _write_shards(root: Path, folder: Path, schema: ShardSchema, placed: PlacedRows, shards: list[tuple[str, int, int]],
                   committed: CommittedRows | None) -> tuple[list[str], dict[str, str]]:
-    """Every shard of the layout (relative paths), and {path: SHA-256} of those an earlier commit wrote already."""
-    shard_dir = root / SHARDS_DIR
-    shard_dir.mkdir(parents=True, exist_ok=True)
+    """Every shard of the layout (relative paths), written into `folder`, and {path: SHA-256} of those an earlier
+    commit wrote already (hard links there to the root's files)."""
     padded = dataclasses.replace(schema, text_storage=PADDED)  # a trimmed row is at most as large
     row_bytes = sum(np.dtype(d).itemsize * int(np.prod(s[1:])) for d, s in padded.dataset_specs(1).values())
     block_rows = max(1, _BLOCK_BYTES // row_bytes)
@@ -127,16 +128,13 @@ def _write_shards(root: Path, schema: ShardSchema, placed: PlacedRows, shards: l
     for rel, start, end in shards:
         old = _committed_shard(committed, placed, start, end)
         if old is not None:
-            if old != rel:
-                with atomic_path(root / rel) as tmp:
-                    tmp.unlink(missing_ok=True)  # what a killed commit left
-                    os.link(root / old, tmp)
+            os.link(root / old, folder / rel)
             reused[rel] = committed.digests[old]  # type: ignore[union-attr]
             continue
         rows = placed[start:end]
         with contextlib.ExitStack() as stack:
             units = {p: stack.enter_context(open_staged_unit(p, committed)) for p in rows.units()}
-            write_h5_atomic(root / rel, schema.dataset_specs(end - start), block_rows,
+            write_h5_atomic(folder / rel, schema.dataset_specs(end - start), block_rows,
                             _fill_shard(schema, rows, units))
         fault_point("commit")  # test-only: a kill between shards
     return [rel for rel, _, _ in shards], reused
@@ -158,26 +156,17 @@ def _read_stats(records: Path | None) -> dict[str, list[int]]:
     return data if isinstance(data, dict) else {}
 
 
-def _record_digests(records: Path | None, root: Path, digests: dict[str, str]) -> None:
-    """The SHA-256 of each shard, then the size and mtime each shard of them has now."""
+def _record_digests(records: Path | None, folder: Path, digests: dict[str, str]) -> None:
+    """The SHA-256 of each shard, then the size and mtime each shard of them has now in `folder`."""
     if records is not None:
         records.mkdir(parents=True, exist_ok=True)
         write_text_atomic(records / SHARD_DIGESTS, canonical_json(dict(sorted(digests.items()))) + "\n")
         stats = {}
         for name in sorted(digests):
             with contextlib.suppress(OSError):
-                found = (root / SHARDS_DIR / name).stat()
+                found = (folder / SHARDS_DIR / name).stat()
                 stats[name] = [found.st_size, found.st_mtime_ns]
         write_text_atomic(records / SHARD_STATS, canonical_json(stats) + "\n")
-
-
-def _remove_stale_shards(root: Path, written: list[str]) -> None:
-    """Shards of an earlier commit with other counts, and tmp leftovers: removed only once the manifest names the new
-    shards, so a retired unit's rows stay readable through whichever manifest a killed commit left."""
-    keep = {Path(rel).name for rel in written}
-    for stale in (root / SHARDS_DIR).iterdir():
-        if stale.name not in keep and stale.is_file():
-            stale.unlink()
 
 
 def commit_cache(
@@ -196,9 +185,7 @@ def commit_cache(
     units must cover exactly (gather_staged). `records`: the build's records folder, where the SHA-256 of every shard
     this commit writes is kept, so a later commit may copy the rows of units retired after it (committed_rows.py)."""
     root = Path(root)
-    # Until the new content is verified, nothing may claim the cache is complete or published.
-    for marker in (COMPLETE_MARKER, PUBLISHED_MARKER, SUMS):
-        (root / marker).unlink(missing_ok=True)
+    finish_swap(root)  # a swap a kill cut short: the root holds one whole cache again
     for leftover in root.glob(".*.tmp*"):  # tmp siblings of a commit that was killed; they would be checksummed
         if TMP_LEFTOVER.match(leftover.name) and leftover.is_file():
             leftover.unlink()
@@ -224,30 +211,29 @@ def _commit(root: Path, unit_paths: list[Path], plan_rejects: list[Reject], cach
     config = cache_config.committed(len(placed), len(shards), encoded_by, planned_count(planned, plan_rejects),
                                     len(rejects))
     readme = render_cache_readme(config, readme_context)
-    written, reused = _write_shards(root, schema, placed, shards, committed)
-    new = {Path(rel).name: reused.get(rel) or sha256_file(root / rel) for rel in written}
-    _record_digests(records, root, {**digests, **new})  # before the shards they replace go
+    folder = next_generation(root)
+    written, reused = _write_shards(root, folder, schema, placed, shards, committed)
+    new = {Path(rel).name: reused.get(rel) or sha256_file(folder / rel) for rel in written}
+    _record_digests(records, folder, {**digests, **new})  # before the shards they replace go
     if empty_prompt is not None:
-        write_empty_prompt(root / EMPTY_PROMPT, schema, *empty_prompt)
-    else:
-        (root / EMPTY_PROMPT).unlink(missing_ok=True)
-    write_rejects(root, rejects)
-    config.write(root)
+        write_empty_prompt(folder / EMPTY_PROMPT, schema, *empty_prompt)
+    write_rejects(folder, rejects)
+    config.write(folder)
     manifest = manifest_rows(placed, shards)
-    write_manifest(root, manifest)
-    write_manifest_table(root, manifest)
-    _remove_stale_shards(root, written)
+    write_manifest(folder, manifest)
+    write_manifest_table(folder, manifest)
     fault_point("manifest")
-    write_text_atomic(root / README, readme)
-    write_sha256sums(root, known=reused)
+    write_text_atomic(folder / README, readme)
+    write_sha256sums(folder, known=reused)
     fault_point("sha256sums")
-    report = verify_integrity(root, require_complete=False, trusted=reused)
+    report = verify_integrity(folder, require_complete=False, trusted=reused)
     if not report.ok:
         failures = "; ".join(f"{c.name}: {c.detail}" for c in report.failures[:10])
         raise CacheIntegrityError(f"{root}: the committed cache fails its integrity verify: {failures}")
     stamp = {"completed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "num_samples": len(placed), "num_shards": len(written)}
     fault_point("marker")
-    write_text_atomic(root / COMPLETE_MARKER, canonical_json(stamp) + "\n")
+    write_text_atomic(folder / COMPLETE_MARKER, canonical_json(stamp) + "\n")
+    swap_in(root)
     _record_digests(records, root, new)
     return CommitResult(root, len(placed), len(written), len(rejects), written, report)

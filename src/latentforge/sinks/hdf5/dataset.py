@@ -17,6 +17,7 @@ from ...cache.hdf5_files import reading
 from ...cache.layout import EMPTY_PROMPT, SOURCE_INDEX_DATASET
 from ...cache.text_rows import TRIMMED, padded_row, trimmed_dtype
 from ...cache.token_ids import check_flatten_tokens, raster_sequence
+from ...cache.whole_read import published_folder, read_whole
 from ...errors import CacheIntegrityError, ConfigError
 from .manifest_index import ManifestIndex, read_manifest_index
 from .query import query_indices
@@ -61,7 +62,9 @@ class LatentCacheDataset(Dataset):
     ):
         self.root: Path = resolve_cache_root(root)
         self.max_open_shards = max_open_shards
-        self.config: CacheConfig = load_for_training(self.root, require_complete)
+        # the config, the index and the rows of one whole cache, even while a build swaps in a new one
+        self._folder, self.config, self.index, self.rows = read_whole(
+            self.root, lambda folder: _records(folder, require_complete, where))
         check_flatten_tokens(self.root, self.config, flatten_tokens)
         self.flatten_tokens = flatten_tokens
         expectation = CacheExpectation.coerce(expect)
@@ -87,9 +90,6 @@ class LatentCacheDataset(Dataset):
         self.latent_shape = (cursor, *self.config.latent.shape[1:])
         self.text = text and self.config.text is not None
         self.streams = self.config.streams  # conditioning and side streams, each under its name
-        self.index: ManifestIndex = read_manifest_index(self.root, self.config.num_samples)
-        self.rows: np.ndarray = np.asarray(query_indices(self.root, where) if where is not None else
-                                           range(len(self.index)), dtype=np.int64)
         self._shards: ShardReader | None = None
         self._pid: int | None = None
         self._empty_prompt: dict[str, torch.Tensor] | None = None
@@ -180,7 +180,7 @@ class LatentCacheDataset(Dataset):
     def empty_prompt(self) -> dict[str, torch.Tensor]:
         """The empty prompt's `text_embeddings`, `text_length`, `text_mask`, for caption dropout."""
         if self._empty_prompt is None:
-            path = self.root / EMPTY_PROMPT
+            path = published_folder(self.root) / EMPTY_PROMPT
             text = self.config.text
             if text is None or not path.is_file():
                 raise ConfigError(
@@ -196,7 +196,10 @@ class LatentCacheDataset(Dataset):
     def _reader(self) -> ShardReader:
         # A forked worker inherits the parent's open HDF5 handles; HDF5 state is not fork-safe, so reopen.
         if self._shards is None or self._pid != os.getpid():
-            self._shards = ShardReader(self.root, self.index.shard_paths, self._check_shard, self.max_open_shards)
+            # a cache read from a swap's folder finds its shards in the root once the swap is done
+            later = self.root if self._folder != self.root else None
+            self._shards = ShardReader(self._folder, self.index.shard_paths, self._check_shard, self.max_open_shards,
+                                       later)
             self._pid = os.getpid()
         return self._shards
 
@@ -231,6 +234,15 @@ class LatentCacheDataset(Dataset):
         state["_shards"] = None
         state["_pid"] = None
         return state
+
+
+def _records(folder: Path, require_complete: bool, where: str | None
+             ) -> tuple[Path, CacheConfig, ManifestIndex, np.ndarray]:
+    """What a Dataset reads of a cache before its first item: config, index and the rows `where` keeps."""
+    config = load_for_training(folder, require_complete)
+    index = read_manifest_index(folder, config.num_samples)
+    rows = np.asarray(query_indices(folder, where) if where is not None else range(len(index)), dtype=np.int64)
+    return folder, config, index, rows
 
 
 def _text_fields(embeddings: torch.Tensor, length: int) -> dict[str, torch.Tensor]:

@@ -24,7 +24,7 @@ from torch.utils.data import get_worker_info
 
 from ...cache.hdf5_files import FIX, open_h5, reading
 from ...cache.text_rows import restore_row
-from ...errors import CacheIntegrityError
+from ...errors import CacheIntegrityError, DamagedFile
 
 # Private torch API (what torch.multiprocessing uses to rebuild a shared storage from an fd); when it is absent
 # every row takes the h5py path.
@@ -38,16 +38,19 @@ Read = tuple[int, int, int]  # (stored start, stored end, start in the output) a
 
 class ShardReader:
     """The open shards of one process: h5py handles for metadata and raw file descriptors for the bytes; at most
-    `max_open` shards between two reads (one read may open more: its descriptors stay valid until it returns)."""
+    `max_open` shards between two reads (one read may open more: its descriptors stay valid until it returns).
+    `later`: where a shard is once `root` no longer holds it (a cache read from a swap's folder, since retired)."""
 
     def __init__(self, root: Path, shard_paths: tuple[str, ...], check: Callable[[h5py.File, Path], None],
-                 max_open: int = MAX_OPEN_SHARDS):
+                 max_open: int = MAX_OPEN_SHARDS, later: Path | None = None):
         if max_open < 1:
             raise ValueError(f"max_open={max_open}: keep at least one shard open")
         self.root = root
         self.shard_paths = shard_paths
         self.check = check
         self.max_open = max_open
+        self.later = later
+        self._paths: dict[int, Path] = {}  # where each open shard was found
         self._files: OrderedDict[int, h5py.File] = OrderedDict()  # least recently read first
         self._fds: dict[int, int] = {}
         self._plain: dict[tuple[int, str], bool] = {}
@@ -57,6 +60,7 @@ class ShardReader:
         while len(self._files) > self.max_open:
             shard, handle = self._files.popitem(last=False)
             handle.close()
+            del self._paths[shard]
             fd = self._fds.pop(shard, None)
             if fd is not None:
                 os.close(fd)
@@ -68,10 +72,17 @@ class ShardReader:
         else:
             path = self.root / self.shard_paths[shard]
             # Rows are whole single-sample chunks read once each: HDF5's chunk cache would only add a copy.
-            handle = open_h5(path, rdcc_nbytes=0)
+            try:
+                handle = open_h5(path, rdcc_nbytes=0)
+            except DamagedFile:
+                if self.later is None or not (self.later / self.shard_paths[shard]).is_file():
+                    raise
+                path = self.later / self.shard_paths[shard]
+                handle = open_h5(path, rdcc_nbytes=0)
             with reading(path):
                 self.check(handle, path)
             self._files[shard] = handle
+            self._paths[shard] = path
         return handle
 
     def gather(self, locations: list[Location], name: str, shape: tuple[int, ...], reads: list[Read]) -> torch.Tensor:
@@ -129,15 +140,23 @@ class ShardReader:
             return None
         fd = self._fds.get(shard)
         if fd is None:
-            fd = self._fds[shard] = os.open(self.root / self.shard_paths[shard], os.O_RDONLY | os.O_CLOEXEC)
+            fd = self._fds[shard] = self._open_fd(shard)
         return fd, int(info.byte_offset)
+
+    def _open_fd(self, shard: int) -> int:
+        try:
+            return os.open(self._paths[shard], os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if self.later is None:
+                raise
+            return os.open(self.later / self.shard_paths[shard], os.O_RDONLY | os.O_CLOEXEC)
 
     def close(self) -> None:
         for handle in self._files.values():
             handle.close()
         for fd in self._fds.values():
             os.close(fd)
-        self._files, self._fds = OrderedDict(), {}
+        self._files, self._fds, self._paths = OrderedDict(), {}, {}
 
 
 def _memfd_batch(

@@ -3,6 +3,7 @@ root, one cache per bucket, included)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from ...cache.layout import BUCKETED_ROOT_ENTRIES, ROOT_ENTRIES, shard_rows
 from ...cache.ownership import RootLayout
 from ...cache.root import CacheRoot
 from ...cache.rows import read_rejects
+from ...cache.whole_read import read_whole
 from ...config.schema import OutputConfig
 from ...errors import ConfigError
 from ...reporting import Progress
@@ -59,14 +61,16 @@ class Hdf5Sink(Sink):
         folder = root.local_folder("verify")
         if is_bucketed(folder):
             return verify_bucketed(folder, require_complete, progress)
-        return verify_integrity(folder, require_complete, progress)
+        return read_whole(folder, lambda published: verify_integrity(published, require_complete, progress))
 
     @classmethod
     def inspect(cls, root: CacheRoot) -> Any:
         from .inspect import inspect_bucketed, inspect_cache
 
         folder = root.local_folder("inspect")
-        return inspect_bucketed(folder) if is_bucketed(folder) else inspect_cache(folder)
+        if is_bucketed(folder):
+            return inspect_bucketed(folder)
+        return dataclasses.replace(read_whole(folder, inspect_cache), root=folder)  # the root, read mid-swap or not
 
     @classmethod
     def dataset(cls, root: CacheRoot, **options: Any) -> Any:
