@@ -7,6 +7,7 @@ writes; the embeddings are recorded, so a resumed build computes none again (cou
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 
 import av
@@ -136,6 +137,12 @@ def test_exactly_the_duplicates_are_rejected_naming_the_kept_id_and_the_rest_is_
     assert list(kept) == ["clip000", "clip003"]
     assert kept == {k: v for k, v in _latents(plain).items() if k in kept}
 
+    config = json.loads((root / "cache_config.json").read_text())
+    digest = hashlib.sha256((folder / "clip" / "image_encoder" / "model.safetensors").read_bytes()).hexdigest()
+    assert config["dedup"]["threshold"] == cut and config["dedup"]["frames"] == 2
+    assert config["dedup"]["embedder"]["checkpoint_sha256"] == digest
+    assert config["dedup"]["embedder"]["embedding"] == "image_embeds"
+    assert "dedup" not in json.loads((plain / "cache_config.json").read_text())
 
 
 def test_a_resume_computes_no_embedding_again_and_an_extend_only_the_new_ones(world, threshold, cli, tmp_path,

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import registry
 from ..captions.base import Captioner, Generation
-from ..captions.templates import Prompt, fallback_prompt, resolve_prompt
+from ..captions.templates import FALLBACK_BUDGET, Prompt, fallback_prompt, resolve_prompt
 from ..config import BuildConfig, CaptionsConfig
 from ..errors import SampleRejected
 from ..records import Reject, Sample
@@ -102,7 +102,7 @@ class CaptionPass:
         first = self._captioner.generate(windows, self.prompt.text, budget)
         again = [i for i, answer in enumerate(first) if not answer.usable]
         second = dict(zip(again, self._captioner.generate([windows[i] for i in again], self.fallback.text,
-                                                         2 * budget))) if again else {}
+                                                         FALLBACK_BUDGET * budget))) if again else {}
         for i, (sample, probe, indices, key) in enumerate(ready):
             if i not in second:
                 outcome = CaptionOutcome(first[i].text, self.prompt.name, retried=False)
@@ -111,7 +111,7 @@ class CaptionPass:
             else:
                 outcome = CaptionOutcome(None, self.fallback.name, retried=True, failure=(
                     f"{_describe(first[i], self.prompt, budget)}, then "
-                    f"{_describe(second[i], self.fallback, 2 * budget)}"))
+                    f"{_describe(second[i], self.fallback, FALLBACK_BUDGET * budget)}"))
             if key:
                 record_caption(self.build_dir, key, sample.sample_id, outcome)
             out[sample.source_index] = self._applied(sample, probe, indices, outcome)
@@ -130,7 +130,7 @@ class CaptionPass:
             "generated": True, "captioner": self.captions.name, "model_sha256": self.model_sha256,
             "prompt": prompt.name, "prompt_sha256": prompt.sha256, "frame_indices": indices,
             "resolution": self.captions.resolution,
-            "max_new_tokens": self.captions.max_new_tokens * (2 if outcome.retried else 1),
+            "max_new_tokens": self.captions.max_new_tokens * (FALLBACK_BUDGET if outcome.retried else 1),
         }
         if outcome.retried:
             provenance["retried"] = True
