@@ -34,10 +34,10 @@ def world(tmp_path_factory):
     (folder / "videos").mkdir()
     original = pattern_frames(9, 48, 32, seed=0)
     noise = np.random.default_rng(5).integers(-6, 7, original.shape)
-    videos = {"original": original, "noisy": np.clip(original + noise, 0, 255).astype(np.uint8),
-              "other": 255 - pattern_frames(9, 48, 32, seed=3)[:, ::-1],
-              "other_noisy": np.clip(255 - pattern_frames(9, 48, 32, seed=3)[:, ::-1] + noise, 0, 255
-                                     ).astype(np.uint8)}
+    videos = {"original": original, "noisy": np.clip(original + noise, 0, 255).astype(np.uint8)}
+    other = 255 - pattern_frames(9, 64, 32, seed=3)[:, ::-1]  # wider: windows of two sizes in one encoder call
+    noise = np.random.default_rng(5).integers(-6, 7, other.shape)
+    videos.update(other=other, other_noisy=np.clip(other + noise, 0, 255).astype(np.uint8))
     for name, frames in videos.items():
         write_video(folder / "videos" / f"{name}.mp4", frames)
     torch.manual_seed(0)

@@ -40,9 +40,15 @@ def test_a_folder_embeds_as_transformers_does(tmp_path, model_class, output):
     processor = CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28})
     with torch.no_grad():
         expected = _unit(getattr(model(**processor(images=list(frames), return_tensors="pt")), output))
-    got = embedder.embed(frames)
+    got = embedder.embed(list(frames))
     assert got.dtype == np.float32 and got.shape == expected.shape
     np.testing.assert_allclose(got, expected, atol=1e-6)
+
+    # frames of other sizes in one call (windows of other aspect ratios): each embedded as it is alone
+    others = list(_frames(3, count=2, size=(28, 60)))
+    mixed = embedder.embed([frames[0], *others, frames[1]])
+    np.testing.assert_allclose(mixed[[0, 3]], got[:2], atol=1e-6)
+    np.testing.assert_allclose(mixed[1:3], embedder.embed(others), atol=1e-6)
 
 
 # the official CLIPModel.visual wraps its ViT in torch.cuda.amp.autocast, deprecated and disabled without CUDA
@@ -60,7 +66,8 @@ def test_the_official_file_embeds_through_its_head(tmp_path, monkeypatch):
     frames = _frames(2)
     expected = _unit(official_tokens(wrapper, torch.from_numpy(frames)))
     assert ClipImageEmbedder.identity(str(path))["embedding"] == "image_embeds"
-    np.testing.assert_allclose(ClipImageEmbedder.load(str(path), "cpu", None).embed(frames), expected, atol=1e-6)
+    np.testing.assert_allclose(ClipImageEmbedder.load(str(path), "cpu", None).embed(list(frames)), expected,
+                               atol=1e-6)
 
 
 def test_a_wrong_sha256_names_the_dedup_keys(tmp_path):

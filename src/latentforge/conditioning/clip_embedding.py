@@ -73,14 +73,27 @@ class ClipImageEmbedder:
                 "preprocessing": _preprocess(source, image_size(source)).record(), "precision": "fp32"}
 
     @torch.inference_mode()
-    def embed(self, frames: np.ndarray) -> np.ndarray:
-        """uint8 [B, H, W, 3] RGB -> float32 [B, D], each row of unit L2 norm."""
-        if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3:
-            raise ValueError(f"CLIP embeddings are of uint8 [B, H, W, 3] RGB frames, got {frames.dtype} "
-                             f"{list(frames.shape)}")
+    def embed(self, frames: list[np.ndarray]) -> np.ndarray:
+        """uint8 [H, W, 3] RGB frames, of any sizes -> float32 [N, D], each row of unit L2 norm; one forward pass."""
+        for frame in frames:
+            if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[-1] != 3:
+                raise ValueError(f"CLIP embeddings are of uint8 [H, W, 3] RGB frames, got {frame.dtype} "
+                                 f"{list(frame.shape)}")
         with tf32_off():
-            pixels = self.preprocess(torch.from_numpy(frames), self.device)
+            pixels = torch.cat([self.preprocess(torch.from_numpy(np.stack(group)), self.device)
+                                for group in _same_size_runs(frames)])
             out = self.model(pixel_values=pixels)
             vectors = out.image_embeds if self.projected else out.pooler_output
         rows = vectors.float().cpu().numpy().astype(np.float64)
         return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _same_size_runs(frames: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """The frames in order, cut where the size changes: each run is preprocessed as one stack."""
+    runs: list[list[np.ndarray]] = []
+    for frame in frames:
+        if runs and runs[-1][0].shape == frame.shape:
+            runs[-1].append(frame)
+        else:
+            runs.append([frame])
+    return runs

@@ -99,7 +99,7 @@ class DedupPass:
             ready.append(window)
         if not ready:
             return out
-        vectors = self._embedder.embed(np.concatenate(frames)).astype(np.float64)
+        vectors = self._embedder.embed([frame for shown in frames for frame in shown]).astype(np.float64)
         start = 0
         for window, shown in zip(ready, frames):
             mean = vectors[start:start + len(shown)].mean(axis=0)
