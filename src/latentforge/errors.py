@@ -55,6 +55,9 @@ REJECT_FIXES = {
     "black_frames": "raise segments.max_black_fraction, or drop the blank stretches",
     # captions.mode=generate_*: the captioner gave an empty or over-long caption, also with the fallback prompt
     "caption_failed": "raise captions.max_new_tokens, try another captions.prompt, or caption the sample yourself",
+    # dedup.enabled: the window's CLIP embedding is at least dedup.threshold similar to an earlier kept window's
+    "near_duplicate": "raise dedup.threshold if the kept sample the detail names is not the same content (a dataset "
+                      "of many repeats may need a higher run.max_reject_fraction)",
 }
 REJECT_REASONS = tuple(REJECT_FIXES)
 

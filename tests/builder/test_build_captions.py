@@ -1,11 +1,13 @@
 """captions.mode: a build of clips without captions writes them with a tiny real-architecture Qwen2.5-VL (loaded
-through the qwen2.5-vl backend) and embeds them with the tiny T5; the captions are recorded, so a rerun and an
---extend generate none again (counted on the generate call); a folder of another architecture is refused before
+through the qwen2.5-vl backend) and embeds them with the tiny T5; cache_config.json records how; the captions are
+recorded, so a rerun and an --extend generate none again (counted on the generate call), and a rerun with another
+prompt is refused; a folder of another architecture is refused before
 anything is written; an empty answer is asked again with the fallback, then rejected; mode keep changes no byte."""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import shutil
 
@@ -21,6 +23,7 @@ from helpers.media import pattern_frames, write_video
 from helpers.tiny_vlm import DECODED, make_tiny_qwen_vl
 from latentforge.captions.base import Generation
 from latentforge.captions.qwen_vl import QwenVLCaptioner
+from latentforge.captions.templates import TEMPLATES
 
 KNOWN = "clip number 2"
 
@@ -94,8 +97,23 @@ def test_missing_captions_are_generated_embedded_recorded_and_never_generated_ag
     np.testing.assert_allclose(stored[:length].astype(np.float32), expected, rtol=2e-3, atol=2e-3)
     assert not stored[length:].any()
 
-    # a rerun reads every caption back; --extend generates only the new clip's
+    # cache_config.json says how the captions were made
+    recorded = json.loads((root / "cache_config.json").read_text(encoding="utf-8"))["captions"]
+    detailed = TEMPLATES["detailed"]
+    assert recorded == {
+        "mode": "generate_missing", "captioner": "qwen2.5-vl", "model_sha256": caption["model_sha256"], "frames": 2,
+        "resolution": 56,
+        "prompt": {"name": "detailed", "sha256": hashlib.sha256(detailed.encode()).hexdigest(), "text": detailed},
+        "fallback_prompt": {"name": "short", "sha256": hashlib.sha256(TEMPLATES["short"].encode()).hexdigest(),
+                            "text": TEMPLATES["short"]},
+        "decoding": {"strategy": "greedy", "num_beams": 1, "max_new_tokens": 16, "fallback_max_new_tokens": 32,
+                     "batch_size": 2}}
+
+    # a rerun reads every caption back; another prompt is refused, as any changed setting; --extend generates only
+    # the new clip's
     assert cli(args).returncode == 0 and generate_calls == [2]
+    refused = cli([*args, "--set", "captions.prompt=short"])
+    assert refused.returncode == 1 and "config.captions.prompt: 'detailed' -> 'short'" in refused.stderr
     grown = _table(folder, rows, "grown.csv")
     extend = _args(grown, root, t5, "--set", "captions.mode=generate_missing", "--set", f"captions.model={qwen}",
                    "--extend")
@@ -133,7 +151,6 @@ def test_an_empty_answer_is_asked_again_with_the_fallback_then_rejected(world, c
     done = cli(_args(_table(folder, rows[:3], "failing.csv"), root, t5, "--set", "captions.mode=generate_missing",
                      "--set", f"captions.model={qwen}", "--max-reject-fraction", "1"))
     assert done.returncode == 0, done.stderr
-    from latentforge.captions.templates import TEMPLATES
     assert asked == [(TEMPLATES["detailed"], 16, 2), (TEMPLATES["short"], 32, 2)]
     rejects = [json.loads(line) for line in (root / "rejects.jsonl").read_text().splitlines()]
     assert [(r["sample_id"], r["reason"]) for r in rejects] == [("clip000", "caption_failed"),

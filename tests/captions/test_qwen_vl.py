@@ -17,7 +17,7 @@ from latentforge.captions.qwen_vl import QwenVLCaptioner
 from latentforge.captions.templates import TEMPLATES, resolve_prompt
 from latentforge.config import CaptionsConfig
 from latentforge.errors import ConfigError
-from latentforge.pipeline.captions import sampled_indices
+from latentforge.pipeline.window_frames import sampled_indices
 
 
 @pytest.fixture(scope="module")

@@ -59,6 +59,12 @@ CASES = {
                                                      "torch, device"]),
     "url staging": ("output.sink=webdataset output.staging_dir=s3://b/x",
                     ["output.staging_dir='s3://b/x' is a URL; give a node-local folder"]),
+    "dedup threshold": ("dedup.enabled=true dedup.model=clip dedup.threshold=1.5",
+                        ["dedup.threshold=1.5 is outside (0, 1]", "cosine similarity"]),
+    "dedup threshold while disabled": ("dedup.threshold=0", ["dedup.threshold=0.0 is outside (0, 1]"]),
+    "dedup without model": ("dedup.enabled=true", ["dedup.enabled=true needs the CLIP image encoder: set "
+                                                   "dedup.model"]),
+    "dedup frames": ("dedup.frames=0", ["dedup.frames=0 must be >= 1"]),
 }
 
 

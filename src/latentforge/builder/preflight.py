@@ -14,6 +14,7 @@ from pathlib import Path
 from .. import registry
 from ..cache.ownership import check_not_inside, check_root_is_ours, fixed_prefix
 from ..cache.root import CacheRoot
+from ..conditioning.clip_embedding import ClipImageEmbedder
 from ..config import BuildConfig
 from ..devices import cpu_build_notice
 from ..errors import ConfigError, InputNotice, StorageError, environment_message
@@ -68,3 +69,5 @@ def preflight(config: BuildConfig, executor: Executor) -> None:
             conditioning.image_encoder_path, conditioning.image_encoder_sha256)
     if config.captions.mode != "keep":  # the captioner's folder: its architecture, files and pinned SHA-256
         registry.resolve("captioner", config.captions.name).preflight(config.captions)
+    if config.dedup.enabled:  # the CLIP checkpoint of the near-duplicate pass: its route and pinned SHA-256
+        ClipImageEmbedder.preflight(config.dedup.model, config.dedup.sha256)

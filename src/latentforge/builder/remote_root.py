@@ -1,8 +1,8 @@
 """A sink whose root may be a URL (webdataset) keeps its build records apart from the root, so a rerun on
 another machine, or after the node-local records were cleared, finds no run.json to compare with. Before any
 model loads, the cache already at the root is compared with this build instead: a cache of another
-tokenizer, another sink or other settings is refused unless --overwrite (its objects would be replaced one by
-one, and a reader in between would see shards of two builds)."""
+tokenizer, another sink or other settings (the captions' and near-duplicate settings too) is refused unless
+--overwrite (its objects would be replaced one by one, and a reader in between would see shards of two builds)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import registry
 from ..cache.config_file import CacheConfig
+from ..cache.curation import curation_sections
 from ..cache.root import CacheRoot, sink_in
 from ..cache.text_rows import PADDED
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
@@ -38,6 +39,8 @@ def check_remote_cache(config: BuildConfig, key: dict[str, Any]) -> None:
     ours["text"] = None if config.text.name == "none" else _text(
         {"name": config.text.name, "max_length": config.text.max_length, "source": config.text.source,
          "storage": config.text.storage})
+    curation = json.loads(json.dumps(curation_sections(config, key)))  # as the cache's JSON holds them
+    ours.update({name: curation.get(name) for name in ("captions", "dedup")})
     existing = {**existing, "text": _text(existing.get("text"))}
     differences += [f"{name}: {existing.get(name)!r} (the cache) vs {ours[name]!r} (this build)"
                     for name in ours if existing.get(name) != ours[name]]

@@ -22,6 +22,7 @@ from typing import Any
 from .. import registry
 from ..cache.layout import CACHE_CONFIG
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
+from ..conditioning.clip_embedding import ClipImageEmbedder
 from ..config import BuildConfig, ConditioningConfig, SegmentsConfig
 from ..config.option_roles import LOCATION, PERMISSION, keys_with_role
 from ..config.schema import single_shape_frames
@@ -73,6 +74,11 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
         del data["captions"]["sha256"]
         key["captioner_sha256"] = registry.resolve("captioner", config.captions.name).checkpoint_digest(
             config.captions.model)
+    if not config.dedup.enabled:  # a build that removes no near duplicate keeps the key it always had
+        del data["dedup"]
+    else:  # dedup.sha256 is a check on the weights, whose actual SHA-256 the key holds
+        del data["dedup"]["sha256"]
+        key["dedup_model_sha256"] = ClipImageEmbedder.checkpoint_digest(config.dedup.model)
     if config.conditioning == ConditioningConfig():
         del data["conditioning"]
     else:

@@ -25,6 +25,7 @@ from ..executor.base import Executor
 from ..executor.metrics import MetricsServer
 from ..executor.process_setup import stop_on_signals
 from ..pipeline.captions import caption_probes, captions_todo
+from ..pipeline.dedup import dedup_probes, dedup_todo
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.probe import vfr_notice
 from ..pipeline.run_record import set_aside_damaged_record
@@ -173,6 +174,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
         probes = probe_remembered(samples, config, build_dir, key, advance, recheck)
     _note_vfr(samples, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
+    probes = _deduplicated(config, executor, samples, probes, progress, extending=False)
     probes = _captioned(config, executor, samples, probes, progress)
     stats.samples_planned = len(samples)
     if config.frames.buckets:
@@ -191,6 +193,16 @@ def _note_vfr(samples: list, probes: dict) -> None:
     notice = vfr_notice(samples, probes)
     if notice is not None:
         warnings.warn(notice, InputNotice, stacklevel=3)
+
+
+def _deduplicated(config: BuildConfig, executor: Executor, samples, probes, progress: BuildProgress, extending: bool):
+    """dedup.enabled: near-duplicate windows rejected (pipeline/dedup.py) before they are captioned or encoded, on the
+    device the encoders use; recorded embeddings read back."""
+    count = dedup_todo(samples, probes, config)
+    if not count:
+        return probes
+    with progress.task("dedup", count) as advance:
+        return dedup_probes(samples, probes, config, executor.build_dir, executor.main_device(), extending, advance)
 
 
 def _captioned(config: BuildConfig, executor: Executor, samples, probes, progress: BuildProgress):
@@ -227,6 +239,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
         probes = probe_remembered(todo, config, build_dir, key, advance, recheck)
     _note_vfr(todo, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
+    probes = _deduplicated(config, executor, todo, probes, progress, extending=True)
     probes = _captioned(config, executor, todo, probes, progress)
     stats.samples_planned = len(extension.samples)
     staged = len(extension.samples) - len(todo)

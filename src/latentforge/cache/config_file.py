@@ -62,6 +62,9 @@ class CacheConfig:
     conditioning: ConditioningSection | None = None  # image conditioning beside the latent; None: none built
     # per-frame side streams (pose, actions, ...) stored beside the latent, float32 [T, D] each (docs/modalities.md)
     side_streams: tuple[ConditioningStream, ...] = ()
+    # how the captions were generated and the near duplicates removed (cache/curation.py); None: not done
+    captions: dict[str, Any] | None = None
+    dedup: dict[str, Any] | None = None
 
     @property
     def streams(self) -> tuple[ConditioningStream, ...]:
@@ -162,8 +165,10 @@ class CacheConfig:
     def for_build(cls, config: BuildConfig, latent_shape: tuple[int, ...], tokenizer_fingerprint: dict[str, Any],
                   text: TextRecord | None, latent_channels: int,
                   conditioning: ConditioningSection | None = None,
-                  side_streams: tuple[ConditioningStream, ...] = ()) -> CacheConfig:
-        """What a build writes, with num_samples/num_shards at 0 until commit counts them."""
+                  side_streams: tuple[ConditioningStream, ...] = (),
+                  curation: dict[str, dict[str, Any]] | None = None) -> CacheConfig:
+        """What a build writes, with num_samples/num_shards at 0 until commit counts them. `curation`: the captions
+        and dedup sections (cache/curation.py)."""
         names = list(config.modalities.names)
         modalities = tuple(ModalityEntry(name, (i * latent_channels, (i + 1) * latent_channels),
                                          CONDITIONING_ROLE if name == "rgb" else "target")
@@ -188,6 +193,8 @@ class CacheConfig:
                    "seed": config.run.seed},
             conditioning=conditioning,
             side_streams=side_streams,
+            captions=(curation or {}).get("captions"),
+            dedup=(curation or {}).get("dedup"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -211,7 +218,7 @@ class CacheConfig:
             data["conditioning"] = self.conditioning.to_json()
         if self.side_streams:  # likewise
             data["side_streams"] = [stream.to_json() for stream in self.side_streams]
-        for name in ("modalities", "dataset", "build"):
+        for name in ("modalities", "dataset", "captions", "dedup", "build"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
         if self.encoded_by is not None:
@@ -253,6 +260,8 @@ class CacheConfig:
                 modalities=data.get("modalities"),
                 dataset=data.get("dataset"),
                 build=data.get("build"),
+                captions=data.get("captions"),
+                dedup=data.get("dedup"),
                 encoded_by=None if data.get("encoded_by") is None else tuple(
                     EncodedBy.from_json(group) for group in data["encoded_by"]),
                 conv_plans=None if data.get("conv_plans") is None else {

@@ -84,6 +84,7 @@ PREVIEW_FOLDER = "preview"
 SCAN_REJECTS = "scan-rejects.jsonl"
 ANALYSIS_DIR = "analysis"  # one record per analysed video: shots and quality measures (pipeline/analysis_records.py)
 CAPTIONS_DIR = "captions"  # one record per generated caption, by its window's identity (pipeline/caption_records.py)
+DEDUP_DIR = "dedup"  # each window's CLIP embedding and the kept windows' list (pipeline/dedup_records.py)
 
 
 def rank_traceback_name(rank: int) -> str:

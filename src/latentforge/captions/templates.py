@@ -22,8 +22,9 @@ TEMPLATES = {
                "background; the camera's position and motion; the lighting, colours and visual style. Describe only "
                "what is visible; do not guess names or intentions."),
 }
-# what an empty or over-long caption is asked again with
+# what an empty or over-long caption is asked again with, and its token budget in captions.max_new_tokens
 FALLBACK = "short"
+FALLBACK_BUDGET = 2
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..hashing import sha256_file
 
 if TYPE_CHECKING:
-    from transformers import CLIPVisionConfig, CLIPVisionModel
+    from transformers import CLIPVisionConfig, CLIPVisionModel, CLIPVisionModelWithProjection
 
 OFFICIAL_FILE = "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"
 # The released files' SHA-256, from the Hugging Face LFS pointer of the file (the "Git LFS Details" of
@@ -32,7 +32,7 @@ OFFICIAL_FILE = "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"
 # digest we could establish from a public record, so a folder is pinned only by image_encoder_sha256.
 RELEASED_SHA256 = {OFFICIAL_FILE: "628c9998b613391f193eb67ff68da9667d75f492911e4eb3decf23460a158c38"}
 ADVICE = (
-    "give conditioning.image_encoder_path as a diffusers Wan I2V pipeline folder (e.g. "
+    "give a diffusers Wan I2V pipeline folder (e.g. "
     "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers, holding image_encoder/ and image_processor/), its image_encoder/ "
     f"folder, or the official {OFFICIAL_FILE} (in Wan-AI/Wan2.1-I2V-14B-480P)"
 )
@@ -40,8 +40,12 @@ ADVICE = (
 # hidden / 80 for a file of any width.
 OFFICIAL_HEAD_WIDTH = 80
 # Keys of the official file that do not reach the penultimate hidden states: the text tower, the logit scale and
-# the visual projection to the 1024-wide joint embedding (CLIPVisionModel has no projection).
+# the visual projection to the 1024-wide joint embedding (CLIPVisionModel has no projection; the image embedding
+# near-duplicate removal compares uses it, load_model(embedding=True)).
 _OFFICIAL_UNUSED = ("textual.", "log_scale", "visual.head")
+OFFICIAL_PROJECTION = "visual.head"  # [width, embed_dim], applied as pooled @ head (open-clip's `proj`)
+PROJECTION = "visual_projection.weight"  # transformers' Linear(width, embed_dim, bias=False): the head transposed
+PATH_KEY, SHA256_KEY = "conditioning.image_encoder_path", "conditioning.image_encoder_sha256"
 
 
 @dataclass(frozen=True)
@@ -55,21 +59,23 @@ class ClipSource:
     processor_folder: Path | None
 
 
-def resolve(path: str) -> ClipSource:
-    """conditioning.image_encoder_path -> ClipSource, reading no weights; ConfigError naming what is missing."""
+def resolve(path: str, key: str = PATH_KEY) -> ClipSource:
+    """The checkpoint the setting `key` names -> ClipSource, reading no weights; ConfigError naming what is
+    missing."""
     given = Path(path).expanduser()
     if given.is_file():
         if given.suffix not in (".pth", ".pt"):
-            raise ConfigError(f"image encoder checkpoint {given} is a file but not a .pth state dict; {ADVICE}")
+            raise ConfigError(f"{key}: image encoder checkpoint {given} is a file but not a .pth state dict; {ADVICE}")
         return ClipSource("wan-official", given, (given,), None)
     if not given.is_dir():
-        raise ConfigError(f"image encoder checkpoint {given} does not exist; {ADVICE}")
+        raise ConfigError(f"{key}: image encoder checkpoint {given} does not exist; {ADVICE}")
     folder = given / "image_encoder" if (given / "image_encoder" / "config.json").is_file() else given
     if not (folder / "config.json").is_file():
-        raise ConfigError(f"{given} holds neither config.json nor image_encoder/config.json; {ADVICE}")
+        raise ConfigError(f"{key}: {given} holds neither config.json nor image_encoder/config.json; {ADVICE}")
     weights = tuple(sorted(folder.glob("*.safetensors"))) or tuple(sorted(folder.glob("pytorch_model*.bin")))
     if not weights:
-        raise ConfigError(f"{folder} holds config.json but no *.safetensors or pytorch_model*.bin weights; {ADVICE}")
+        raise ConfigError(f"{key}: {folder} holds config.json but no *.safetensors or pytorch_model*.bin weights; "
+                          f"{ADVICE}")
     # a pipeline's image_encoder/ has the pipeline's image_processor/ beside it; any other folder stands alone
     processor = folder.parent / "image_processor"
     has_processor = folder.name == "image_encoder" and (processor / "preprocessor_config.json").is_file()
@@ -99,19 +105,18 @@ def checkpoint_sha256(source: ClipSource) -> str:
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
 
 
-def check_sha256(source: ClipSource, expected: str | None) -> str:
-    """The checkpoint's SHA-256, checked against `expected` (conditioning.image_encoder_sha256), else against the
-    released digest of a file carrying a released name. ConfigError naming the file, both values and the fix."""
+def check_sha256(source: ClipSource, expected: str | None, key: str = SHA256_KEY) -> str:
+    """The checkpoint's SHA-256, checked against `expected` (the setting `key`), else against the released digest
+    of a file carrying a released name. ConfigError naming the file, both values and the fix."""
     actual = checkpoint_sha256(source)
     if expected is not None:
-        wanted, why = expected.strip().lower(), "conditioning.image_encoder_sha256 requires"
+        wanted, why = expected.strip().lower(), f"{key} requires"
     else:
         wanted, why = RELEASED_SHA256.get(source.path.name), "the released file of that name has"
     if wanted is not None and actual != wanted:
         raise ConfigError(
             f"image encoder checkpoint {source.path} has SHA-256 {actual}, but {why} {wanted}; download the file "
-            "again (a cut-short download differs), or set conditioning.image_encoder_sha256 to the digest of the "
-            "checkpoint you mean to use"
+            f"again (a cut-short download differs), or set {key} to the digest of the checkpoint you mean to use"
         )
     return actual
 
@@ -195,26 +200,77 @@ def read_official(path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_model(source: ClipSource) -> CLIPVisionModel:
-    """transformers' CLIPVisionModel holding exactly the checkpoint's tensors, fp32, eval mode. Missing, extra or
-    misshapen keys are a ConfigError (from_pretrained would fill missing ones with random values and a warning)."""
-    from transformers import CLIPVisionConfig, CLIPVisionModel
+def has_projection(source: ClipSource) -> bool:
+    """Does the checkpoint hold CLIP's visual projection (a folder's visual_projection.weight, the official file's
+    visual.head)? Reads key names only: safetensors headers, else the file through torch's memory map."""
+    wanted = OFFICIAL_PROJECTION if source.kind == "wan-official" else PROJECTION
+    return any(wanted in _keys(path) for path in source.weight_files)
 
+
+def image_size(source: ClipSource) -> int:
+    """The tower's input size without loading its weights: a folder's config.json, the official file's patch and
+    position shapes."""
+    if source.kind == "diffusers-folder":
+        from transformers import CLIPVisionConfig
+
+        return int(CLIPVisionConfig.from_pretrained(source.path, local_files_only=True).image_size)
+    state = _mapped(source.path)
+    patch, positions = state.get("visual.patch_embedding.weight"), state.get("visual.pos_embedding")
+    if patch is None or positions is None:
+        raise ConfigError(f"the official CLIP file {source.path} lacks visual.patch_embedding or "
+                          f"visual.pos_embedding; {ADVICE}")
+    return round((positions.shape[-2] - 1) ** 0.5) * int(patch.shape[-1])
+
+
+def _keys(path: Path) -> set[str]:
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            return set(handle.keys())
+    return set(_mapped(path))
+
+
+def _mapped(path: Path) -> dict[str, torch.Tensor]:
+    """A .pth/.bin state dict through torch's memory map: its keys and shapes, no tensor data read."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # a file older than torch's zip format cannot be mapped: read it whole, with its checks
+        return read_official(path)
+
+
+def load_model(source: ClipSource, embedding: bool = False) -> CLIPVisionModel | CLIPVisionModelWithProjection:
+    """transformers' CLIPVisionModel holding exactly the checkpoint's tensors, fp32, eval mode. Missing, extra or
+    misshapen keys are a ConfigError (from_pretrained would fill missing ones with random values and a warning).
+    `embedding`: a CLIPVisionModelWithProjection when the checkpoint holds the visual projection (its image_embeds
+    are the image embedding), else the CLIPVisionModel (its pooler_output is)."""
+    from transformers import CLIPVisionModel, CLIPVisionModelWithProjection
+
+    projected = False
     if source.kind == "wan-official":
-        state = official_to_transformers(read_official(source.path))
+        raw = read_official(source.path)
+        state = official_to_transformers(raw)
         config = official_config(state)
+        if embedding and OFFICIAL_PROJECTION in raw:
+            head = raw[OFFICIAL_PROJECTION]
+            if head.ndim != 2 or head.shape[0] != config.hidden_size:
+                raise ConfigError(f"{source.path}: {OFFICIAL_PROJECTION} has shape {list(head.shape)}, not [width "
+                                  f"{config.hidden_size}, embedding width]; {ADVICE}")
+            state[PROJECTION] = head.t().contiguous()
+            config.projection_dim, projected = int(head.shape[1]), True
         where: dict = {"pretrained_model_name_or_path": None, "config": config, "state_dict": state}
     else:
-        config = CLIPVisionConfig.from_pretrained(source.path)
         where = {"pretrained_model_name_or_path": source.path}
+        projected = embedding and has_projection(source)
+    model_class = CLIPVisionModelWithProjection if projected else CLIPVisionModel
     try:
-        model, info = CLIPVisionModel.from_pretrained(**where, dtype=torch.float32, local_files_only=True,
-                                                      output_loading_info=True)
+        model, info = model_class.from_pretrained(**where, dtype=torch.float32, local_files_only=True,
+                                                  output_loading_info=True)
     except (OSError, ValueError, RuntimeError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ConfigError(f"cannot load the image encoder from {source.path} ({first}); {ADVICE}") from None
     # a CLIPVisionModelWithProjection folder also holds the projection, which the hidden states never use
-    unexpected = sorted(k for k in info["unexpected_keys"] if not k.startswith("visual_projection."))
+    unexpected = sorted(k for k in info["unexpected_keys"] if projected or not k.startswith("visual_projection."))
     problems = [f"{label}: {', '.join(sorted(map(str, keys))[:10])}"
                 for label, keys in (("missing keys", info["missing_keys"]), ("unexpected keys", unexpected),
                                     ("tensors of the wrong shape", info["mismatched_keys"])) if keys]  # fmt: skip

@@ -252,6 +252,24 @@ def validate(config: BuildConfig) -> None:
             raise ConfigError(f"modalities.{name}.fps={rate!r}; allowed: 'source' (frame i goes with video frame i) "
                               "or the source's frame rate, a positive number")
     _validate_captions(config)
+    _validate_dedup(config)
+
+
+def _validate_dedup(config: BuildConfig) -> None:
+    """dedup: the threshold is a cosine similarity a near duplicate reaches, the numbers are counts; enabled needs
+    the CLIP checkpoint. Checked whether enabled or not, so a mistyped value fails now, not once it is switched on."""
+    dedup = config.dedup
+    if not 0.0 < dedup.threshold <= 1.0:  # also refuses NaN
+        raise ConfigError(f"dedup.threshold={dedup.threshold} is outside (0, 1]: it is the cosine similarity of two "
+                          "windows' CLIP embeddings at and above which the later one is a near duplicate (1 keeps "
+                          "all but identical windows; 0.95 is the default)")
+    for key in ("frames", "batch_size"):
+        if getattr(dedup, key) < 1:
+            raise ConfigError(f"dedup.{key}={getattr(dedup, key)} must be >= 1")
+    if dedup.enabled and not dedup.model:
+        raise ConfigError("dedup.enabled=true needs the CLIP image encoder: set dedup.model to a diffusers Wan I2V "
+                          "pipeline folder, its image_encoder/ folder, or the official "
+                          "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth")
 
 
 def _validate_captions(config: BuildConfig) -> None:

@@ -177,6 +177,23 @@ class CaptionsConfig:
 
 
 @dataclass
+class DedupConfig:
+    """Near-duplicate windows dropped before captioning and encoding (docs/dedup.md): the CLIP image embedding of a
+    few frames per window, one window kept per group whose cosine similarity reaches the threshold. Disabled, the
+    build is what it was without this section."""
+
+    enabled: bool = False
+    # windows whose cosine similarity to an earlier kept window is at least this are near duplicates of it
+    threshold: float = 0.95
+    frames: int = 4  # frames sampled evenly over the window; their normalised embeddings are averaged
+    # the CLIP ViT-H/14 checkpoint: a diffusers Wan I2V pipeline folder, its image_encoder/ folder, or the official
+    # models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth (the routes of conditioning.image_encoder_path)
+    model: str | None = None
+    sha256: str | None = None  # refuse weights whose SHA-256 differs
+    batch_size: int = 16  # windows per encoder call
+
+
+@dataclass
 class OutputConfig:
     root: str = ""
     latent_dataset: str = "video_latent_state"
@@ -237,6 +254,7 @@ class BuildConfig:
     conditioning: ConditioningConfig = field(default_factory=ConditioningConfig)
     segments: SegmentsConfig = field(default_factory=SegmentsConfig)
     captions: CaptionsConfig = field(default_factory=CaptionsConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     run: RunConfig = field(default_factory=RunConfig)
 

@@ -20,14 +20,13 @@ import numpy as np
 
 from .. import registry
 from ..captions.base import Captioner, Generation
-from ..captions.templates import Prompt, fallback_prompt, resolve_prompt
+from ..captions.templates import FALLBACK_BUDGET, Prompt, fallback_prompt, resolve_prompt
 from ..config import BuildConfig, CaptionsConfig
-from ..decode.pyav import decode_rgb
-from ..decode.resize import plan_resize
-from ..errors import SampleRejected, rejected_if_unexpected
+from ..errors import SampleRejected
 from ..records import Reject, Sample
 from .caption_records import CaptionOutcome, caption_key, record_caption, recorded_caption
 from .probe import ProbeResult
+from .window_frames import sampled_indices, window_frames
 
 Probed = dict[int, "ProbeResult | Reject"]
 
@@ -38,31 +37,9 @@ def needs_caption(sample: Sample, captions: CaptionsConfig) -> bool:
                                                and (caption is None or not caption.strip()))
 
 
-def sampled_indices(window: list[int] | tuple[int, ...], count: int) -> list[int]:
-    """`count` of the window's source frame indices, evenly spread from its first to its last (all of them when the
-    window has no more); one frame: the middle one."""
-    n = len(window)
-    if count >= n:
-        return list(window)
-    if count == 1:
-        return [window[n // 2]]
-    return [window[(2 * i * (n - 1) + count - 1) // (2 * (count - 1))] for i in range(count)]
-
-
 def caption_frames(sample: Sample, probe: ProbeResult, config: BuildConfig, indices: list[int]) -> np.ndarray:
-    """uint8 [F, h, w, 3]: the frames `indices` upright as a player shows them, the short side resized to
-    captions.resolution (swscale, bicubic, on the CPU: the same frames whatever the cache's own frame settings)."""
-    info = probe.info
-    coded = info.coded_size(indices[0])
-    width, height = info.display_of(coded)
-    scale = config.captions.resolution / min(width, height)
-    out_w, out_h = max(1, round(width * scale)), max(1, round(height * scale))
-    plan = plan_resize(width, height, out_w, out_h, "stretch", stored=info.upright_of(coded))
-    frames = dataclasses.replace(config.frames, resize_backend="swscale", resize_filter="bicubic", decoder="cpu")
-    with rejected_if_unexpected("decode_error", sample.sample_id, sample.entry.video, "decoding frames to caption",
-                                "re-encode the source"):
-        return decode_rgb(sample.entry.video, info, indices, plan, frames, sample.sample_id,
-                          threads=config.run.decode_threads)
+    """uint8 [F, h, w, 3]: the frames `indices`, the short side resized to captions.resolution."""
+    return window_frames(sample, probe, config, indices, config.captions.resolution, "to caption")
 
 
 def _describe(generation: Generation, prompt: Prompt, budget: int) -> str:
@@ -125,7 +102,7 @@ class CaptionPass:
         first = self._captioner.generate(windows, self.prompt.text, budget)
         again = [i for i, answer in enumerate(first) if not answer.usable]
         second = dict(zip(again, self._captioner.generate([windows[i] for i in again], self.fallback.text,
-                                                         2 * budget))) if again else {}
+                                                         FALLBACK_BUDGET * budget))) if again else {}
         for i, (sample, probe, indices, key) in enumerate(ready):
             if i not in second:
                 outcome = CaptionOutcome(first[i].text, self.prompt.name, retried=False)
@@ -134,7 +111,7 @@ class CaptionPass:
             else:
                 outcome = CaptionOutcome(None, self.fallback.name, retried=True, failure=(
                     f"{_describe(first[i], self.prompt, budget)}, then "
-                    f"{_describe(second[i], self.fallback, 2 * budget)}"))
+                    f"{_describe(second[i], self.fallback, FALLBACK_BUDGET * budget)}"))
             if key:
                 record_caption(self.build_dir, key, sample.sample_id, outcome)
             out[sample.source_index] = self._applied(sample, probe, indices, outcome)
@@ -153,7 +130,7 @@ class CaptionPass:
             "generated": True, "captioner": self.captions.name, "model_sha256": self.model_sha256,
             "prompt": prompt.name, "prompt_sha256": prompt.sha256, "frame_indices": indices,
             "resolution": self.captions.resolution,
-            "max_new_tokens": self.captions.max_new_tokens * (2 if outcome.retried else 1),
+            "max_new_tokens": self.captions.max_new_tokens * (FALLBACK_BUDGET if outcome.retried else 1),
         }
         if outcome.retried:
             provenance["retried"] = True
