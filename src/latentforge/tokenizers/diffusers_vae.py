@@ -77,7 +77,9 @@ class DiffusersVaeTokenizer(Tokenizer):
         check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
         model = self.load_model(self.source)
         self.read_constants(model)  # in float32, before the weights are cast
-        self._vae = model.to(self.device, self._dtype)
+        # nn.Module's own cast: diffusers' override logs a warning about modules kept in float32, of which these
+        # classes have none
+        self._vae = torch.nn.Module.to(model, self.device, self._dtype)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = False
             torch.backends.cudnn.deterministic = True
