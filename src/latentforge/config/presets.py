@@ -116,6 +116,44 @@ PRESETS: dict[str, dict[str, Any]] = {
         "conditioning": {"image_latent": "wan-i2v", "precision": "fp32"},
         "output": {"latent_dataset": "video_latent_state"},
     },
+    # The HunyuanVideo and LTX models condition on LLaVA-Llama-3 / Qwen2.5-VL / T5-XXL / Gemma-3 text features that
+    # latentforge does not compute: these presets cache the video latents only (text none); their trainers encode
+    # the captions themselves.
+    # HunyuanVideo (1.0): its 540p generation size, 129 frames of 544x960 at 24 fps (diffusers' HunyuanVideoPipeline
+    # takes num_frames=129; official HunyuanVideo lists 544x960 among its 540p sizes) -> latent [16, 33, 68, 120].
+    "hunyuanvideo-544p": {
+        "frames": {"num_frames": 129, "height": 544, "width": 960, "fps": "24", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "hunyuanvideo", "precision": "fp32"},
+        "text": {"name": "none"},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+    # HunyuanVideo 1.5 at 480p: 121 frames of 480x848 at 24 fps (diffusers' HunyuanVideo15Pipeline takes
+    # num_frames=121) -> latent [32, 31, 30, 53].
+    "hunyuanvideo1.5-480p": {
+        "frames": {"num_frames": 121, "height": 480, "width": 848, "fps": "24", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "hunyuanvideo1.5", "precision": "fp32"},
+        "text": {"name": "none"},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+    # LTX-Video 0.9.x: the LTX-Video-Trainer's configs validate at video_dims [768, 448, 89] (width, height,
+    # frames); 25 fps is diffusers' LTXPipeline frame_rate -> latent [128, 12, 14, 24].
+    "ltx-video-448p": {
+        "frames": {"num_frames": 89, "height": 448, "width": 768, "fps": "25", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "ltx-video", "precision": "fp32"},
+        "text": {"name": "none"},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
+    # LTX-2: diffusers' LTX2Pipeline defaults, 121 frames of 512x768 at 24 fps -> latent [128, 16, 16, 24].
+    "ltx2-512p": {
+        "frames": {"num_frames": 121, "height": 512, "width": 768, "fps": "24", "resize": "cover_crop"},
+        "modalities": {"names": ["rgb"]},
+        "tokenizer": {"name": "ltx2", "precision": "fp32"},
+        "text": {"name": "none"},
+        "output": {"latent_dataset": "video_latent_state"},
+    },
 }
 
 
