@@ -40,9 +40,20 @@ def tiny(tmp_path_factory):
 def test_every_phase_ran_and_printed(tiny):
     out, result, stdout = tiny
     assert result["errors"] == {}
-    assert set(result["phases"]) == {"prepare", "cpu", "pure", "t5", "perception", "rgb", "rgb_device", "scaling",
-                                     "sha"}
+    assert set(result["phases"]) == {"prepare", "cpu", "pure", "t5", "perception", "rgb", "rgb_device", "long",
+                                     "scaling", "sha"}
     assert "samples/s" in stdout and "subset shards" in stdout
+
+
+def test_the_long_phase_builds_windows_inside_detected_shots(tiny):
+    out, result, stdout = tiny
+    long = result["phases"]["long"]
+    assert long["exit_code"] == 0 and long["dataset_exhausted"]
+    rows = [json.loads(line) for line in (out / "work" / "caches" / "long" / "manifest.jsonl").read_text().splitlines()]
+    shots = {row["sample_id"].split("@")[0] for row in rows}
+    # 4 s of 1 s shots: several shots, each giving windows (ids <video>#shot<k>@<start frame>)
+    assert len(shots) >= 3 and all("#shot" in shot for shot in shots) and len(rows) > len(shots)
+    assert any(line.startswith("long ") for line in stdout.splitlines())
 
 
 def test_dataset_is_h264_with_png_masks_and_npz_depth(tiny):
