@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 
 _SIDECAR = ".h5.done.json"
-_RETIRED = ".committed.json"  # a unit whose commit took its arrays (writers/staging.py)
+_RETIRED = ".committed.json"  # a unit whose commit took its arrays (staging/staged_units.py)
 _STOP_GRACE_SECONDS = 60.0
 
 

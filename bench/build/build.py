@@ -237,7 +237,7 @@ class Bench:
         return path, root
 
     def loaded_config(self, rgb_only: bool = False, conditioning: dict[str, Any] | None = None):
-        from latentforge.configure import load_config
+        from latentforge.config.loading import load_config
 
         path, _ = self.config_file("probe-config", 1, rgb_only, self.args.batch, conditioning=conditioning)
         return load_config(path)

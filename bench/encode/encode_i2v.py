@@ -37,7 +37,7 @@ from _random_wan import random_wan_vae  # noqa: E402
 from encode import load_clips  # noqa: E402
 
 from latentforge import registry  # noqa: E402
-from latentforge.configure import load_config  # noqa: E402
+from latentforge.config.loading import load_config
 from latentforge.devices import wait_for_device  # noqa: E402
 from latentforge.pipeline.conditioning import ConditioningStage, first_frame_video, frame0_uint8  # noqa: E402
 from latentforge.tokenizers.base import pixels_to_input  # noqa: E402

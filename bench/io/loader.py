@@ -33,10 +33,10 @@ from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.layout import EMPTY_PROMPT, RUN_RECORDS_DIR
 from latentforge.dataset import LatentCacheDataset, ResumableSampler, SyntheticCacheSpec, collate_latent_batch
 from latentforge.dataset.synthetic_cache import write_synthetic_cache
+from latentforge.staging.staged_units import completed_units, open_staged_unit
 from latentforge.storage import Storage
 from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
 from latentforge.transfer import Destination
-from latentforge.writers.staging import completed_units, open_staged_unit
 
 TEXT_TOKENS, TEXT_DIM = 512, 1024  # T5 rows of the perception preset: 1 MiB in float16
 PERCEPTION_LATENT = (48, 24, 60, 104)  # 14.4 MB in float16

@@ -51,7 +51,7 @@ def stage(root: Path, rows: int, rows_per_shard: int) -> None:
     import numpy as np
 
     from latentforge.dataset.synthetic_cache import _Rows
-    from latentforge.writers.staging import write_staged_unit
+    from latentforge.staging.staged_units import write_staged_unit
     make = _Rows(spec(rows, rows_per_shard))
     for unit, start in enumerate(range(0, rows, UNIT_ROWS)):
         kept = range(start, min(start + UNIT_ROWS, rows))
@@ -64,7 +64,7 @@ def commit_manifest(root: Path, rows: int, rows_per_shard: int) -> None:
     from latentforge.cache.rows import write_manifest, write_rejects
     from latentforge.dataset.synthetic_cache import _cache_config, _Rows
     from latentforge.sinks.hdf5.manifest_table import write_manifest_table
-    from latentforge.writers.gather import gather_staged, manifest_rows
+    from latentforge.staging.gather import gather_staged, manifest_rows
     config = _cache_config(spec(rows, rows_per_shard))
     make = _Rows(spec(rows, rows_per_shard))
     units = sorted((root / "build").rglob("unit-*.h5"))
@@ -85,7 +85,7 @@ def child(step: str, root: Path, rows: int, rows_per_shard: int) -> dict:
     from latentforge.sinks.hdf5.manifest_index import read_manifest_index
 
     if step in ("stage", "commit_manifest", "commit", "dataset"):  # these import torch: in their base, not step
-        import latentforge.writers.gather  # noqa: F401
+        import latentforge.staging.gather  # noqa: F401
         from latentforge.dataset import LatentCacheDataset
         from latentforge.dataset.synthetic_cache import write_synthetic_cache
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from latentforge import registry  # noqa: E402 - after the src path
 from latentforge.config.buckets import parse_buckets  # noqa: E402
+from latentforge.config.loading import load_config
 from latentforge.config.presets import PRESETS  # noqa: E402
-from latentforge.configure import load_config  # noqa: E402
-from latentforge.pipeline.plan_pass import plan_shapes  # noqa: E402
+from latentforge.pipeline.kernel_plan_pass import plan_shapes
 from latentforge.tokenizers.kernel_planning import plans_kernels  # noqa: E402
 from latentforge.tokenizers.kernels.shared_books import SHIPPED_FOLDER  # noqa: E402
 

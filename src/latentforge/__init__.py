@@ -4,7 +4,7 @@ The entry points, importable from here (each loads its part of the package on fi
 
     build(config)             build or resume a cache           latentforge.builder.run
     scan(config)              probe the input on the CPU        latentforge.builder.scan
-    load_config(...)          preset/YAML/overrides -> config   latentforge.configure
+    load_config(...)          preset/YAML/overrides -> config   latentforge.config.loading
     verify(root, deep=...)    prove a cache intact / faithful   latentforge.verification.entry
     query_indices(root, sql)  dataset indices matching SQL      latentforge.sinks.manifest_query
     stats(root)               statistics, plots, HTML report    latentforge.report.stats_report
@@ -12,6 +12,7 @@ The entry points, importable from here (each loads its part of the package on fi
     publish(root, dests)      upload, _SUCCESS last             latentforge.transfer
     fetch(source, root)       download and check                latentforge.transfer
     LatentCacheDataset        a cache as a training dataset     latentforge.dataset
+    StreamingLatentDataset    a WebDataset cache, streamed      latentforge.dataset
 
 docs/architecture.md maps the whole package.
 """
@@ -27,7 +28,7 @@ _EXPORTS = {
     "build": "latentforge.builder.run",
     "BuildResult": "latentforge.builder.run",
     "scan": "latentforge.builder.scan",
-    "load_config": "latentforge.configure",
+    "load_config": "latentforge.config.loading",
     "BuildConfig": "latentforge.config",
     "verify": "latentforge.verification.entry",
     "Overrides": "latentforge.verification.reencode",
@@ -38,13 +39,15 @@ _EXPORTS = {
     "fetch": "latentforge.transfer",
     "Destination": "latentforge.transfer",
     "LatentCacheDataset": "latentforge.dataset",
+    "StreamingLatentDataset": "latentforge.dataset",
     "CacheExpectation": "latentforge.dataset",
     "CacheConfig": "latentforge.cache.config_file",
 }
 
 __all__ = [
     "__version__", "build", "BuildResult", "scan", "load_config", "BuildConfig", "verify", "Overrides", "stats",
-    "query_indices", "preview", "publish", "fetch", "Destination", "LatentCacheDataset", "CacheExpectation",
+    "query_indices", "preview", "publish", "fetch", "Destination", "LatentCacheDataset", "StreamingLatentDataset",
+    "CacheExpectation",
     "CacheConfig",
 ]
 
@@ -53,8 +56,8 @@ if TYPE_CHECKING:
     from .builder.scan import scan
     from .cache.config_file import CacheConfig
     from .config import BuildConfig
-    from .configure import load_config
-    from .dataset import CacheExpectation, LatentCacheDataset
+    from .config.loading import load_config
+    from .dataset import CacheExpectation, LatentCacheDataset, StreamingLatentDataset
     from .report.preview import preview
     from .report.stats_report import stats
     from .sinks.manifest_query import query_indices

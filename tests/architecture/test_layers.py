@@ -14,20 +14,20 @@ from latentforge import registry
 
 # Bottom to top; a module may import its own layer (without circles) and anything below it.
 LAYERS = [
-    {"version", "errors", "records", "registry", "io", "hashing", "testing", "devices", "hub", "reporting",
+    {"version", "errors", "records", "registry", "io", "hashing", "testing", "devices", "hub", "progress",
      "locations", "storage"},
     {"config"},
     {"readers", "decode", "text", "tokenizers", "conditioning", "captions"},
     {"transforms"},
     {"cache"},
-    {"writers", "transfer"},
+    {"staging", "transfer"},
     {"sinks"},
     {"pipeline"},
     {"executor"},
-    {"configure"},
+    {"config.loading"},
     {"verification"},
     {"builder"},
-    {"report", "integrations", "dataset", "export", "streaming"},
+    {"report", "integrations", "dataset", "export"},
     {"demo"},
     {"cli"},
     {"__init__"},
@@ -85,8 +85,11 @@ def _imports() -> dict[str, set[str]]:
 
 
 def _room(module: str) -> str:
+    """A module's layer name: its folder under the package (a sub-folder where LAYERS names one, as config.loading)."""
     parts = module.split(".")
-    return "__init__" if len(parts) == 1 else parts[1]
+    if len(parts) == 1:
+        return "__init__"
+    return ".".join(parts[1:3]) if ".".join(parts[1:3]) in RANK else parts[1]
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.exec_world import build_args, cli_command, cli_env, make_table
 from helpers.processes import wait_for
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.errors import ConfigError
 from latentforge.executor.metrics import MetricsServer
 

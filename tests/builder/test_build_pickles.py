@@ -19,7 +19,7 @@ from helpers.builds import read_manifest
 from helpers.media import pattern_frames, write_video
 from latentforge.builder.run import build
 from latentforge.cli.main import main
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.demo.tiny_text_model import make_tiny_t5
 from latentforge.errors import ConfigError
 from latentforge.text.t5 import T5TextEncoder

@@ -18,7 +18,7 @@ import pytest
 
 from helpers.exec_world import build_args, cli_command, cli_env, run_cli, sums
 from helpers.processes import alive, descendants, wait_for
-from latentforge.writers.staging import completed_units
+from latentforge.staging.staged_units import completed_units
 
 pytestmark = pytest.mark.slow  # a long end-to-end run; -m 'not slow' leaves it out
 

@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 
 from helpers.builds import tiny_extra
+from latentforge.config.loading import load_config
 from latentforge.config.schema import NoOptions
-from latentforge.configure import load_config
 from latentforge.errors import ConfigError
 from latentforge.executor.ray.executor import RayOptions
 from latentforge.readers.table import TableOptions

@@ -7,8 +7,8 @@ import pytest
 
 from latentforge import registry
 from latentforge.builder.resume import resume_key
+from latentforge.config.loading import load_config
 from latentforge.config.presets import PRESETS
-from latentforge.configure import load_config
 from latentforge.errors import ConfigError
 
 BASE = {"dataset": {"reader": "table", "path": ["samples.csv"]}, "output": {"root": "cache"},

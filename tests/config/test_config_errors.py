@@ -13,7 +13,7 @@ from helpers.builds import tiny_extra
 from latentforge import registry
 from latentforge.cli.main import main
 from latentforge.config import FramesConfig
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.errors import ConfigError
 
 # (overrides separated by spaces, phrases the message must hold: the offending value and what is allowed instead)

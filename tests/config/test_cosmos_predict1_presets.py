@@ -8,7 +8,7 @@ import pytest
 
 from latentforge import registry
 from latentforge.builder.estimate import output_shapes
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.errors import ConfigError
 
 

@@ -19,7 +19,7 @@ import pytest
 from helpers.exec_world import build_args, cli_command, cli_env, make_table
 from helpers.processes import alive, descendants, wait_for
 from latentforge.executor.lock_record import read_lock_record
-from latentforge.writers.staging import completed_units
+from latentforge.staging.staged_units import completed_units
 
 pytestmark = pytest.mark.slow
 

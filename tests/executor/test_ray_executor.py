@@ -16,14 +16,14 @@ from helpers.exec_world import REPO, sums
 from latentforge.builder.run import build
 from latentforge.cli.build import config_from_args
 from latentforge.cli.main import make_parser
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.errors import ConfigError, LatentforgeError
 from latentforge.executor.events import UnitStaged
 from latentforge.executor.ray.dispatch import QueuedUnit, UnitDispatcher
 from latentforge.pipeline.plan import make_plan
 from latentforge.pipeline.unit import cut_units
 from latentforge.records import SourceEntry
-from latentforge.writers.staging import completed_units
+from latentforge.staging.staged_units import completed_units
 
 CLIPS = 8  # ray_world's clips; unit_size 2 -> 4 units
 

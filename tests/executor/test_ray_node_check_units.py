@@ -13,7 +13,7 @@ import socket
 import pytest
 
 from helpers.exec_world import make_table
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.executor.lock_record import LockRecord
 from latentforge.executor.ray.node_check import NodeCheckFailed, check_node, node_facts
 from latentforge.pipeline.plan import make_plan

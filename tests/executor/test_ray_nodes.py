@@ -29,7 +29,7 @@ import pytest
 from helpers.exec_world import build_args, cli_command, cli_env, run_cli, sums
 from helpers.processes import wait_for
 from helpers.ray_nodes import RayNodes, add_nodes, can_hide_folders, start_head
-from latentforge.writers.staging import completed_units
+from latentforge.staging.staged_units import completed_units
 
 pytestmark = pytest.mark.slow
 

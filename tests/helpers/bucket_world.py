@@ -9,7 +9,7 @@ from typing import Any
 from helpers.builds import tiny_t5, write_table
 from helpers.media import pattern_frames, write_video
 from latentforge.config import BuildConfig
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 
 # bucket name -> [num_frames, height, width]
 BUCKETS = {"17x32x64": [17, 32, 64], "17x64x32": [17, 64, 32], "17x48x48": [17, 48, 48], "9x32x64": [9, 32, 64]}

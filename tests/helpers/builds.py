@@ -21,7 +21,7 @@ from helpers import SRC
 from helpers.cli_fork import run_forked
 from latentforge.builder.run import BuildResult, build
 from latentforge.config import BuildConfig
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.demo.tiny_text_model import make_tiny_t5
 from latentforge.demo.world import make_world
 

@@ -12,7 +12,7 @@ from helpers import REPO
 from helpers.cli_fork import run_forked
 from helpers.media import pattern_frames, write_video
 from latentforge.config import BuildConfig
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 
 PYTHON = sys.executable
 

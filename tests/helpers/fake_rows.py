@@ -13,8 +13,8 @@ from latentforge.cache.config_sections import LatentSection, ModalityEntry, Text
 from latentforge.cache.layout import ShardSchema
 from latentforge.records import Reject
 from latentforge.sinks.hdf5.commit import CommitResult, commit_cache
+from latentforge.staging.staged_units import StagedRow, write_staged_unit
 from latentforge.version import __version__
-from latentforge.writers.staging import StagedRow, write_staged_unit
 
 LATENT_SHAPE = (48, 3, 6, 8)
 MAX_LENGTH, TEXT_DIM = 16, 32

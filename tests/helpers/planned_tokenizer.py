@@ -1,6 +1,6 @@
 """A CPU tokenizer that picks a "kernel plan" per call shape through a PlanBook, as the Wan fast path does per
-convolution on CUDA: the build's plan-pass logic (pipeline/plan_pass.py) runs on the CPU with it. Its signature is
-the shape the pipeline hands the tokenizer, so a build that passes with it met no shape the plan pass missed.
+convolution on CUDA: the build's plan-pass logic (pipeline/kernel_plan_pass.py) runs on the CPU with it. Its signature
+is the shape the pipeline hands the tokenizer, so a build that passes with it met no shape the plan pass missed.
 An unrecorded signature is "timed" by naming the process that chose it, so a plan chosen outside the plan pass
 would show."""
 

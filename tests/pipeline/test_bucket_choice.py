@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.errors import SampleRejected
 from latentforge.pipeline.bucket_choice import choose_bucket
 from latentforge.records import Sample, SourceEntry, VideoInfo

@@ -1,4 +1,4 @@
-"""The plan pass (pipeline/plan_pass.py): a build decides the kernel plan of every call shape it can make in one
+"""The plan pass (pipeline/kernel_plan_pass.py): a build decides the kernel plan of every call shape it can make in one
 process before any rank starts; ranks replay that book and refuse a shape it lacks; the build records one book
 in its records and in cache_config.json; the book travels to ranks and Ray nodes in their RankSpec.
 
@@ -19,13 +19,13 @@ from helpers.planned_tokenizer import NAME, register_planned_haar
 from latentforge.builder.run import build
 from latentforge.cache.config_file import CacheConfig
 from latentforge.errors import InputNotice, LatentforgeError
-from latentforge.executor import plan_decision
+from latentforge.executor import kernel_plan_decision as plan_decision
 from latentforge.executor.rank import RankSpec
-from latentforge.executor.ray import plan_task
-from latentforge.pipeline import plan_pass
+from latentforge.executor.ray import kernel_plan_task as plan_task
+from latentforge.pipeline import kernel_plan_pass as plan_pass
+from latentforge.pipeline.kernel_plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, plan_shapes
 from latentforge.pipeline.kernel_plans import environment_digest
 from latentforge.pipeline.models import load_models
-from latentforge.pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, plan_shapes
 from latentforge.tokenizers.kernels.plan_book import PlanMissing
 
 SHAPE = (9, 32, 48)  # exec_config's frames, height, width

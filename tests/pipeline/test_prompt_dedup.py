@@ -10,7 +10,7 @@ import transformers
 from helpers.builds import read_manifest
 from helpers.media import pattern_frames, write_video
 from latentforge.builder.run import build
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.demo.tiny_text_model import make_tiny_t5
 from latentforge.text.prompt_cache import PromptCache
 from latentforge.text.t5 import T5TextEncoder

@@ -15,9 +15,8 @@ import pyarrow.parquet as pa_parquet
 import pytest
 
 from helpers.builds import build_quietly, read_manifest, tiny_config, tiny_world, write_table
-from latentforge import LatentCacheDataset, verify
+from latentforge import LatentCacheDataset, StreamingLatentDataset, verify
 from latentforge.errors import ConfigError
-from latentforge.streaming import StreamingLatentDataset
 
 
 def frame_times(video) -> np.ndarray:

@@ -24,8 +24,8 @@ from latentforge.cache.summary import CacheSummary, ShardFile
 from latentforge.config.schema import OutputConfig
 from latentforge.dataset import LatentCacheDataset, cache_dataset
 from latentforge.sinks.base import Sink, SinkCommit, StagedCache
-from latentforge.writers.gather import gather_staged, ordered_rejects, planned_count
-from latentforge.writers.staging import open_staged_unit
+from latentforge.staging.gather import gather_staged, ordered_rejects, planned_count
+from latentforge.staging.staged_units import open_staged_unit
 
 SAMPLES = "samples"  # ROOT/samples/<dataset_index>.npy, one latent each
 SUMS = "sums.json"

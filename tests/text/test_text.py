@@ -13,7 +13,7 @@ import transformers
 from latentforge import registry
 from latentforge.cache.layout import text_datasets
 from latentforge.config import TextConfig
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.demo.tiny_text_model import make_tiny_t5, make_tiny_umt5
 from latentforge.errors import ConfigError
 from latentforge.text.t5 import T5TextEncoder

@@ -18,7 +18,7 @@ from helpers.wan_reference import TINY_WAN22, official_vae_module, tiny_official
 from latentforge import registry
 from latentforge.builder.estimate import output_shapes
 from latentforge.config import TokenizerConfig
-from latentforge.configure import load_config
+from latentforge.config.loading import load_config
 from latentforge.errors import ConfigError
 from latentforge.tokenizers.base import pixels_to_input
 from latentforge.tokenizers.checkpoints import CheckpointError

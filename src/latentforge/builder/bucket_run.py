@@ -26,7 +26,7 @@ from ..pipeline.probe import ProbeResult
 from ..pipeline.run_record import set_aside_damaged_record
 from ..records import Reject, Sample
 from ..sinks.hdf5.bucket_commit import commit_bucketed_root
-from ..writers.remote_staging import claim_staging
+from ..staging.remote_staging import claim_staging
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .lock import BuildLock
 from .placement import executor_for

@@ -1,6 +1,6 @@
 """A build's commit, remembered: which plan the cache at the root was committed from (build/committed.json), so a
 rerun with nothing new leaves the cache as it is instead of writing it again, and the staged units a verified commit
-holds in the cache give way to records of their rows (writers/staging.retire_staged_units), so the build's disk is
+holds in the cache give way to records of their rows (staging/staging.retire_staged_units), so the build's disk is
 the cache's size, not twice it.
 
 The record also holds the size and mtime of every file SHA256SUMS lists, of SHA256SUMS and of the complete-marker
@@ -23,7 +23,7 @@ from ..config import BuildConfig
 from ..io import canonical_json, write_text_atomic
 from ..records import Reject
 from ..sinks.base import SinkCommit
-from ..writers.remote_staging import retire_units
+from ..staging.remote_staging import retire_units
 
 
 def _plan_digest(planned: Mapping[int, Sequence[int]], plan_rejects: list[Reject]) -> str:
@@ -63,7 +63,7 @@ def committed_before(config: BuildConfig, build_dir: Path, planned: Mapping[int,
     """What the cache at the root holds when it was committed from exactly this plan and still passes its integrity
     verify (the staged units it holds are retired, should a kill have left some); None when there is a commit to
     do, which is also how a committed cache that no longer verifies is mended: the commit takes retired units' rows
-    from the shards that still hold them as written (writers/committed_rows.py) and refuses, naming the fix, when
+    from the shards that still hold them as written (staging/committed_rows.py) and refuses, naming the fix, when
     one is gone. Unchanged sizes and mtimes of the cache's files stand for its verify unless `recheck`."""
     try:
         record = json.loads((Path(build_dir) / COMMITTED_RECORD).read_text(encoding="utf-8"))

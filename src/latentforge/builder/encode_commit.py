@@ -18,17 +18,17 @@ from ..executor.base import Executor
 from ..executor.events import RankEvent, UnitStaged
 from ..executor.rank_stats import RankStats
 from ..pipeline.conditioning import ConditioningStage
+from ..pipeline.kernel_plan_pass import plan_request
 from ..pipeline.kernel_plans import recorded_books, set_aside_damaged_books
 from ..pipeline.models import load_models, model_record
-from ..pipeline.plan_pass import plan_request
 from ..pipeline.probe import ProbeResult
 from ..pipeline.run_record import read_run_record
 from ..pipeline.side_streams import side_stream_records
 from ..pipeline.unit import Unit, cut_units
 from ..records import Reject, Sample
 from ..sinks.base import SinkCommit, StagedCache
-from ..writers.remote_staging import staged_units
-from ..writers.staging import completed_units, read_staged_rejects
+from ..staging.remote_staging import staged_units
+from ..staging.staged_units import completed_units, read_staged_rejects
 from .committed import committed_before, record_commit
 from .estimate import check_free_disk, conditioning_values, estimate_output_bytes, output_shapes
 from .progress import BuildProgress

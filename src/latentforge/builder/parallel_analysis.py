@@ -12,8 +12,8 @@ from pathlib import Path
 from ..config import BuildConfig
 from ..executor.process_setup import child_process_setup
 from ..pipeline.analysis_records import Analyser, Analyses, analyse_recorded, analysis_settings, recorded_analysis
+from ..progress import Advance, uncounted
 from ..records import SourceEntry
-from ..reporting import Advance, uncounted
 from .parallel_probe import probe_workers
 
 

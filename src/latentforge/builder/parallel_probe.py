@@ -14,8 +14,8 @@ from ..config import BuildConfig
 from ..config.checks import parse_workers
 from ..executor.process_setup import child_process_setup
 from ..pipeline.probe import ProbeResult, probe_all, probe_samples
+from ..progress import Advance, uncounted
 from ..records import Reject, Sample
-from ..reporting import Advance, uncounted
 
 PARALLEL_FROM = 32  # distinct videos from which the probe starts processes of its own (each imports the package)
 _MOST = 16  # processes under auto: each holds a decoder and the package's imports (~0.3 GB)

@@ -25,8 +25,8 @@ from ..config import BuildConfig
 from ..io import canonical_json, write_bytes_atomic
 from ..pipeline.plan import content_key
 from ..pipeline.probe import ProbeResult
+from ..progress import Advance, uncounted
 from ..records import Reject, Sample
-from ..reporting import Advance, uncounted
 from .parallel_probe import probe_plan
 
 _FORMAT = 1

@@ -31,8 +31,8 @@ from ..executor.base import Executor
 from ..io import canonical_json
 from ..pipeline.plan import diff_fingerprints
 from ..pipeline.run_record import RESTART, read_run_record, write_run_record
+from ..staging.staged_units import open_staged_unit
 from ..version import __version__
-from ..writers.staging import open_staged_unit
 
 
 def tokenizer_sha256(config: BuildConfig) -> str | None:

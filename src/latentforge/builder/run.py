@@ -29,8 +29,8 @@ from ..pipeline.dedup import dedup_probes, dedup_todo
 from ..pipeline.plan import plan_fingerprint, plan_samples, write_plan
 from ..pipeline.probe import vfr_notice
 from ..pipeline.run_record import set_aside_damaged_record
+from ..staging.remote_staging import claim_staging, staged_units
 from ..testing.fault_points import arm_main_process
-from ..writers.remote_staging import claim_staging, staged_units
 from .bucket_run import build_buckets
 from .encode_commit import encode_and_commit, remove_tmp_leftovers
 from .extend import plan_extension, refuse_plain_rerun, unit_numbers

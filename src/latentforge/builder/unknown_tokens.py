@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..config import TextConfig
-from ..writers.staging import open_staged_unit
+from ..staging.staged_units import open_staged_unit
 
 _EXAMPLES = 3
 

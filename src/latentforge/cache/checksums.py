@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import CacheIntegrityError
 from ..hashing import SumProblem, compare_sums, format_sums, parse_sums, sha256_file
 from ..io import write_text_atomic
-from ..reporting import Progress, start_step
+from ..progress import Progress, start_step
 from .layout import BUCKETS_DIR, COMPLETE_MARKER, NOT_CHECKSUMMED, PUBLISHED_MARKER, RUN_RECORDS_DIR, SUMS
 
 

@@ -48,7 +48,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
-    from ..configure.flags import config_from_flags
+    from ..config.loading.flags import config_from_flags
 
     return config_from_flags(vars(args), args.config, args.set, args.preset)
 

@@ -1,5 +1,5 @@
 """The build configuration: typed sections, presets, parsing and the checks that need no backend (load_config, in
-configure/, runs them and the backends' own)."""
+config/loading/, runs them and the backends' own)."""
 
 from .schema import (
                      MODALITIES,

@@ -1,6 +1,6 @@
 """The config checks that need no backend, no model and no data: values, choices, keys that go together.
 
-load_config (configure/) runs them first, then lets each backend chosen by name check its own part."""
+load_config (config/loading/) runs them first, then lets each backend chosen by name check its own part."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def _validate_buckets(config: BuildConfig) -> None:
 
 def _validate_conditioning(config: BuildConfig) -> None:
     """The image conditioning's own keys; whether the tokenizer builds the image latent is its class's answer
-    (configure/backend_checks.py)."""
+    (config/loading/backend_checks.py)."""
     conditioning = config.conditioning
     if conditioning.image_embeds != "none":
         allowed = registry.names("image_encoder")

@@ -11,7 +11,7 @@ from typing import Any
 
 MODALITIES = ("rgb", "mask", "depth")
 # The field of a section that names a backend (tokenizer, output, run) holding that backend's own keys, parsed into
-# the dataclass the backend declares (configure/backend_options.py); to_dict lists them among the section's keys.
+# the dataclass the backend declares (config/loading/backend_options.py); to_dict lists them among the section's keys.
 BACKEND_OPTIONS = "options"
 
 

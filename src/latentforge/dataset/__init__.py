@@ -1,10 +1,11 @@
-"""Feeding training from a latent cache: cache_dataset for any sink, the HDF5 sink's Datasets under their public
-names, samplers, collate, expectations, the Cosmos-Predict2 adapter."""
+"""Feeding training from a latent cache: cache_dataset for any sink, the HDF5 and WebDataset sinks' Datasets under
+their public names, samplers, collate, expectations, the Cosmos-Predict2 adapter."""
 
 from ..cache.expect import CacheExpectation, CacheMismatch
 from ..sinks.hdf5.bucketed_dataset import BucketedLatentDataset
 from ..sinks.hdf5.dataset import LatentCacheDataset
 from ..sinks.hdf5.roots import ROOT_ENV, ROOT_ENV_ALIAS, resolve_cache_root
+from ..sinks.webdataset.dataset import StreamingLatentDataset
 from .bucket_sampler import BucketBatchSampler
 from .cache_dataset import cache_dataset
 from .collate import collate_latent_batch, drop_captions
@@ -23,6 +24,7 @@ __all__ = [
     "CosmosVideo2WorldDataset",
     "LatentCacheDataset",
     "ResumableSampler",
+    "StreamingLatentDataset",
     "SyntheticCacheSpec",
     "cache_dataset",
     "collate_latent_batch",

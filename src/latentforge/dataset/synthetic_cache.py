@@ -24,8 +24,8 @@ from ..config.checks import token_storage_dtype
 from ..errors import ConfigError
 from ..records import Reject
 from ..sinks.hdf5.commit import commit_cache
+from ..staging.staged_units import StagedRow, write_staged_unit
 from ..version import __version__
-from ..writers.staging import StagedRow, write_staged_unit
 
 CLASSES = ("red circle", "blue square", "yellow circle", "green square")
 SOURCE_FPS = 24.0

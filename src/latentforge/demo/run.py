@@ -17,7 +17,7 @@ from ..builder.run import build
 from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORDS_DIR
 from ..config import BuildConfig
-from ..configure import load_config
+from ..config.loading import load_config
 from ..errors import ConfigError
 from ..report.stats_report import stats
 from ..report.token_statistics import TokenStats

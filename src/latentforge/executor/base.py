@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar
 
 from ..config import BuildConfig
 from ..config.schema import NoOptions
-from ..pipeline.plan_pass import PlanRequest
+from ..pipeline.kernel_plan_pass import PlanRequest
 from ..pipeline.unit import Unit
 from .events import RankEvent
 
@@ -55,5 +55,5 @@ class Executor(ABC):
     @abstractmethod
     def run(self, units: list[Unit], on_event: Callable[[RankEvent], None], plans: PlanRequest | None = None) -> None:
         """Run every unit; `on_event` gets each UnitStaged and each RankFinished, on the calling thread. With
-        `plans`, first run that plan pass in one process (pipeline/plan_pass.py), record the book it decides in
+        `plans`, first run that plan pass in one process (pipeline/kernel_plan_pass.py), record the book it decides in
         the build's records and hand it to every rank, which replays it and times no plan of its own."""

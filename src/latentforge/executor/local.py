@@ -19,13 +19,13 @@ from ..config import BuildConfig
 from ..devices import CPU_ADVICE, check_device_present, no_gpu_reason
 from ..errors import ConfigError, LatentforgeError
 from ..pipeline.environment import environment_record
-from ..pipeline.plan_pass import PlanRequest
+from ..pipeline.kernel_plan_pass import PlanRequest
 from ..pipeline.unit import Unit
 from .base import Executor
 from .events import RankEvent, RankFinished
 from .frame_slots import source_frame_bytes
+from .kernel_plan_decision import decide_local_plans
 from .metrics import check_port_free, rank_metrics_port
-from .plan_decision import decide_local_plans
 from .process_setup import child_signals_held, dump_stacks_on_sigusr1, remove_empty_stack_files
 from .rank import RankSpec, rank_process_main, run_rank
 from .worker_sizing import decode_workers, rank_torch_threads

@@ -17,8 +17,8 @@ import torch
 from ..cache.layout import rank_traceback_name
 from ..config import BuildConfig
 from ..errors import LatentforgeError, UnitFailed, as_os_error, environment_message
+from ..pipeline.kernel_plan_pass import DecidedPlans
 from ..pipeline.models import load_models, record_models
-from ..pipeline.plan_pass import DecidedPlans
 from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit
 from ..text.prompt_cache import PromptCache
 from .decode_stream import DecodeStream

@@ -22,7 +22,7 @@ from ..errors import ConfigError, DamagedFile, ForcedWarning
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
 from ..locations import local_folder
-from ..reporting import Progress, start_step
+from ..progress import Progress, start_step
 from ..sinks.dispatch import local_hdf5_cache
 from ..sinks.hdf5.dataset import LatentCacheDataset
 from .musubi_i2v import MUSUBI_I2V_TASKS

@@ -14,7 +14,7 @@ from ..text.base import TextEncoder
 from ..tokenizers.base import Tokenizer
 from ..tokenizers.kernel_planning import replay_plans
 from .conditioning import ConditioningStage
-from .plan_pass import DecidedPlans
+from .kernel_plan_pass import DecidedPlans
 from .text_stage import build_text_record
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..cache.layout import BUCKETS_DIR, RUN_RECORD
 from ..errors import DamagedFile, DamagedFileWarning
 from ..io import canonical_json, write_text_atomic
-from ..writers.staging import completed_units
+from ..staging.staged_units import completed_units
 
 RESTART = "rerun with --overwrite to start over, or use another output root"
 

@@ -20,11 +20,11 @@ from ..config import BuildConfig
 from ..devices import DeviceClock
 from ..errors import SampleRejected
 from ..records import Reject, Sample
+from ..staging.remote_staging import stage_unit
+from ..staging.staged_units import StagedRow
 from ..testing.fault_points import fault_point
 from ..text.prompt_cache import PromptCache
 from ..tokenizers.base import Tokenizer
-from ..writers.remote_staging import stage_unit
-from ..writers.staging import StagedRow
 from .batch_queue import BatchQueue, encode_on_device
 from .conditioning import ConditioningStage
 from .environment import environment_record

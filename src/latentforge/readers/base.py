@@ -21,7 +21,7 @@ class Reader:
     name: ClassVar[str]  # its registry name: what dataset.reader names and the cache records
     # The modalities it lists sources for; the others of modalities.names are refused before any work.
     modalities: ClassVar[tuple[str, ...]] = ("rgb",)
-    # Its own keys in the dataset section (dataset.KEY), a dataclass parsed by configure/backend_options.py.
+    # Its own keys in the dataset section (dataset.KEY), a dataclass parsed by config/loading/backend_options.py.
     options_class: ClassVar[type] = NoOptions
 
     def __init__(self, config: DatasetConfig):

@@ -19,7 +19,7 @@ from ..cache.layout import PREVIEW_FOLDER, RUN_RECORDS_DIR
 from ..cache.rows import manifest_rows
 from ..errors import ConfigError, SampleRejected
 from ..io import atomic_path
-from ..reporting import Progress
+from ..progress import Progress
 from ..sinks.dispatch import local_hdf5_cache
 from ..sinks.hdf5.structure import check_cache_structure
 from ..tokenizers.base import pixels_to_input

@@ -27,7 +27,7 @@ from ..cache.layout import MANIFEST, REJECTS
 from ..cache.rows import read_manifest, read_rejects
 from ..errors import ConfigError
 from ..io import atomic_path
-from ..reporting import Progress, start_step
+from ..progress import Progress, start_step
 from .conditioning_statistics import conditioning_stats
 from .token_statistics import TokenAccumulator, TokenStats
 from .unknown_token_statistics import UnknownTokenAccumulator, UnknownTokenStats

@@ -10,7 +10,7 @@ from ..cache.bucket_index import BucketIndex, is_bucketed
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
 from ..errors import ConfigError
 from ..io import write_text_atomic
-from ..reporting import Progress
+from ..progress import Progress
 from ..sinks.dispatch import local_hdf5_cache
 from ..sinks.hdf5.structure import check_cache_structure
 from .plots import plot_channels, plot_counts, plot_frames, plot_histograms, render_html

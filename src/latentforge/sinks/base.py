@@ -21,8 +21,8 @@ from ..cache.root import CacheRoot
 from ..cache.summary import CacheSummary
 from ..config.schema import NoOptions, OutputConfig
 from ..errors import ConfigError
+from ..progress import Progress
 from ..records import Reject
-from ..reporting import Progress
 
 if TYPE_CHECKING:
     from ..config.schema import BuildConfig

@@ -47,7 +47,7 @@ class Tokenizer(ABC):
     # (docs/verify.md); the keys are the allowed values of tokenizer.precision.
     precisions: ClassVar[dict[str, float]] = {"fp32": 1e-5}
     # its own tokenizer.* keys beyond name, checkpoint, sha256 and precision, as a dataclass with their defaults;
-    # load_config parses them into TokenizerConfig.options (configure/backend_options.py)
+    # load_config parses them into TokenizerConfig.options (config/loading/backend_options.py)
     options_class: ClassVar[type] = NoOptions
     # fingerprint keys that name the code path, not the function (beside its options of role EXECUTION)
     code_path_keys: ClassVar[frozenset[str]] = frozenset()

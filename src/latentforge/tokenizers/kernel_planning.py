@@ -1,6 +1,6 @@
 """An optional capability of a tokenizer: it runs each convolution by a recorded kernel plan (tokenizers/kernels/).
 
-A build whose tokenizer has it decides every plan in one process before its ranks start (pipeline/plan_pass.py),
+A build whose tokenizer has it decides every plan in one process before its ranks start (pipeline/kernel_plan_pass.py),
 and every rank, resume and deep verify replays that book: the same input gives the same bytes on every rank. A
 tokenizer without it (PyTorch's own calls) is simply not asked.
 """

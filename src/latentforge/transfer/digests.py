@@ -18,7 +18,7 @@ from ..cache.checksums import checksummed_files, read_sha256sums
 from ..cache.layout import COMPLETE_MARKER, NOT_CHECKSUMMED, PUBLISHED_MARKER, SUMS, bucket_markers
 from ..errors import CacheIntegrityError
 from ..hashing import SumProblem
-from ..reporting import Progress, start_step, uncounted
+from ..progress import Progress, start_step, uncounted
 from .pool import run_parallel
 
 _READ = 1 << 22

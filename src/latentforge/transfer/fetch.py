@@ -24,7 +24,7 @@ from ..cache.root import CacheRoot
 from ..errors import CacheIntegrityError, ConfigError, LatentforgeError
 from ..hashing import parse_sums, sha256_file
 from ..io import inside, write_bytes_atomic
-from ..reporting import Progress, start_step
+from ..progress import Progress, start_step
 from .destinations import Destination, TransferEvent, open_remote
 from .pool import run_parallel
 from .publish import PublishOptions

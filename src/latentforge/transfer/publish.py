@@ -15,7 +15,7 @@ from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
 from ..errors import CacheIntegrityError, ConfigError
 from ..io import write_bytes_atomic
-from ..reporting import Progress, start_step
+from ..progress import Progress, start_step
 from .destinations import Destination, TransferEvent, open_remote
 from .digests import VerifiedCache, hash_bytes, load_verified_cache
 from .pool import run_parallel

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 from ..errors import CacheIntegrityError, ConfigError
-from ..reporting import uncounted
+from ..progress import uncounted
 from .digests import FileDigest
 from .stores import MISSING, Remote, open_source, size_differs
 

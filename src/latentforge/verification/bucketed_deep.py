@@ -15,7 +15,7 @@ from ..cache.layout import RUN_RECORDS_DIR, VERIFY_REPORT
 from ..devices import check_device_present
 from ..io import atomic_path
 from ..pipeline.environment import environment_record
-from ..reporting import Progress
+from ..progress import Progress
 from ..sinks.hdf5.bucket_integrity import verify_bucketed
 from .deep import DEFAULT_SPOT, DeepReport, run_deep_checks
 from .quality import Quality, QualityThresholds

@@ -35,7 +35,7 @@ from ..pipeline.environment import environment_record
 from ..pipeline.kernel_plans import recorded_plans
 from ..pipeline.sample import SamplePixels
 from ..pipeline.unit import UnitContext, encode_batch
-from ..reporting import Progress, start_step
+from ..progress import Progress, start_step
 from ..sinks.hdf5.integrity import verify_integrity
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from ..tokenizers.kernel_planning import replay_plans

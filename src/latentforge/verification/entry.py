@@ -9,7 +9,7 @@ from ..cache.bucket_index import is_bucketed
 from ..cache.check_report import VerifyReport
 from ..cache.layout import BUCKETS_DIR
 from ..errors import ConfigError
-from ..reporting import Progress
+from ..progress import Progress
 from ..sinks.dispatch import sink_for_root
 
 if TYPE_CHECKING:  # the deep verify's modules import torch: loaded only when deep=True
@@ -27,7 +27,7 @@ def verify(root: str | Path, *, deep: bool = False, require_complete: bool = Tru
     it hold what its sources, tokenizer and text encoder give (`spot` samples, default 4; `overrides` and
     `thresholds` default to Overrides() and QualityThresholds())? A bucketed root is checked as a whole and bucket by
     bucket; its deep verify spreads `spot` samples over each bucket. The report's `ok` is the verdict; `progress`
-    (latentforge.reporting) sees the integrity steps "sha256" and "rows", then the deep ones.
+    (latentforge.progress) sees the integrity steps "sha256" and "rows", then the deep ones.
     The integrity checks are those of the sink the cache records (a WebDataset cache's work at an fsspec URL too);
     the deep verify reads HDF5 shards in a local folder."""
     sink, settled = sink_for_root(root)

@@ -17,8 +17,8 @@ from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORD, RUN_RECORDS_DIR
 from ..cache.rows import ManifestRow
 from ..config import BuildConfig
+from ..config.loading import load_config
 from ..config.option_roles import EXECUTION, keys_with_role
-from ..configure import load_config
 from ..devices import default_device
 from ..errors import ConfigError, DamagedFile
 from ..pipeline.plan import first_entries, read_plan

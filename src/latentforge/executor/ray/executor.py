@@ -24,7 +24,7 @@ from typing import Any
 
 from ...config import BuildConfig
 from ...errors import ConfigError, LatentforgeError, StopRequested
-from ...pipeline.plan_pass import PlanRequest
+from ...pipeline.kernel_plan_pass import PlanRequest
 from ...pipeline.unit import Unit
 from ...testing.fault_points import FAULT_ENV, MAIN_PID_ENV
 from ..base import Executor
@@ -36,9 +36,9 @@ from ..rank_stats import RankStats
 from ..worker_sizing import decode_workers, rank_torch_threads
 from .dispatch import QueuedUnit, UnitDispatcher
 from .driver_guard import this_driver
+from .kernel_plan_task import ray_plan_pass
 from .node_check import node_facts
 from .nodes import NodeBook
-from .plan_task import ray_plan_pass
 from .session import BUILD_TOKEN_ENV, record_session, start_own_ray
 from .worker import RankWorker
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from ...devices import choose_device
 from ...errors import ConfigError
 from ...io import write_text_atomic
-from ...reporting import Progress
+from ...progress import Progress
 from ...text.base import TextEncoder
 from ...text.pickles import PICKLE_FOLDER, write_cosmos_pickle
 from ...text.t5 import T5TextEncoder

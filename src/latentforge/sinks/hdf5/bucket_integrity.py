@@ -11,7 +11,7 @@ from ...cache.checksums import find_sum_problems
 from ...cache.config_file import CacheConfig
 from ...cache.layout import BUCKETED_ROOT_ENTRIES, BUCKETS_DIR, COMPLETE_MARKER
 from ...errors import CacheIntegrityError
-from ...reporting import Progress
+from ...progress import Progress
 from .integrity import check_markers, check_rejects, verify_integrity
 
 

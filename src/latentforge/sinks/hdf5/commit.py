@@ -50,12 +50,12 @@ from ...errors import CacheIntegrityError
 from ...hashing import sha256_file
 from ...io import canonical_json, write_text_atomic
 from ...records import Reject
+from ...staging.committed_rows import CommittedRows
+from ...staging.gather import Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
+from ...staging.placed_rows import PlacedRows
+from ...staging.staged_units import OpenStagedUnit, is_retired, open_staged_unit
 from ...testing.fault_points import fault_point
-from ...writers.committed_rows import CommittedRows
-from ...writers.gather import Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
-from ...writers.hdf5 import BlockFiller, write_empty_prompt, write_h5_atomic
-from ...writers.placed_rows import PlacedRows
-from ...writers.staging import OpenStagedUnit, is_retired, open_staged_unit
+from .byte_stable import BlockFiller, write_empty_prompt, write_h5_atomic
 from .integrity import verify_integrity
 from .manifest_table import write_manifest_table
 

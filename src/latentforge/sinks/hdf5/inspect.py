@@ -23,7 +23,7 @@ from ...cache.layout import (
 )
 from ...cache.rows import read_rejects
 from ...cache.summary import BuildRecords, CacheSummary, ShardFile
-from ...writers.staging import staged_payload_bytes
+from ...staging.staged_units import staged_payload_bytes
 from .structure import check_cache_structure
 
 

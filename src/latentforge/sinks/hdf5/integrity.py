@@ -38,8 +38,8 @@ from ...cache.layout import (
 from ...cache.text_rows import TRIMMED
 from ...cache.token_ids import id_range_problem
 from ...errors import REJECT_REASONS, CacheIntegrityError
+from ...progress import Advance, Progress, start_step
 from ...records import REJECT_KEYS, REJECT_STAGES, Reject
-from ...reporting import Advance, Progress, start_step
 from .manifest_checks import ManifestFacts, check_manifest, check_manifest_table
 
 Shards = list[tuple[str, int, int]]

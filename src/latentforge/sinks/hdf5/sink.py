@@ -17,7 +17,7 @@ from ...cache.rows import read_rejects
 from ...cache.whole_read import read_whole
 from ...config.schema import OutputConfig
 from ...errors import ConfigError
-from ...reporting import Progress
+from ...progress import Progress
 from ..base import Sink, SinkCommit, StagedCache
 from . import NAME
 from .commit import commit_cache

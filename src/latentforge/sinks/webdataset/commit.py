@@ -25,12 +25,12 @@ from ...errors import CacheIntegrityError, ConfigError
 from ...hashing import format_sums
 from ...io import canonical_json
 from ...records import Reject
+from ...staging.gather import PlacedRow, Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
+from ...staging.staged_units import OpenStagedUnit, open_staged_unit
 from ...testing.fault_points import fault_point
 from ...transfer.destinations import Destination, open_remote
 from ...transfer.digests import FileDigest, hash_bytes, hash_file
 from ...transfer.stores import Remote
-from ...writers.gather import PlacedRow, Planned, gather_staged, manifest_rows, ordered_rejects, planned_count
-from ...writers.staging import OpenStagedUnit, open_staged_unit
 from .layout import (
     EMPTY_PROMPT_KEY,
     EMPTY_PROMPT_TAR,
@@ -201,7 +201,7 @@ def _readme(config: CacheConfig, num_shards: int) -> str:
         + (f"`KEY.text.npy` (the first `length` of {text.max_length} tokens, D = {text.dim}; zero-pad to "
            f"{text.max_length} rows for the padded tensor), `KEY.length.cls`, " if text is not None else "")
         + "`KEY.json` (the manifest row).", "",
-        "Read it with `latentforge.streaming.StreamingLatentDataset(URL)`, or any WebDataset reader. "
+        "Read it with `latentforge.StreamingLatentDataset(URL)`, or any WebDataset reader. "
         "`sha256sum -c SHA256SUMS` checks a downloaded copy.", "",
     ]
     return "\n".join(lines)

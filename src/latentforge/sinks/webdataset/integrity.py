@@ -33,7 +33,7 @@ from ...cache.rows import ManifestRow
 from ...cache.token_ids import id_range_problem
 from ...errors import CacheIntegrityError, ConfigError
 from ...hashing import compare_sums, parse_sums
-from ...reporting import Advance, Progress, start_step
+from ...progress import Advance, Progress, start_step
 from ...storage import Storage
 from .layout import (
     EMPTY_PROMPT_KEY,

@@ -25,10 +25,10 @@ from ...cache.summary import CacheSummary
 from ...config.schema import OutputConfig
 from ...errors import ConfigError
 from ...locations import is_url
-from ...reporting import Progress
+from ...progress import Progress
+from ...staging.gather import ordered_rejects
+from ...staging.staged_units import read_staged_rejects
 from ...transfer.destinations import Destination
-from ...writers.gather import ordered_rejects
-from ...writers.staging import read_staged_rejects
 from ..base import Sink, SinkCommit, StagedCache
 from .commit import WebDatasetOptions, commit_webdataset
 from .layout import EMPTY_PROMPT_TAR, READER_INDEX_DIR, SINK, TAR_INDEX_SUFFIX, is_tar_shard_name
@@ -40,7 +40,7 @@ TARS_DIR = "tars"  # under the build records: the one tar being written and uplo
 
 _INSTEAD = {
     "query": f"its rows are in {MANIFEST} (JSON lines), which duckdb's read_json or jq filter",
-    "export": "it is already a training format: stream it with latentforge.streaming.StreamingLatentDataset, or "
+    "export": "it is already a training format: stream it with latentforge.StreamingLatentDataset, or "
               "build the same config with output.sink=hdf5 to export it",
     "verify --deep": "verify it without --deep, or build the same config with output.sink=hdf5 and verify that one "
                      "with --deep",

@@ -1,6 +1,6 @@
 """Which kernel plan runs each convolution of a build: one recorded name per convolution signature.
 
-A build decides every signature its shapes need in one process before any rank starts (pipeline/plan_pass.py);
+A build decides every signature its shapes need in one process before any rank starts (pipeline/kernel_plan_pass.py);
 its ranks then replay that book and may not choose (`replay_only`: a signature it lacks is an error, never timed
 in a rank). So the kernel choice is recorded and replayed, never raced: the same input gives the same bits in any
 process that uses the same book on the same GPU model and software.

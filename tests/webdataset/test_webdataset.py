@@ -21,12 +21,12 @@ from helpers.fake_rows import (
     planned_units,
     stage_units,
 )
-from latentforge import LatentCacheDataset
+from latentforge import LatentCacheDataset, StreamingLatentDataset
 from latentforge.cache.expect import CacheMismatch
 from latentforge.errors import ConfigError
 from latentforge.sinks.hdf5.commit import commit_cache
 from latentforge.sinks.webdataset import commit as wds_commit
-from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
+from latentforge.sinks.webdataset.commit import WebDatasetOptions, commit_webdataset
 from latentforge.transfer import Destination, FetchOptions, fetch
 
 SHARD_BYTES = 6 * 1152 * 2  # about six samples of (48, 3, 6, 8) float16 per tar: several shards

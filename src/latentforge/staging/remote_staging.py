@@ -29,7 +29,7 @@ from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
 from ..storage import Storage
 from ..testing.fault_points import fault_point
-from .staging import (
+from .staged_units import (
     completed_units,
     is_retired,
     retire_staged_units,
@@ -169,7 +169,7 @@ def stage_unit(build_dir: Path, staging_url: str, unit: int, *arrays: Any, **nam
 
 
 def retire_units(build_dir: Path, staging_url: str) -> None:
-    """After a verified commit: the staged units give way to records of their rows (writers/staging.py), and with
+    """After a verified commit: the staged units give way to records of their rows (staging/staged_units.py), and with
     `staging_url` their objects there are deleted."""
     staged = [path for path in completed_units(build_dir).values() if not is_retired(path)]
     retire_staged_units(build_dir)

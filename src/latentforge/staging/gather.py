@@ -19,7 +19,7 @@ from ..cache.text_rows import PADDED
 from ..errors import CacheIntegrityError
 from ..records import Reject
 from .placed_rows import PlacedRow, PlacedRows
-from .staging import CommittedArrays, OpenStagedUnit, StagedRow, open_staged_unit, read_staged_rows
+from .staged_units import CommittedArrays, OpenStagedUnit, StagedRow, open_staged_unit, read_staged_rows
 
 Planned = Mapping[int, Sequence[int]]  # {unit: the source_index of every sample the plan put in it}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config.schema import BuildConfig
+from ..schema import BuildConfig
 from .load import load_config
 
 # flag (argparse dest) -> config key

@@ -1,4 +1,4 @@
-"""Where a build's plan pass runs (pipeline/plan_pass.py) for the local executor: one spawned process per distinct
+"""Where a build's kernel plan pass runs (pipeline/kernel_plan_pass.py) for the local executor: one process per distinct
 environment among the build's devices, on the first device of it, which frees that GPU when it exits; the book
 it decides is written to the build's records and handed to every rank in its RankSpec."""
 
@@ -10,8 +10,15 @@ from pathlib import Path
 
 from ..errors import LatentforgeError
 from ..io import canonical_json
+from ..pipeline.kernel_plan_pass import (
+    DecidedPlans,
+    PassResult,
+    PlanRequest,
+    decide_plans,
+    decided_plans,
+    note_unshipped,
+)
 from ..pipeline.kernel_plans import write_build_book
-from ..pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, decided_plans, note_unshipped
 from .process_setup import child_process_setup, child_signals_held
 
 

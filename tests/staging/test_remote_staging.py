@@ -13,8 +13,8 @@ from helpers.builds import build_stopped_in_commit
 from helpers.exec_world import build_args, exec_config, make_table, sums
 from latentforge.cli.main import main
 from latentforge.errors import DamagedFile, LatentforgeError
-from latentforge.writers.remote_staging import RemoteStaging, staged_units
-from latentforge.writers.staging import completed_units, sidecar_path
+from latentforge.staging.remote_staging import RemoteStaging, staged_units
+from latentforge.staging.staged_units import completed_units, sidecar_path
 
 INLINE = ("--workers-per-gpu", "0")
 

@@ -11,7 +11,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .staging import StagedRow, read_staged_rows
+from .staged_units import StagedRow, read_staged_rows
 
 
 @dataclass(frozen=True)

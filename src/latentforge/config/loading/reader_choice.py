@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import registry
-from ..config.parse import from_dict
-from ..config.schema import DatasetConfig
-from ..errors import ConfigError
+from ... import registry
+from ...errors import ConfigError
+from ..parse import from_dict
+from ..schema import DatasetConfig
 
 AUTO = "auto"
 

@@ -34,7 +34,7 @@ from latentforge.records import Reject
 from latentforge.sinks.hdf5 import commit as commit_module
 from latentforge.sinks.hdf5.inspect import inspect_cache
 from latentforge.sinks.hdf5.integrity import verify_integrity
-from latentforge.writers.staging import completed_units, read_staged_unit, staged_unit_path, write_staged_unit
+from latentforge.staging.staged_units import completed_units, read_staged_unit, staged_unit_path, write_staged_unit
 
 SEED_000 = SEED_000_FILES[0] if SEED_000_FILES else None
 
@@ -290,7 +290,7 @@ def test_the_cache_records_planned_kept_and_rejected_and_verify_checks_they_add_
 @pytest.mark.parametrize("colliding", [False, True])
 def test_commit_refuses_a_sample_id_staged_twice(tmp_path, monkeypatch, colliding):
     """gather keeps a hash per sample_id and compares the rows whose hashes meet (every hash equal: still exact)."""
-    from latentforge.writers import gather
+    from latentforge.staging import gather
     if colliding:
         monkeypatch.setattr(gather, "hash", lambda value: 7, raising=False)
     data = make_samples()

@@ -20,11 +20,11 @@ from helpers.fake_rows import (
     planned_units,
     stage_units,
 )
-from latentforge import LatentCacheDataset, verify
+from latentforge import LatentCacheDataset, StreamingLatentDataset, verify
 from latentforge.cli.main import main
 from latentforge.errors import ConfigError
 from latentforge.sinks.hdf5.commit import commit_cache
-from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
+from latentforge.sinks.webdataset.commit import WebDatasetOptions, commit_webdataset
 from latentforge.transfer import Destination
 
 SHARD_BYTES = 6 * 1152 * 2

@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
-from ..config.checks import validate
-from ..config.parse import deep_merge, from_dict, parse_override
-from ..config.presets import preset_dict
-from ..config.schema import BuildConfig
-from ..errors import ConfigError
+from ...errors import ConfigError
+from ..checks import validate
+from ..parse import deep_merge, from_dict, parse_override
+from ..presets import preset_dict
+from ..schema import BuildConfig
 from .backend_checks import check_backends
 from .backend_options import forget_replaced_backends, split_backend_keys, with_backend_options
 from .reader_choice import name_reader

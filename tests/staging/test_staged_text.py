@@ -7,7 +7,7 @@ import h5py
 import numpy as np
 
 from helpers.fake_rows import make_samples, stage_units
-from latentforge.writers.staging import read_staged_unit
+from latentforge.staging.staged_units import read_staged_unit
 
 
 def test_staged_text_is_trimmed_and_reads_back_padded(tmp_path):

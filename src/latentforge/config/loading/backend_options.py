@@ -16,10 +16,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .. import registry
-from ..config.parse import from_dict
-from ..config.schema import BACKEND_OPTIONS, BuildConfig, DatasetConfig, OutputConfig, RunConfig, TokenizerConfig
-from ..errors import ConfigError
+from ... import registry
+from ...errors import ConfigError
+from ..parse import from_dict
+from ..schema import BACKEND_OPTIONS, BuildConfig, DatasetConfig, OutputConfig, RunConfig, TokenizerConfig
 from .reader_choice import AUTO
 
 # section -> (the key naming its backend, the registry kind, the section's dataclass)

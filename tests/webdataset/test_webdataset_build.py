@@ -15,7 +15,7 @@ from helpers.moto_s3 import moto_s3
 from helpers.moto_s3 import objects as bucket_objects
 from latentforge.builder.records_dir import STAGING_PARENT
 from latentforge.cli.main import main
-from latentforge.writers.staging import completed_units
+from latentforge.staging.staged_units import completed_units
 
 BUCKET = "caches"
 

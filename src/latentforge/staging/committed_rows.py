@@ -21,7 +21,7 @@ from ..cache.layout import SHARDS_DIR, SOURCE_INDEX_DATASET, ShardSchema
 from ..cache.text_rows import padded_row
 from ..errors import CacheIntegrityError
 from ..hashing import sha256_file
-from .staging import RowArrays, StagedRow
+from .staged_units import RowArrays, StagedRow
 
 _FIX = "rebuild the cache with --overwrite (or fetch it again)"
 

@@ -4,10 +4,10 @@ too), the executor its settings. Nothing here branches on a backend's name."""
 
 from __future__ import annotations
 
-from .. import registry
-from ..config.buckets import parse_buckets
-from ..config.schema import BuildConfig
-from ..errors import ConfigError
+from ... import registry
+from ...errors import ConfigError
+from ..buckets import parse_buckets
+from ..schema import BuildConfig
 
 
 def check_backends(config: BuildConfig) -> None:

@@ -10,10 +10,10 @@ from typing import Callable
 import h5py
 import numpy as np
 
-from ..cache.layout import DatasetSpecs, ShardSchema
-from ..cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
-from ..errors import CacheIntegrityError
-from ..io import atomic_path
+from ...cache.layout import DatasetSpecs, ShardSchema
+from ...cache.text_rows import PADDED, TRIMMED, trim_rows, write_trimmed
+from ...errors import CacheIntegrityError
+from ...io import atomic_path
 
 # A fixed file-format version: h5py's default ("earliest") may change and would change the bytes.
 # v110 stores single-sample chunks in a fixed-array index, cheap for random reads.

@@ -6,7 +6,7 @@ committed.
 
 Once a commit is verified, each unit's arrays are in the cache, so its file gives way to a small record of its rows
 (`unit-N.committed.json`, retire_staged_units): staging never holds a second copy of a committed cache. A later
-commit (an extend) reads a retired unit's arrays back from the cache (writers/committed_rows.py).
+commit (an extend) reads a retired unit's arrays back from the cache (staging/committed_rows.py).
 """
 
 from __future__ import annotations

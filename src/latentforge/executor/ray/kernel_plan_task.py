@@ -1,4 +1,4 @@
-"""The build's plan pass (pipeline/plan_pass.py) on a Ray cluster: one task on one GPU of the cluster, before any
+"""The build's plan pass (pipeline/kernel_plan_pass.py) on a Ray cluster: one task on one GPU of the cluster, before any
 worker starts. The driver writes the book it returns into its own records and hands it to every worker with its
 RankSpec, so nodes that keep the build's records in separate node-local folders still replay one book, and the
 driver's commit records that book in cache_config.json."""
@@ -9,8 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import LatentforgeError
+from ...pipeline.kernel_plan_pass import (
+    DecidedPlans,
+    PassResult,
+    PlanRequest,
+    decide_plans,
+    decided_plans,
+    note_unshipped,
+)
 from ...pipeline.kernel_plans import write_build_book
-from ...pipeline.plan_pass import DecidedPlans, PassResult, PlanRequest, decide_plans, decided_plans, note_unshipped
 from .session import BUILD_TOKEN_ENV
 
 
