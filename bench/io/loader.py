@@ -31,11 +31,17 @@ from torch.utils.data import DataLoader
 
 from latentforge.cache.config_file import CacheConfig
 from latentforge.cache.layout import EMPTY_PROMPT, RUN_RECORDS_DIR
-from latentforge.dataset import LatentCacheDataset, ResumableSampler, SyntheticCacheSpec, collate_latent_batch
+from latentforge.dataset import (
+    LatentCacheDataset,
+    ResumableSampler,
+    StreamingLatentDataset,
+    SyntheticCacheSpec,
+    collate_latent_batch,
+)
 from latentforge.dataset.synthetic_cache import write_synthetic_cache
+from latentforge.sinks.webdataset.commit import WebDatasetOptions, commit_webdataset
 from latentforge.staging.staged_units import completed_units, open_staged_unit
 from latentforge.storage import Storage
-from latentforge.streaming import StreamingLatentDataset, WebDatasetOptions, commit_webdataset
 from latentforge.transfer import Destination
 
 TEXT_TOKENS, TEXT_DIM = 512, 1024  # T5 rows of the perception preset: 1 MiB in float16

@@ -18,7 +18,7 @@ import yaml
 from torch.utils.data import DataLoader
 
 from helpers.builds import read_manifest, tiny_extra, tiny_world, write_table
-from latentforge import LatentCacheDataset, verify
+from latentforge import LatentCacheDataset, StreamingLatentDataset, verify
 from latentforge.cache.expect import CacheMismatch
 from latentforge.cache.rows import manifest_rows
 from latentforge.cli.main import main
@@ -28,7 +28,6 @@ from latentforge.demo.tiny_tokenizer import save_hub_folder, seeded_weights
 from latentforge.errors import ConfigError
 from latentforge.export.run import export_cache
 from latentforge.registry import resolve
-from latentforge.streaming import StreamingLatentDataset
 from latentforge.tokenizers.base import pixels_to_input
 from latentforge.tokenizers.cosmos.architecture import released
 from latentforge.tokenizers.cosmos.model import CosmosVideoAutoencoder

@@ -18,13 +18,12 @@ from helpers.builds import build_quietly, read_manifest
 from helpers.exec_world import make_table
 from helpers.random_wan import save_random_wan_vae
 from helpers.tiny_image_encoder import TOKENS, WIDTH, TinyImageEncoder, project, register_tiny_image_encoder
-from latentforge import CacheExpectation, LatentCacheDataset, stats, verify
+from latentforge import CacheExpectation, LatentCacheDataset, StreamingLatentDataset, stats, verify
 from latentforge.cache.expect import CacheMismatch
 from latentforge.config.loading import load_config
 from latentforge.dataset.collate import collate_latent_batch
 from latentforge.demo.tiny_text_model import make_tiny_umt5
 from latentforge.errors import ConfigError
-from latentforge.streaming import StreamingLatentDataset
 from latentforge.verification.quality import QualityThresholds
 from latentforge.verification.reencode import Overrides
 
