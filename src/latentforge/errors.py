@@ -44,6 +44,9 @@ REJECT_FIXES = {
     # a table segment (dataset.start_column/end_column) outside its video, ending before it starts, or overlapping
     # another row of the same video
     "bad_segment": "fix the row's start and end (the detail names the row, the video's length and any other row)",
+    # dataset.reader=cosmos_curate: a clip's metadata is missing, not JSON, or names frames that are not frame numbers
+    "bad_clip_meta": "run Cosmos-Curate's split pipeline on the clip's video again, or remove the clip (the detail "
+                     "names it and its metadata file)",
     # a mask or depth source at another rate, or a per-frame side stream, ends (or starts) inside the window
     "side_stream_short": "export the mask/depth/side stream over the whole video, or choose windows it covers (the "
                          "detail names the times it covers and the window's)",

@@ -17,6 +17,7 @@ from .errors import ConfigError
 # kind -> name -> "module:attribute" (relative to the latentforge package)
 _BACKENDS: dict[str, dict[str, str]] = {
     "reader": {
+        "cosmos_curate": "readers.cosmos_curate:CosmosCurateReader",
         "cosmos_dir": "readers.cosmos_dir:CosmosDirReader",
         "table": "readers.table:TableReader",
     },

@@ -30,7 +30,7 @@ from ..sinks.base import SinkCommit, StagedCache
 from ..staging.remote_staging import staged_units
 from ..staging.staged_units import completed_units, read_staged_rejects
 from .committed import committed_before, record_commit
-from .estimate import check_free_disk, conditioning_values, estimate_output_bytes, output_shapes
+from .estimate import check_free_disk, conditioning_values, estimate_output_bytes, output_shapes, side_values
 from .progress import BuildProgress
 from .reject_limit import reject_problem
 from .resume import check_environment
@@ -113,7 +113,7 @@ def _check_peak_disk(config: BuildConfig, build_dir: Path, to_stage: int, rows: 
     def size(samples: int) -> int:
         return estimate_output_bytes(max(samples, 0), total_shape, text_shape, config.output.storage_dtype,
                                      rows_per_shard=config.output.rows_per_shard,
-                                     conditioning=conditioning_values(config))
+                                     conditioning=conditioning_values(config), side=side_values(config))
 
     check_free_disk(build_dir.parent, size(to_stage) + size(rows), config.output.min_free_bytes,
                     what=f"{to_stage} samples to stage and shards of {max(rows, 0)} samples")

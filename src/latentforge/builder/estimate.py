@@ -11,6 +11,7 @@ from .. import registry
 from ..config import BuildConfig
 from ..errors import ConfigError, LatentforgeError
 from ..hub import cached_snapshot, looks_like_hub_id
+from ..pipeline.side_streams import SIDE_DTYPE, side_specs
 
 STORAGE_ITEMSIZE = {"float16": 2, "float32": 4}
 TEXT_LENGTH_BYTES = 2  # uint16 per row
@@ -63,6 +64,13 @@ def conditioning_values(config: BuildConfig) -> tuple[int, int]:
     return values, datasets
 
 
+def side_values(config: BuildConfig) -> tuple[int, int]:
+    """(values, datasets) one row's per-frame side streams add (docs/modalities.md): [num_frames, D] each, stored
+    as float32 whatever output.storage_dtype is."""
+    specs = side_specs(config)
+    return config.frames.num_frames * sum(dim for _, dim in specs), len(specs)
+
+
 def estimate_output_bytes(
     num_samples: int,
     latent_shape: tuple[int, ...],
@@ -71,11 +79,13 @@ def estimate_output_bytes(
     *,
     rows_per_shard: int = 3000,
     conditioning: tuple[int, int] = (0, 0),
+    side: tuple[int, int] = (0, 0),
 ) -> int:
     """Upper estimate of the finished cache's size: shards, empty_prompt.h5, manifest and small files.
 
     latent_shape is one row's [C, T', H', W'] (all modalities); text_shape one row's [max_length, D], or
-    None without text; conditioning the (values, datasets) of a row's conditioning streams (conditioning_values).
+    None without text; conditioning the (values, datasets) of a row's conditioning streams (conditioning_values),
+    side those of its side streams (side_values), which are float32 in every cache.
     Staging under build/ is not counted: the caller adds it if staged batches and
     shards coexist on the same disk.
     """
@@ -85,8 +95,8 @@ def estimate_output_bytes(
         raise LatentforgeError(f"num_samples={num_samples} must be >= 0")
     itemsize = STORAGE_ITEMSIZE[storage_dtype]
     row = math.prod(latent_shape) * itemsize + SOURCE_INDEX_BYTES
-    chunks_per_row = 2 + conditioning[1]
-    row += conditioning[0] * itemsize
+    chunks_per_row = 2 + conditioning[1] + side[1]
+    row += conditioning[0] * itemsize + side[0] * STORAGE_ITEMSIZE[SIDE_DTYPE]
     text_row = 0
     if text_shape is not None:
         text_row = math.prod(text_shape) * itemsize + TEXT_LENGTH_BYTES

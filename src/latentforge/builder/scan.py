@@ -29,7 +29,7 @@ from ..pipeline.unit import Unit, UnitContext, decode_sample, run_unit
 from ..records import Reject
 from ..text.prompt_cache import PromptCache
 from .bucket_run import bucket_config
-from .estimate import conditioning_values, estimate_output_bytes, output_shapes
+from .estimate import conditioning_values, estimate_output_bytes, output_shapes, side_values
 from .lock import BuildLock
 from .parallel_analysis import analyser
 from .parallel_probe import probe_plan
@@ -117,7 +117,8 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
             latent, text = output_shapes(shaped)
             needed += estimate_output_bytes(count, latent, text, config.output.storage_dtype,
                                             rows_per_shard=config.output.rows_per_shard,
-                                            conditioning=conditioning_values(shaped))
+                                            conditioning=conditioning_values(shaped),
+                                            side=side_values(shaped))
         free = _free_bytes(build_dir.parent)  # where staged units go: the root for hdf5
         per_sample = _calibrate(config, executor, samples, probes, calibrate) if calibrate > 0 else None
         hours = None if per_sample is None else per_sample * accepted / executor.parallel_ranks() / 3600

@@ -163,13 +163,18 @@ def plan_samples(config: BuildConfig, analyse: Analyser | None = None) -> tuple[
     segments key set, or table rows naming segments) every video is analysed first (`analyse`: the builder's,
     recorded under build/analysis/ and spread over processes; else in this process, unrecorded) and windows are
     placed inside its shots and segments."""
-    entries = registry.resolve("reader", config.dataset.reader)(config.dataset).entries()
+    reader = registry.resolve("reader", config.dataset.reader)(config.dataset)
+    entries = reader.entries()
     if not analysis_needed(config, entries):
-        return make_plan(entries, _window_starts_for(config), config.dataset.limit)
-    unique, _ = first_entries(entries)
-    analyses = (analyse or analyse_serially(config, None))(unique)
-    planner = SegmentPlanner(config, analyses)
-    return make_plan(entries, None, config.dataset.limit, windows_for=planner.windows)
+        samples, rejects = make_plan(entries, _window_starts_for(config), config.dataset.limit)
+    else:
+        unique, _ = first_entries(entries)
+        analyses = (analyse or analyse_serially(config, None))(unique)
+        planner = SegmentPlanner(config, analyses)
+        samples, rejects = make_plan(entries, None, config.dataset.limit, windows_for=planner.windows)
+    if reader.rejects:  # what the listing names but cannot be used (readers/base.py)
+        rejects = sorted(rejects + reader.rejects, key=lambda r: plan_order(r.sample_id))
+    return samples, rejects
 
 
 def _stat(path: str | None) -> list[int] | None:

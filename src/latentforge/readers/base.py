@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..config import DatasetConfig
 from ..config.schema import NoOptions
 from ..errors import ConfigError
-from ..records import Sample, SourceEntry
+from ..records import Reject, Sample, SourceEntry
 
 if TYPE_CHECKING:
     from ..config.schema import BuildConfig
@@ -26,6 +26,9 @@ class Reader:
 
     def __init__(self, config: DatasetConfig):
         self.config = config
+        # What the listing names but cannot be used (a clip whose metadata is broken): plan rejects, filled in by
+        # entries() of a reader that finds such things, and added to the plan's rejects.
+        self.rejects: list[Reject] = []
 
     @classmethod
     def claims(cls, paths: list[str]) -> bool:

@@ -12,6 +12,7 @@ from ..errors import ConfigError, InputNotice
 from ..records import Sample, SourceEntry
 from ..text.pickles import PICKLE_FOLDER
 from .base import Reader
+from .cosmos_curate import looks_like_curate_output
 
 if TYPE_CHECKING:
     from ..config.schema import BuildConfig
@@ -41,8 +42,8 @@ class CosmosDirReader(Reader):
 
     @classmethod
     def claims(cls, paths: list[str]) -> bool:
-        """dataset.reader=auto: one folder."""
-        return len(paths) == 1 and Path(paths[0]).is_dir()
+        """dataset.reader=auto: one folder, unless it is Cosmos-Curate's split output (cosmos_curate reads that)."""
+        return len(paths) == 1 and Path(paths[0]).is_dir() and not looks_like_curate_output(Path(paths[0]))
 
     @classmethod
     def pickle_lookup_rule(cls, config: BuildConfig) -> str:

@@ -42,6 +42,7 @@ from ..tokenizers.kernel_planning import replay_plans
 from .conditioning_check import check_streams, close_check, stream_comparisons
 from .quality import Quality, QualityThresholds, measure
 from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
+from .side_check import check_side_streams
 from .tolerances import Comparison, choose_comparison, equal_id_fraction, tolerance_for
 
 DEFAULT_SPOT = 4
@@ -325,6 +326,8 @@ def run_deep_checks(root: Path, spot: int, overrides: Overrides, thresholds: Qua
     batch_rows = manifest_rows(root, lambda row: row.batch_key in batch_keys)
     finder = SampleFinder(root, config, reread=bool(overrides.dataset))
     pixels = run.load_pixels(batch_rows, finder)
+    check_side_streams(rec, spot_rows, pixels, [s.name for s in cache_config.side_streams],
+                       lambda row, name: stored_row(root, row, name))
     tolerance = tolerance_for(type(tokenizer).precisions, run.precision, run.latent_dtype)
     autotuned = sorted(k for k in autotuning_keys(type(tokenizer).options_class) if cache_config.tokenizer.get(k))
     comparison = choose_comparison(cache_config.environments, overrides.device, tolerance, autotuned,

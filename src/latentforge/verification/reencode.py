@@ -25,6 +25,7 @@ from ..pipeline.plan import first_entries, read_plan
 from ..pipeline.probe import probe_sample
 from ..pipeline.run_record import read_run_record
 from ..pipeline.sample import SamplePixels, load_sample_pixels, provenance_of
+from ..pipeline.side_streams import probe_side_streams
 from ..records import Sample, SourceEntry
 from ..tokenizers.base import Tokenizer
 from ..transforms.window import FrameWindow
@@ -138,9 +139,11 @@ def recorded_pixels(row: ManifestRow, sample: Sample, config: BuildConfig) -> tu
     if probe.caption != row.prompt:
         differences.append(f"prompt recorded {row.prompt!r}, sources give {probe.caption!r}")
     window = FrameWindow(tuple(row.frame_indices), tuple(row.timestamps))
+    # the side streams' rows at the recorded frame times, by the build's rule
+    side = probe_side_streams(sample, config, probe.info, window)
     # From each stream's start, never seeking: a seek defect in the build's path cannot verify itself
-    pixels = load_sample_pixels(sample, dataclasses.replace(probe, window=window), config, from_start=True)
-    for modality in ("mask", "depth"):
+    pixels = load_sample_pixels(sample, dataclasses.replace(probe, window=window, side=side), config, from_start=True)
+    for modality in ("mask", "depth", "side"):
         if modality in pixels.provenance and pixels.provenance[modality] != recorded.get(modality):
             differences.append(f"{modality} recorded {recorded.get(modality)!r}, sources give "
                                f"{pixels.provenance[modality]!r}")

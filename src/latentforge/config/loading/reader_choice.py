@@ -27,7 +27,8 @@ def choose_reader(paths: list[str]) -> str:
                           "enough) in a .csv/.jsonl/.parquet table with `video` and `caption` columns, or put them "
                           "in a Cosmos folder (<root>/videos/*.mp4 with captions in <root>/metas/<stem>.txt) "
                           "(docs/inputs.md)")
-    raise ConfigError(f"cannot tell the reader from dataset.path={paths!r}: a folder is read by cosmos_dir, "
+    raise ConfigError(f"cannot tell the reader from dataset.path={paths!r}: a folder is read by cosmos_dir (by "
+                      "cosmos_curate when it holds clips/ and metas/<version>/), "
                       ".csv/.jsonl/.ndjson/.parquet tables (or globs of them) by table; choose one with --reader")
 
 
