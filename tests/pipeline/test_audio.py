@@ -14,7 +14,7 @@ import pytest
 
 from helpers.audio_media import tone_after, write_clip_with_audio, write_clip_with_broken_audio
 from helpers.builds import build_quietly, read_manifest, tiny_config, write_table
-from latentforge import LatentCacheDataset, StreamingLatentDataset
+from latentforge import LatentCacheDataset, StreamingLatentDataset, verify
 from latentforge.errors import ConfigError
 
 RATE = 16000
@@ -110,6 +110,8 @@ def test_a_clip_without_audio_gets_silence_and_a_flag_and_a_broken_one_is_reject
     items = {item["sample_id"]: item for item in LatentCacheDataset(padded)}
     assert not items["silent"]["audio_present"] and items["tone"]["audio_present"]
     assert tuple(items["tone"]["audio"].shape) == (WINDOW, 1)
+    report = verify(str(padded), deep=True)
+    assert report.ok and any(check.name == "audio" and check.ok for check in report.checks)
 
 
 def test_partial_reject_and_the_streaming_dataset(world, tmp_path):
@@ -131,3 +133,18 @@ def test_audio_at_the_source_rate_needs_a_longest_window(world, tmp_path):
     _, table, _ = world
     with pytest.raises(ConfigError, match="audio.max_seconds"):
         tiny_config(table, tmp_path / "cache", modalities=("rgb",), overrides=("audio.enabled=true",))
+
+
+def test_at_the_source_rate_each_window_keeps_its_own_length(world, tmp_path):
+    _, _, clips = world
+    table = write_table([{"id": "tone", "video": str(clips["tone"]), "caption": "tone", "objects": 1}],
+                        tmp_path / "one.csv")
+    config = tiny_config(table, tmp_path / "cache", modalities=("rgb",),
+                         overrides=("audio.enabled=true", "audio.max_seconds=0.5"))
+    build_quietly(config)
+    row, audio, span, length = stored(tmp_path / "cache")["tone"]
+    times = row["provenance"]["timestamps"]
+    own = round((times[-1] + 1 / FPS - times[0]) * RATE)  # up to the next frame's time: 9 frames at 24 fps
+    assert audio.shape == (8000, 1) and length.tolist() == [own] == [WINDOW]
+    assert audio[:own].any() and not audio[own:].any() and span.tolist() == [0.0, own / RATE]
+    assert "audio  float32  [N, 8000, 1]" in (tmp_path / "cache" / "README.md").read_text()

@@ -38,16 +38,17 @@ class AudioWindow:
     covered: tuple[int, int] | None  # [first, last) window samples audio reaches; None: none
 
 
-def decode_audio(path: str, start: float, samples: int, rate: int, channels: int, sample_id: str) -> AudioWindow:
+def decode_audio(path: str, start: float, samples: int, rate: int, channels: int, sample_id: str,
+                 seek: bool = True) -> AudioWindow:
     """The `samples` samples at `rate` from presentation time `start` (seconds, the video's clock) of the first
     audio stream; silence and present=False for a file without one. Audio that cannot be decoded rejects the
-    sample (audio_decode_error) naming the time it failed at."""
+    sample (audio_decode_error) naming the time it failed at. seek=False decodes from the stream's start."""
     end = start + samples / rate
     with open_video(path, sample_id) as container:
         if not container.streams.audio:
             return AudioWindow(np.zeros((samples, channels), np.float32), False, False, None)
         stream = container.streams.audio[0]
-        if start - LEAD_SECONDS > SEEK_FROM_SECONDS:
+        if seek and start - LEAD_SECONDS > SEEK_FROM_SECONDS:
             container.seek(int((start - LEAD_SECONDS) / stream.time_base), stream=stream, backward=True)
         grid = _Grid(start, samples, rate, channels)
         _decode_into(container, stream, grid, end, path, sample_id)

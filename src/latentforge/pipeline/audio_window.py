@@ -73,13 +73,15 @@ def check_sound_fits(sample: Sample, info: VideoInfo, window: FrameWindow, confi
                              "frames.fps")
 
 
-def load_sound(sample: Sample, info: VideoInfo, window: FrameWindow, config: BuildConfig
+def load_sound(sample: Sample, info: VideoInfo, window: FrameWindow, config: BuildConfig, from_start: bool = False
                ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The window's stored arrays and its manifest record {present, start_s, end_s, samples}; audio covering only
-    part of the window is rejected (audio_partial) under audio.partial=reject."""
+    part of the window is rejected (audio_partial) under audio.partial=reject. from_start: decode from the stream's
+    start, never seeking (what a deep verify does)."""
     audio = config.audio
     start, samples = window_sound_span(info, window, config)
-    decoded = decode_audio(sample.entry.video, start, samples, audio.sample_rate, audio.channels, sample.sample_id)
+    decoded = decode_audio(sample.entry.video, start, samples, audio.sample_rate, audio.channels, sample.sample_id,
+                           seek=not from_start)
     first, last = decoded.covered or (0, 0)
     rate = audio.sample_rate
     if audio.partial == "reject" and decoded.has_stream and (first, last) != (0, samples):

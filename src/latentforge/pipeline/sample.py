@@ -114,5 +114,5 @@ def _load(sample: Sample, probe: ProbeResult, config: BuildConfig, from_start: b
         provenance["side"] = side_provenance(probe.side)
     audio: dict[str, np.ndarray] = {}
     if config.audio.enabled:  # only then, so rows without sound keep their bytes
-        audio, provenance["audio"] = load_sound(sample, probe.info, probe.window, config)
+        audio, provenance["audio"] = load_sound(sample, probe.info, probe.window, config, from_start)
     return SamplePixels(sample=sample, modalities=modalities, provenance=provenance, side=side, audio=audio)
