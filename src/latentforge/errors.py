@@ -61,6 +61,13 @@ REJECT_FIXES = {
     # dedup.enabled: the window's CLIP embedding is at least dedup.threshold similar to an earlier kept window's
     "near_duplicate": "raise dedup.threshold if the kept sample the detail names is not the same content (a dataset "
                       "of many repeats may need a higher run.max_reject_fraction)",
+    # audio.partial=reject: the audio stream starts after the window's start or ends before its end
+    "audio_partial": "choose windows the audio covers, or keep them padded with silence with audio.partial=pad",
+    # the first audio stream cannot be decoded within the window (the detail names the time)
+    "audio_decode_error": "re-encode the audio (e.g. ffmpeg -i IN -c:v copy -c:a aac OUT), or build without "
+                          "audio.enabled",
+    # frames.fps=source: the window lasts longer than audio.max_seconds
+    "audio_too_long": "raise audio.max_seconds, or set a target frames.fps",
 }
 REJECT_REASONS = tuple(REJECT_FIXES)
 

@@ -17,6 +17,7 @@ from ..errors import LatentforgeError
 from ..executor.base import Executor
 from ..executor.events import RankEvent, UnitStaged
 from ..executor.rank_stats import RankStats
+from ..pipeline.audio_window import audio_section
 from ..pipeline.conditioning import ConditioningStage
 from ..pipeline.kernel_plan_pass import plan_request
 from ..pipeline.kernel_plans import recorded_books, set_aside_damaged_books
@@ -154,7 +155,7 @@ def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], 
     curation = curation_sections(config, run_record["key"]) if run_record is not None else None
     cache_config = CacheConfig.for_build(config, total_shape, record.tokenizer_fingerprint, text,
                                          record.latent_channels, record.conditioning, side_stream_records(config),
-                                         curation)
+                                         curation, audio_section(config))
     cache_config = dataclasses.replace(cache_config, conv_plans=recorded_books(build_dir) or None)
     unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]  # pulled just before
     readme_context = {"text_note": text.provenance_note if text is not None else None}

@@ -68,6 +68,8 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     key = {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
     if config.segments == SegmentsConfig():  # a build that cuts no shots keeps the key it always had
         del data["segments"]
+    if not config.audio.enabled:  # a build without sound keeps the key it always had
+        del data["audio"]
     if config.captions.mode == "keep":  # a build that generates no caption keeps the key it always had
         del data["captions"]
     else:  # captions.sha256 is a check on the weights, whose actual SHA-256 the key holds

@@ -22,6 +22,7 @@ from ..io import write_text_atomic
 from ..text.base import POSITIONS
 from ..text.pickles import uses_pickles
 from ..version import __version__
+from .audio_section import AudioSection
 from .conditioning_streams import ConditioningSection, ConditioningStream
 from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
 from .encoded_by import EncodedBy
@@ -65,11 +66,13 @@ class CacheConfig:
     # how the captions were generated and the near duplicates removed (cache/curation.py); None: not done
     captions: dict[str, Any] | None = None
     dedup: dict[str, Any] | None = None
+    audio: AudioSection | None = None  # each window's sound beside the latent (docs/audio.md); None: none stored
 
     @property
     def streams(self) -> tuple[ConditioningStream, ...]:
-        """Every per-sample array stored beside the latent under its own name: conditioning, then side streams."""
-        return (() if self.conditioning is None else self.conditioning.streams) + self.side_streams
+        """Every per-sample array stored beside the latent under its own name: conditioning, side streams, sound."""
+        return ((() if self.conditioning is None else self.conditioning.streams) + self.side_streams
+                + (() if self.audio is None else self.audio.streams))
 
     # ------------------------------------------------------------------------------- typed views
     @property
@@ -166,7 +169,8 @@ class CacheConfig:
                   text: TextRecord | None, latent_channels: int,
                   conditioning: ConditioningSection | None = None,
                   side_streams: tuple[ConditioningStream, ...] = (),
-                  curation: dict[str, dict[str, Any]] | None = None) -> CacheConfig:
+                  curation: dict[str, dict[str, Any]] | None = None,
+                  audio: AudioSection | None = None) -> CacheConfig:
         """What a build writes, with num_samples/num_shards at 0 until commit counts them. `curation`: the captions
         and dedup sections (cache/curation.py)."""
         names = list(config.modalities.names)
@@ -195,6 +199,7 @@ class CacheConfig:
             side_streams=side_streams,
             captions=(curation or {}).get("captions"),
             dedup=(curation or {}).get("dedup"),
+            audio=audio,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -218,6 +223,8 @@ class CacheConfig:
             data["conditioning"] = self.conditioning.to_json()
         if self.side_streams:  # likewise
             data["side_streams"] = [stream.to_json() for stream in self.side_streams]
+        if self.audio is not None:  # likewise
+            data["audio"] = self.audio.to_json()
         for name in ("modalities", "dataset", "captions", "dedup", "build"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
@@ -272,6 +279,7 @@ class CacheConfig:
                 conditioning=None if data.get("conditioning") is None else ConditioningSection.from_json(
                     data["conditioning"]),
                 side_streams=tuple(ConditioningStream.from_json(s) for s in data.get("side_streams") or ()),
+                audio=None if data.get("audio") is None else AudioSection.from_json(data["audio"]),
             )
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CacheIntegrityError(f"{CACHE_CONFIG} lacks or garbles what the format needs: {exc!r}; "

@@ -102,7 +102,8 @@ def _dataset_table(config: CacheConfig) -> list[str]:
         shape = "[N] variable-length" if text.storage == TRIMMED else f"[N, {text.max_length}, {text.dim}]"
         rows.append(f"{text.embeddings_dataset}  {dtype}  {shape}")
         rows.append(f"{text.length_dataset}  uint16  [N]")
-    for stream in () if config.conditioning is None else config.conditioning.streams:  # image conditioning
+    sound = () if config.audio is None else config.audio.streams  # audio.enabled: PCM at config.audio.sample_rate
+    for stream in (() if config.conditioning is None else config.conditioning.streams) + sound:
         rows.append(f"{stream.name}  {stream.dtype}  [N, {', '.join(str(v) for v in stream.shape)}]")
     rows.append(f"{SOURCE_INDEX_DATASET}  int64  [N]")
     return ["```text", *rows, "```"]

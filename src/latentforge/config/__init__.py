@@ -3,6 +3,7 @@ config/loading/, runs them and the backends' own)."""
 
 from .schema import (
                      MODALITIES,
+                     AudioConfig,
                      BuildConfig,
                      CaptionsConfig,
                      ConditioningConfig,
@@ -23,6 +24,7 @@ from .schema import (
 
 __all__ = [
     "MODALITIES",
+    "AudioConfig",
     "BuildConfig",
     "CaptionsConfig",
     "ConditioningConfig",

@@ -15,6 +15,8 @@ from ..errors import ConfigError
 from ..locations import is_url
 from .buckets import parse_buckets
 from .schema import (
+    AUDIO_PARTIAL,
+    AUDIO_RESAMPLERS,
     CAPTION_MODES,
     CAPTION_TEMPLATES,
     CONDITIONING_PRECISIONS,
@@ -44,6 +46,8 @@ _CHOICES = {
     "modalities.depth.normalize": ("minmax",),
     "conditioning.image_latent": IMAGE_LATENTS,
     "conditioning.precision": CONDITIONING_PRECISIONS,
+    "audio.partial": AUDIO_PARTIAL,
+    "audio.resampler": AUDIO_RESAMPLERS,
 }
 _FILTERS = {"swscale": ("bilinear", "bicubic", "area", "lanczos"), "torch": ("bilinear", "bicubic", "area"),
             "device": ("bilinear", "bicubic", "area")}
@@ -253,6 +257,24 @@ def validate(config: BuildConfig) -> None:
                               "or the source's frame rate, a positive number")
     _validate_captions(config)
     _validate_dedup(config)
+    _validate_audio(config)
+
+
+def _validate_audio(config: BuildConfig) -> None:
+    audio = config.audio
+    if not 1000 <= audio.sample_rate <= 384000:
+        raise ConfigError(f"audio.sample_rate={audio.sample_rate}; give a rate in Hz from 1000 to 384000 (16000 is "
+                          "LTX-2's)")
+    if audio.channels not in (1, 2):
+        raise ConfigError(f"audio.channels={audio.channels}; allowed: 1 (mono) or 2 (stereo)")
+    if audio.max_seconds is not None and audio.max_seconds <= 0:
+        raise ConfigError(f"audio.max_seconds={audio.max_seconds} must be > 0 (or unset with a target frames.fps)")
+    if audio.enabled and config.frames.fps == "source" and audio.max_seconds is None:
+        raise ConfigError("audio.enabled with frames.fps=source needs audio.max_seconds: windows then last "
+                          "num_frames / each video's own rate, and the cache stores every window's sound at one "
+                          "length; set audio.max_seconds (e.g. 4) or a target frames.fps")
+    if audio.enabled and config.frames.buckets:
+        raise ConfigError("audio.enabled does not combine with frames.buckets yet; build each shape on its own")
 
 
 def _validate_dedup(config: BuildConfig) -> None:

@@ -154,6 +154,24 @@ class ConditioningConfig:
     precision: str = "fp32"  # fp32 | bf16: the conditioning encodes (the extra VAE encode, the image encoder)
 
 
+AUDIO_PARTIAL = ("pad", "reject")  # a window audio covers only in part: silence for the rest, or rejected
+AUDIO_RESAMPLERS = ("swr",)  # FFmpeg's libswresample with its settings pinned (decode/audio.py)
+
+
+@dataclass
+class AudioConfig:
+    """Each window's sound, cut by presentation time and stored as float32 PCM beside its latent (docs/audio.md)."""
+
+    enabled: bool = False
+    sample_rate: int = 16000  # LTX-2's audio VAE rate
+    channels: int = 1  # 1 (FFmpeg's default downmix of the source) or 2
+    partial: str = "pad"  # pad | reject (audio_partial)
+    resampler: str = "swr"
+    # frames.fps=source only: the longest window the cache holds (windows last num_frames / each video's own rate);
+    # a longer one is rejected (audio_too_long). With a target fps every window lasts num_frames / fps.
+    max_seconds: float | None = None
+
+
 CAPTION_MODES = ("keep", "generate_missing", "generate_all")
 CAPTION_TEMPLATES = ("short", "detailed", "cosmos")  # named prompts (captions/templates.py); else a text file
 
@@ -255,6 +273,7 @@ class BuildConfig:
     segments: SegmentsConfig = field(default_factory=SegmentsConfig)
     captions: CaptionsConfig = field(default_factory=CaptionsConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
+    audio: AudioConfig = field(default_factory=AudioConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     run: RunConfig = field(default_factory=RunConfig)
 

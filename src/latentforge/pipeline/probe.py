@@ -14,6 +14,7 @@ from ..decode.yuv_capture import check_yuv_source
 from ..errors import SampleRejected, rejected_if_unexpected
 from ..records import Reject, Sample, VideoInfo
 from ..transforms.window import FrameWindow, select_window, window_size
+from .audio_window import check_sound_fits
 from .bucket_choice import choose_bucket
 from .modality_times import TimedFrames, frames_by_time, source_rate
 from .side_streams import SideRows, probe_side_streams
@@ -97,6 +98,7 @@ def _probe(sample: Sample, config: BuildConfig) -> ProbeResult:
             timed[name] = frames_by_time(source, info, window, rate, sample.sample_id)
         modality_info[name] = source
     side = probe_side_streams(sample, config, info, window)
+    check_sound_fits(sample, info, window, config)
     return ProbeResult(info=info, window=window, plan=plan, caption=caption, modality_info=modality_info,
                        bucket=bucket, segment=sample.segment, timed=timed, side=side)
 

@@ -16,6 +16,7 @@ from ..errors import rejected_if_unexpected
 from ..records import Sample
 from ..transforms.depth import load_depth
 from ..transforms.masks import load_mask
+from .audio_window import load_sound
 from .probe import ProbeResult
 from .side_streams import load_side_values, side_provenance
 
@@ -28,6 +29,7 @@ class SamplePixels:
     modalities: dict[str, ModalityFrames]
     provenance: dict[str, Any]  # frame indices, timestamps, source fps and size, crop box, per-modality params
     side: dict[str, np.ndarray] = field(default_factory=dict)  # per-frame side streams: float32 [T, D] each
+    audio: dict[str, np.ndarray] = field(default_factory=dict)  # audio.enabled: the window's sound (docs/audio.md)
 
 
 def provenance_of(probe: ProbeResult) -> dict[str, Any]:
@@ -110,4 +112,7 @@ def _load(sample: Sample, probe: ProbeResult, config: BuildConfig, from_start: b
     side = load_side_values(probe.side, sample.sample_id)
     if probe.side:  # only then, so rows without side streams keep their bytes
         provenance["side"] = side_provenance(probe.side)
-    return SamplePixels(sample=sample, modalities=modalities, provenance=provenance, side=side)
+    audio: dict[str, np.ndarray] = {}
+    if config.audio.enabled:  # only then, so rows without sound keep their bytes
+        audio, provenance["audio"] = load_sound(sample, probe.info, probe.window, config, from_start)
+    return SamplePixels(sample=sample, modalities=modalities, provenance=provenance, side=side, audio=audio)

@@ -25,12 +25,13 @@ from ..staging.staged_units import StagedRow
 from ..testing.fault_points import fault_point
 from ..text.prompt_cache import PromptCache
 from ..tokenizers.base import Tokenizer
+from .audio_window import audio_streams
 from .batch_queue import BatchQueue, encode_on_device
 from .conditioning import ConditioningStage
 from .environment import environment_record
 from .probe import ProbeResult
 from .sample import SamplePixels, load_sample_pixels
-from .side_streams import side_specs
+from .side_streams import side_stream_records
 from .text_prefetch import TextPrefetch, select_rows
 from .text_stage import PickledText, TextSource, text_source
 
@@ -180,8 +181,9 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     prompts: list[str] = []
     pickled: list[PickledText | None] = []
     pending: list[SamplePixels] = []
-    side_specs_ = side_specs(ctx.config)
-    side: dict[str, list[np.ndarray]] = {name: [] for name, _ in side_specs_}  # the rows' side streams, row order
+    # the streams decode makes (side streams, sound), stored as decoded (docs/modalities.md, docs/audio.md)
+    decoded_streams = side_stream_records(ctx.config) + audio_streams(ctx.config)
+    side: dict[str, list[np.ndarray]] = {stream.name: [] for stream in decoded_streams}  # the rows', row order
     held: list[Callable[[], None]] = []  # the pending samples' releases
     # Every probed sample's prompt, started now; the rows of the samples decode rejects are dropped at the end
     prompt_of = {s.source_index: probe.caption for s in unit.samples
@@ -235,7 +237,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
                               else int(pixels.provenance["frame_indices"][0])))
         prompts.append(probe.caption)
         for name, values in side.items():
-            values.append(pixels.side[name])
+            values.append(pixels.side[name] if name in pixels.side else pixels.audio[name])
         pickled.append(pickled_text)
         pending.append(pixels)
         held.append(item.release)
@@ -264,9 +266,9 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     streams = queue.finish_conditioning(ctx.storage_dtype)
     for stream in ctx.conditioning.streams if ctx.conditioning is not None and not rows else ():
         streams[stream.name] = np.zeros((0, *stream.shape), dtype=ctx.storage_dtype)  # a unit of rejects only
-    frames = ctx.config.frames.num_frames
-    for name, dim in side_specs_:  # stored as decoded, float32 (docs/modalities.md)
-        streams[name] = np.stack(side[name]) if rows else np.zeros((0, frames, dim), dtype=np.float32)
+    for stream in decoded_streams:
+        streams[stream.name] = (np.stack(side[stream.name]) if rows
+                                else np.zeros((0, *stream.shape), dtype=stream.dtype))
     if text_clock is not None:
         ctx.seconds["text"] += text_clock.seconds()
     text_embeddings = text_lengths = None

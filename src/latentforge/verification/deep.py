@@ -39,6 +39,7 @@ from ..progress import Progress, start_step
 from ..sinks.hdf5.integrity import verify_integrity
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from ..tokenizers.kernel_planning import replay_plans
+from .audio_check import check_audio
 from .conditioning_check import check_streams, close_check, stream_comparisons
 from .quality import Quality, QualityThresholds, measure
 from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
@@ -338,5 +339,7 @@ def run_deep_checks(root: Path, spot: int, overrides: Overrides, thresholds: Qua
     if tokenizer.causal:
         run.frame0(tokenizer, loaded, pixels)
     run.quality(tokenizer, loaded, pixels, thresholds, report)
+    if cache_config.audio is not None:
+        check_audio(rec, loaded, pixels, lambda row, name: stored_row(root, row, name))
     if cache_config.text is not None:
         run.text(spot_rows, report)

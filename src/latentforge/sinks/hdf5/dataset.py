@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from ...cache.audio_section import AUDIO_PRESENT, AUDIO_SPAN, audio_present
 from ...cache.config_file import CacheConfig
 from ...cache.expect import CacheExpectation, CacheMismatch, check_expectation
 from ...cache.hdf5_files import reading
@@ -136,6 +137,8 @@ class LatentCacheDataset(Dataset):
                 item.update(_text_fields(fields["text_embeddings"][slot], length))
             if self.flatten_tokens:
                 item["token_length"] = torch.tensor(item["tokens"].shape[-1], dtype=torch.int64)
+            if self.config.audio is not None:
+                item[AUDIO_PRESENT] = audio_present(item[AUDIO_SPAN])
             item["dataset_index"] = index
             item["source_index"] = int(self.index.source_index[index])
             item["sample_id"] = self.index.sample_id[index]

@@ -9,6 +9,8 @@ other file: the bytes depend only on the rows and the pinned pyarrow version. Co
 - `unknown_token_fraction` (double, null where a row does not record it), only in a cache whose rows record it;
 - `motion`, `black_fraction`, `brightness` (double) from `provenance.quality`, only in a cache whose rows record it
   (segments: docs/long-videos.md);
+- `audio_present` (bool), `audio_start_s`, `audio_end_s` (double, null where no audio covers the window) from
+  `provenance.audio`, only in a cache built with sound (docs/audio.md);
 - each pass-through column whose values are scalars of one type, under its own name (unless that name is taken).
 """
 
@@ -47,6 +49,9 @@ _FIXED = pa.schema([
 FIXED_COLUMNS = tuple(_FIXED.names)
 UNKNOWN_TOKENS = "unknown_token_fraction"
 QUALITY_COLUMNS = ("motion", "black_fraction", "brightness")  # provenance.quality, where segments scored the rows
+# provenance.audio's fields under their column names, where the rows record sound
+AUDIO_COLUMNS = {"audio_present": ("present", pa.bool_()), "audio_start_s": ("start_s", pa.float64()),
+                 "audio_end_s": ("end_s", pa.float64())}
 
 
 def _fixed_values(row: ManifestRow) -> dict[str, Any]:
@@ -98,18 +103,20 @@ class ManifestColumns:
 
     schema: pa.Schema
     unknown: bool  # an unknown_token_fraction column from the rows' field
-    quality: bool  # the QUALITY_COLUMNS from provenance.quality; every other column past the fixed ones is `extra`
+    quality: bool  # the QUALITY_COLUMNS from provenance.quality
+    audio: bool = False  # the AUDIO_COLUMNS from provenance.audio; every other column past these is `extra`
 
 
 def manifest_columns(rows: Iterable[ManifestRow]) -> ManifestColumns:
     """The columns manifest.parquet holds for these rows, found in one pass that keeps a chunk of rows at a time.
     A pass-through column's type is the one pa.array infers from all its values: each chunk's are inferred, and only
     where chunks disagree is the whole column inferred (a pass over `rows` again, one column's values held)."""
-    unknown = quality = False
+    unknown = quality = audio = False
     seen: dict[str, set[pa.DataType] | None] = {}  # pass-through name -> types of its chunks (None: no array)
     for chunk in _chunks(rows):
         unknown = unknown or any(row.unknown_token_fraction is not None for row in chunk)
         quality = quality or any("quality" in row.provenance for row in chunk)
+        audio = audio or any("audio" in row.provenance for row in chunk)
         names: dict[str, None] = {}
         for row in chunk:
             names.update(dict.fromkeys(row.extra))
@@ -123,6 +130,8 @@ def manifest_columns(rows: Iterable[ManifestRow]) -> ManifestColumns:
         fields.append(pa.field(UNKNOWN_TOKENS, pa.float64()))
     if quality:  # likewise: only a cache whose rows were scored
         fields.extend(pa.field(name, pa.float64()) for name in QUALITY_COLUMNS)
+    if audio:  # likewise: only a cache built with sound
+        fields.extend(pa.field(name, kind) for name, (_, kind) in AUDIO_COLUMNS.items())
     taken = {field.name for field in fields}
     for name, types in seen.items():
         if name in taken or not types:
@@ -130,13 +139,14 @@ def manifest_columns(rows: Iterable[ManifestRow]) -> ManifestColumns:
         kind = next(iter(types)) if len(types) == 1 else _inferred([row.extra.get(name) for row in rows])
         if kind is not None and _is_scalar(kind):
             fields.append(pa.field(name, kind))
-    return ManifestColumns(pa.schema(fields), unknown, quality)
+    return ManifestColumns(pa.schema(fields), unknown, quality, audio)
 
 
 def manifest_batches(rows: Iterable[ManifestRow], columns: ManifestColumns) -> Iterator[pa.RecordBatch]:
     """The table's rows as record batches of CHUNK_ROWS rows (the last shorter), in dataset_index order."""
     schema = columns.schema
-    derived = len(FIXED_COLUMNS) + columns.unknown + len(QUALITY_COLUMNS) * columns.quality
+    derived = (len(FIXED_COLUMNS) + columns.unknown + len(QUALITY_COLUMNS) * columns.quality
+               + len(AUDIO_COLUMNS) * columns.audio)
     for chunk in _chunks(rows):
         fixed = [_fixed_values(row) for row in chunk]
         arrays = []
@@ -147,6 +157,9 @@ def manifest_batches(rows: Iterable[ManifestRow], columns: ManifestColumns) -> I
                 values = [row.extra.get(field.name) for row in chunk]
             elif field.name == UNKNOWN_TOKENS:
                 values = [row.unknown_token_fraction for row in chunk]
+            elif field.name in AUDIO_COLUMNS:
+                key = AUDIO_COLUMNS[field.name][0]
+                values = [(row.provenance.get("audio") or {}).get(key) for row in chunk]
             else:
                 values = [(row.provenance.get("quality") or {}).get(field.name) for row in chunk]
             arrays.append(pa.array(values, type=field.type))

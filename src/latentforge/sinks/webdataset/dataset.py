@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from ...cache.audio_section import AUDIO_PRESENT, AUDIO_SPAN, audio_present
 from ...cache.config_file import CacheConfig
 from ...cache.expect import CacheExpectation, check_expectation
 from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, SUMS
@@ -155,6 +156,8 @@ class StreamingLatentDataset(IterableDataset):
             item["token_length"] = torch.tensor(item["tokens"].shape[-1], dtype=torch.int64)
         for stream in self.streams:  # conditioning streams (docs/conditioning.md), under their own names
             item[stream.name] = torch.from_numpy(npy_array(raw[stream_member(stream.name)]))
+        if self.config.audio is not None:
+            item[AUDIO_PRESENT] = audio_present(item[AUDIO_SPAN])
         if self.text:
             item.update(self._text_fields(raw))
         item.update({"dataset_index": int(row["dataset_index"]), "source_index": int(row["source_index"]),
