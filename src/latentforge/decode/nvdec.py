@@ -22,7 +22,7 @@ from ..config import FramesConfig
 from ..errors import SampleRejected
 from ..records import VideoInfo
 from .pyav import decode_rgb
-from .resize import ResizePlan
+from .resize import ResizeGeometry
 
 Frames = TypeVar("Frames")
 # The CUDA context options of every decode: the GPU's primary context. FFmpeg needs it inactive or made with its own
@@ -69,7 +69,7 @@ def with_nvdec(decode: Callable[[HWAccel | None], Frames], frames_cfg: FramesCon
 
 
 def decode_rgb_nvdec(
-    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
+    path: str, info: VideoInfo, indices: list[int], plan: ResizeGeometry, frames_cfg: FramesConfig, sample_id: str,
     threads: int = 0,
 ) -> tuple[np.ndarray, str]:
     """(uint8 [T, out_h, out_w, 3], the decoder that produced it: "nvdec" or "cpu (nvdec failed: <error>)").

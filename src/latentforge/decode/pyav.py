@@ -17,7 +17,7 @@ from ..config import FramesConfig
 from ..errors import SampleRejected
 from ..records import VideoInfo
 from .frame_reader import decode_frames
-from .resize import ResizePlan
+from .resize import ResizeGeometry
 
 # Accurate rounding and full chroma interpolation for quality, bit-exact for the same output on every CPU.
 SWSCALE_FLAGS = Interpolation.ACCURATE_RND | Interpolation.FULL_CHR_H_INT | Interpolation.BITEXACT
@@ -71,7 +71,7 @@ def upright(image: np.ndarray, rotation: int) -> np.ndarray:
     return np.ascontiguousarray(np.rot90(image, k=(rotation // 90) % 4))
 
 
-def torch_resize(rgb: np.ndarray, plan: ResizePlan, filter_name: str) -> np.ndarray:
+def torch_resize(rgb: np.ndarray, plan: ResizeGeometry, filter_name: str) -> np.ndarray:
     """uint8 [H, W, 3] -> uint8 [scaled_h, scaled_w, 3] with torch; antialiased when either axis shrinks."""
     image = torch.from_numpy(rgb).permute(2, 0, 1)[None].float()
     size = (plan.scaled_h, plan.scaled_w)
@@ -83,7 +83,7 @@ def torch_resize(rgb: np.ndarray, plan: ResizePlan, filter_name: str) -> np.ndar
     return out.round().clamp(0, 255).to(torch.uint8)[0].permute(1, 2, 0).numpy()
 
 
-def frame_to_output(frame: av.VideoFrame, info: VideoInfo, plan: ResizePlan, frames_cfg: FramesConfig,
+def frame_to_output(frame: av.VideoFrame, info: VideoInfo, plan: ResizeGeometry, frames_cfg: FramesConfig,
                     threads: int = 0) -> np.ndarray:
     """One decoded frame -> uint8 [out_h, out_w, 3]: colour, upright, resize per backend, crop."""
     if frames_cfg.resize_backend == "swscale":
@@ -95,7 +95,7 @@ def frame_to_output(frame: av.VideoFrame, info: VideoInfo, plan: ResizePlan, fra
     return np.ascontiguousarray(scaled[y0:y1, x0:x1])
 
 
-def check_planned_size(frame: av.VideoFrame, index: int, info: VideoInfo, plan: ResizePlan, path: str,
+def check_planned_size(frame: av.VideoFrame, index: int, info: VideoInfo, plan: ResizeGeometry, path: str,
                        sample_id: str) -> None:
     """A frame of another stored size than the window was planned for would be stretched: reject instead."""
     upright = info.upright_of((frame.width, frame.height))
@@ -108,7 +108,7 @@ def check_planned_size(frame: av.VideoFrame, index: int, info: VideoInfo, plan: 
 
 
 def decode_rgb(
-    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
+    path: str, info: VideoInfo, indices: list[int], plan: ResizeGeometry, frames_cfg: FramesConfig, sample_id: str,
     hwaccel=None, threads: int = 0, from_start: bool = False,
 ) -> np.ndarray:
     """uint8 [T, out_h, out_w, 3] for the source frames `indices` (repeats allowed). threads: FFmpeg's, for

@@ -2,7 +2,7 @@
 
 The plan is made in display geometry (the sample aspect ratio and the rotation applied), so output pixels are
 square; the stored frame, rotated upright, is then resized as a whole to the scaled size, which stretches it by
-its sample aspect ratio. One `ResizePlan` drives every modality of a sample, so RGB, mask and depth pixels stay
+its sample aspect ratio. One `ResizeGeometry` drives every modality of a sample, so RGB, mask and depth pixels stay
 aligned: RGB is filtered (swscale or torch), masks and depth are sampled nearest-neighbour on the same grid.
 """
 
@@ -18,7 +18,7 @@ RESIZE_MODES = ("cover_crop", "stretch")
 
 
 @dataclass(frozen=True)
-class ResizePlan:
+class ResizeGeometry:
     """Scale the displayed source to (scaled_w, scaled_h), then keep `crop` of it (out_w x out_h)."""
 
     scaled_w: int
@@ -39,7 +39,7 @@ class ResizePlan:
 
 
 def plan_resize(src_w: int, src_h: int, out_w: int, out_h: int, mode: str,
-                stored: tuple[int, int] | None = None) -> ResizePlan:
+                stored: tuple[int, int] | None = None) -> ResizeGeometry:
     """cover_crop: scale by max(out_w/src_w, out_h/src_h) (sizes rounded to nearest, never below the output),
     then centre-crop, extra pixel on the right/bottom; stretch: scale straight to the output size.
     src_w x src_h is the displayed size; `stored` the stored size turned upright (default: the displayed size,
@@ -60,10 +60,10 @@ def plan_resize(src_w: int, src_h: int, out_w: int, out_h: int, mode: str,
     crop = (x0, y0, x0 + out_w, y0 + out_h)
     sx, sy = stored_w / scaled_w, stored_h / scaled_h
     source_crop = (crop[0] * sx, crop[1] * sy, crop[2] * sx, crop[3] * sy)
-    return ResizePlan(scaled_w, scaled_h, crop, source_crop, out_w, out_h, stored_w, stored_h)
+    return ResizeGeometry(scaled_w, scaled_h, crop, source_crop, out_w, out_h, stored_w, stored_h)
 
 
-def nearest_source_indices(plan: ResizePlan) -> tuple[np.ndarray, np.ndarray]:
+def nearest_source_indices(plan: ResizeGeometry) -> tuple[np.ndarray, np.ndarray]:
     """Source row and column of every output pixel under nearest-neighbour sampling.
 
     Output pixel centre (x + 0.5) in scaled space maps to stored source x_s = (x + 0.5) * stored_w / scaled_w;
@@ -81,7 +81,7 @@ class NearestClip:
     frame at a time: each frame stays in cache between the row and column passes (and for the caller's own
     work on it), and the full-resolution clip never exists as one array."""
 
-    def __init__(self, plan: ResizePlan, indices: list[int]) -> None:
+    def __init__(self, plan: ResizeGeometry, indices: list[int]) -> None:
         self.rows, self.cols = nearest_source_indices(plan)
         self.length = len(indices)
         self.positions: dict[int, list[int]] = {}  # source frame -> the clip's frames that show it

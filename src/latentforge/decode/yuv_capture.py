@@ -13,7 +13,7 @@ from ..records import VideoInfo
 from .frame_reader import decode_frames
 from .modality_frames import ModalityFrames
 from .pyav import check_planned_size, colour_tags
-from .resize import ResizePlan
+from .resize import ResizeGeometry
 from .yuv_format import YuvFormat
 
 # FFmpeg pixel format -> how its planes are laid out in a frame's bytes (records.YUV_LAYOUTS).
@@ -34,7 +34,7 @@ def check_yuv_source(pix_fmt: str, width: int, height: int, path: str, sample_id
                              f"even sizes only; {fix}")
 
 
-def yuv_format(frame: av.VideoFrame, info: VideoInfo, plan: ResizePlan, frames_cfg: FramesConfig) -> YuvFormat:
+def yuv_format(frame: av.VideoFrame, info: VideoInfo, plan: ResizeGeometry, frames_cfg: FramesConfig) -> YuvFormat:
     """How the device turns this frame's planes into the output frame: its own colour tags (colour_tags, as
     to_rgb24 converts), the video's rotation, the plan's scaled size and crop."""
     matrix, full_range = colour_tags(frame)
@@ -66,7 +66,7 @@ def copy_planes(frame: av.VideoFrame, fmt: YuvFormat, out: np.ndarray) -> None:
 
 
 def decode_yuv(
-    path: str, info: VideoInfo, indices: list[int], plan: ResizePlan, frames_cfg: FramesConfig, sample_id: str,
+    path: str, info: VideoInfo, indices: list[int], plan: ResizeGeometry, frames_cfg: FramesConfig, sample_id: str,
     hwaccel=None, threads: int = 0, from_start: bool = False,
 ) -> ModalityFrames:
     """uint8 [T, frame_bytes] YUV frames for the source frames `indices` (repeats allowed), with their YuvFormat.

@@ -1,4 +1,4 @@
-"""The CPU-only probe: reject what can be rejected before GPU work, fix each sample's window and resize plan.
+"""The CPU-only probe: reject what can be rejected before GPU work, fix each sample's window and resize geometry.
 Decodes the video once (decode/stream_probe.py) and reads modality headers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..config import BuildConfig
-from ..decode.resize import ResizePlan, plan_resize
+from ..decode.resize import ResizeGeometry, plan_resize
 from ..decode.sources import ModalitySource, check_matches_video, probe_modality_source
 from ..decode.stream_probe import probe_video
 from ..decode.yuv_capture import check_yuv_source
@@ -24,7 +24,7 @@ from .side_streams import SideRows, probe_side_streams
 class ProbeResult:
     info: VideoInfo
     window: FrameWindow
-    plan: ResizePlan
+    plan: ResizeGeometry
     caption: str
     modality_info: dict[str, Any] = field(default_factory=dict)  # modality -> ModalitySource
     bucket: dict[str, Any] | None = None  # with frames.buckets: the bucket's name and why it was chosen

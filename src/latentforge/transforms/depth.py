@@ -13,7 +13,7 @@ import numpy as np
 
 from ..config import DepthConfig
 from ..decode.modality_frames import ModalityFrames
-from ..decode.resize import NearestClip, ResizePlan
+from ..decode.resize import NearestClip, ResizeGeometry
 from ..decode.sources import ModalitySource, iter_source_frames
 from ..errors import SampleRejected
 
@@ -93,7 +93,7 @@ def normalize_into(depth: np.ndarray, lo: float, hi: float, out: np.ndarray) -> 
 
 
 def load_depth(
-    source: ModalitySource, indices: list[int], plan: ResizePlan, depth_cfg: DepthConfig, sample_id: str,
+    source: ModalitySource, indices: list[int], plan: ResizeGeometry, depth_cfg: DepthConfig, sample_id: str,
     from_start: bool = False,
 ) -> tuple[ModalityFrames, dict[str, Any]]:
     """float32 [T, out_h, out_w] in [-1, 1] (the encoder repeats it into 3 channels), and the row's params:

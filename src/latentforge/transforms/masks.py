@@ -10,7 +10,7 @@ import torch
 
 from ..config import MaskConfig
 from ..decode.modality_frames import ModalityFrames
-from ..decode.resize import NearestClip, ResizePlan
+from ..decode.resize import NearestClip, ResizeGeometry
 from ..decode.sources import ModalitySource, iter_source_frames
 from ..errors import ConfigError, SampleRejected
 
@@ -65,7 +65,7 @@ def _undeclared_ids(codes: np.ndarray, declared: np.ndarray) -> list[int]:
 
 
 def load_mask(
-    source: ModalitySource, indices: list[int], plan: ResizePlan, mask_cfg: MaskConfig, sample_id: str,
+    source: ModalitySource, indices: list[int], plan: ResizeGeometry, mask_cfg: MaskConfig, sample_id: str,
     from_start: bool = False,
 ) -> tuple[ModalityFrames, dict[str, Any]]:
     """The palette colours of the source frames `indices` ([T, out_h, out_w] ids with their palette, or uint8
