@@ -18,4 +18,5 @@ class HunyuanVideoTokenizer(ScaledLatentTokenizer):
     checkpoint_advice = ADVICE
     latent_channels = 16
     temporal_factor = 4
+    default_tile = (256, 192)
     spatial_factor = 8

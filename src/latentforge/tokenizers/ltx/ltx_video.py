@@ -19,4 +19,5 @@ class LTXVideoTokenizer(ChannelStatsTokenizer):
     checkpoint_advice = ADVICE
     latent_channels = 128
     temporal_factor = 8
+    default_tile = (512, 448)
     spatial_factor = 32
