@@ -13,6 +13,7 @@ ADVICE = (
 
 class HunyuanVideoTokenizer(ScaledLatentTokenizer):
     name = "hunyuanvideo"
+    latent_family = "hunyuanvideo"
     model_class = "AutoencoderKLHunyuanVideo"
     family = "HunyuanVideo"
     checkpoint_advice = ADVICE

@@ -14,6 +14,7 @@ ADVICE = (
 
 class HunyuanVideo15Tokenizer(ScaledLatentTokenizer):
     name = "hunyuanvideo1.5"
+    latent_family = "hunyuanvideo1.5"
     model_class = "AutoencoderKLHunyuanVideo15"
     family = "HunyuanVideo 1.5"
     checkpoint_advice = ADVICE

@@ -13,6 +13,7 @@ ADVICE = (
 
 class LTX2Tokenizer(ChannelStatsTokenizer):
     name = "ltx2"
+    latent_family = "ltx2"
     model_class = "AutoencoderKLLTX2Video"
     family = "LTX-2"
     checkpoint_advice = ADVICE

@@ -14,6 +14,7 @@ ADVICE = (
 
 class LTXVideoTokenizer(ChannelStatsTokenizer):
     name = "ltx-video"
+    latent_family = "ltx-video"
     model_class = "AutoencoderKLLTXVideo"
     family = "LTX-Video"
     checkpoint_advice = ADVICE
