@@ -10,6 +10,7 @@ import pytest
 from helpers.builds import build_stopped_in_commit
 from helpers.exec_world import exec_config, make_table
 from helpers.media import pattern_frames, write_video
+from helpers.tiny_diffusers_vaes import save_tiny_vae
 from latentforge.builder.lock import BuildLock
 from latentforge.builder.resume import check_config, check_inputs, resume_key
 from latentforge.builder.run import build
@@ -109,6 +110,24 @@ def test_wan22_with_the_same_file_is_refused_on_resume_naming_the_tokenizer(tmp_
     wan22 = exec_config(tmp_path / "t.csv", tmp_path / "cache", "tokenizer.name=wan2.2", *sizes)
     with pytest.raises(LatentforgeError, match="(?s)config.tokenizer.name: 'wan2.1' -> 'wan2.2'.*--overwrite"):
         check_config(build_dir, resume_key(wan22))
+
+
+def test_a_changed_tile_rule_is_refused_on_resume(tmp_path):
+    """Spatial tiling of the diffusers-class VAEs changes the latent: its rule is part of the resume key."""
+    weights = save_tiny_vae("hunyuanvideo", tmp_path / "hunyuanvideo-vae")
+    tiled = ["tokenizer.name=hunyuanvideo", f"tokenizer.checkpoint={weights}", "tokenizer.tiling=spatial",
+             "tokenizer.tile_size=32"]
+    started = exec_config(tmp_path / "t.csv", tmp_path / "cache", *tiled, "tokenizer.tile_stride=16")
+    build_dir = tmp_path / "cache" / "build"
+    check_inputs(build_dir, resume_key(started), {"version": 1, "count": 0, "sha256": "", "entries": {}})
+    check_config(build_dir, resume_key(started))  # the same rule resumes
+    with pytest.raises(LatentforgeError, match=r"config.tokenizer.tile_stride: 16 -> 24"):
+        check_config(build_dir, resume_key(exec_config(tmp_path / "t.csv", tmp_path / "cache", *tiled,
+                                                       "tokenizer.tile_stride=24")))
+    untiled = exec_config(tmp_path / "t.csv", tmp_path / "cache", *tiled[:2])
+    with pytest.raises(LatentforgeError, match=r"(?s)config.tokenizer.tile_size: 32 -> None.*"
+                                               r"config.tokenizer.tiling: 'spatial' -> 'off'"):
+        check_config(build_dir, resume_key(untiled))
 
 
 def _wan_started(tmp_path):

@@ -16,7 +16,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from helpers.fake_rows import TEXT_DIM, build_cache, make_samples
+from helpers.fake_rows import TEXT_DIM, WAN21_TOKENIZER, build_cache, make_samples
 from latentforge.cli.main import main
 from latentforge.errors import ConfigError, ForcedWarning
 from latentforge.export import EXPORT_RECORD, export_cache, run
@@ -29,8 +29,8 @@ def caches(tmp_path_factory):
     """The same rows committed with padded and with trimmed text, 4096 wide as umT5-XXL writes it."""
     folder = tmp_path_factory.mktemp("export")
     data = make_samples(text_dim=UMT5_WIDTH)
-    build_cache(folder / "padded", data)
-    build_cache(folder / "trimmed", data, text_storage="trimmed")
+    build_cache(folder / "padded", data, tokenizer=WAN21_TOKENIZER)
+    build_cache(folder / "trimmed", data, text_storage="trimmed", tokenizer=WAN21_TOKENIZER)
     return folder / "padded", folder / "trimmed"
 
 
@@ -38,7 +38,7 @@ def caches(tmp_path_factory):
 def narrow_cache(tmp_path_factory):
     """Rows with text of another width than any Wan DiT takes (as a 1024-wide T5 or a tiny test encoder writes)."""
     root = tmp_path_factory.mktemp("narrow") / "cache"
-    build_cache(root, make_samples())
+    build_cache(root, make_samples(), tokenizer=WAN21_TOKENIZER)
     return root
 
 
@@ -177,7 +177,7 @@ def test_a_rerun_writes_only_what_is_missing_and_refuses_another_export(caches, 
     (tmp_path / "busy" / "notes.txt").write_text("someone else's")
     with pytest.raises(ConfigError, match=f"holds no {EXPORT_RECORD}"):
         export_cache(padded, "pt-dicts", tmp_path / "busy")
-    with pytest.raises(ConfigError, match="allowed: musubi, pt-dicts"):
+    with pytest.raises(ConfigError, match="allowed: musubi, musubi-hunyuanvideo, pt-dicts"):
         export_cache(padded, "onetrainer", tmp_path / "other")
 
 

@@ -12,7 +12,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from helpers.fake_rows import build_cache, make_samples
+from helpers.fake_rows import WAN21_TOKENIZER, build_cache, make_samples
 from latentforge.cli.main import main
 from latentforge.errors import ConfigError
 from latentforge.export import export_cache, run
@@ -137,7 +137,7 @@ def test_clip_tokens_no_wan_dit_takes_are_refused():
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     root = tmp_path_factory.mktemp("i2v") / "cache"
-    build_cache(root, make_samples(text_dim=4096))
+    build_cache(root, make_samples(text_dim=4096), tokenizer=WAN21_TOKENIZER)
     return root
 
 

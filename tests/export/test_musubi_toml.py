@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
-from helpers.fake_rows import build_cache, make_samples
+from helpers.fake_rows import WAN21_TOKENIZER, build_cache, make_samples
 from latentforge.export import export_cache
 
 tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11's tomllib")
@@ -40,7 +40,7 @@ def _bench():
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("musubi_toml")
-    build_cache(folder / "cache", make_samples(text_dim=4096))
+    build_cache(folder / "cache", make_samples(text_dim=4096), tokenizer=WAN21_TOKENIZER)
     export_cache(folder / "cache", "musubi", folder / "export", ["rgb"])
     return folder / "export"
 

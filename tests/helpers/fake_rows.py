@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -84,8 +84,12 @@ def stage_units(build_dir: Path, data: SampleData, unit_size: int, text: bool = 
     return paths
 
 
+# a Wan2.1 VAE cache's fingerprint, as the exports to Wan trainers require (the rows themselves are generated)
+WAN21_TOKENIZER = {"name": "wan2.1", "checkpoint_sha256": None, "precision": "fp32"}
+
+
 def make_cache_config(rows_per_shard: int = 8, text: bool = True, text_storage: str = "padded",
-                      text_dim: int = TEXT_DIM) -> CacheConfig:
+                      text_dim: int = TEXT_DIM, tokenizer: dict[str, Any] | None = None) -> CacheConfig:
     """A cache_config with the contract's typed sections and only a few recorded settings; counts left at 0."""
     text_section = None
     if text:
@@ -97,7 +101,7 @@ def make_cache_config(rows_per_shard: int = 8, text: bool = True, text_storage: 
         latentforge_version=__version__, preset="openvid-perception-stage1", num_samples=0, num_shards=0,
         rows_per_shard=rows_per_shard, storage_dtype="float16",
         latent=LatentSection("perception_latent_state", LATENT_SHAPE, modalities, "rgb", (0, 1), "tokenizer"),
-        tokenizer={"name": "haar-4x8x8", "checkpoint_sha256": None, "precision": "fp32"},
+        tokenizer=tokenizer or {"name": "haar-4x8x8", "checkpoint_sha256": None, "precision": "fp32"},
         text=text_section,
         frames={"num_frames": 9, "height": 48, "width": 64, "fps": "source", "resize": "cover_crop"},
         build={"unit_size": 6, "batch_size": 2, "seed": 0},
@@ -115,11 +119,14 @@ def empty_prompt_arrays(text_dim: int = TEXT_DIM) -> tuple[np.ndarray, np.ndarra
 
 
 def build_cache(root: Path, data: SampleData | None = None, unit_size: int = 6, rows_per_shard: int = 8,
-                text: bool = True, text_storage: str = "padded") -> CommitResult:
+                text: bool = True, text_storage: str = "padded",
+                tokenizer: dict[str, Any] | None = None) -> CommitResult:
+    """`tokenizer`: the fingerprint cache_config.json records (default: haar-4x8x8's)."""
     data = data or make_samples()
     text_dim = next(iter(data.embeddings.values())).shape[1]  # the width make_samples drew
     units = stage_units(root / "build", data, unit_size, text)
-    return commit_cache(root, units, PLAN_REJECTS, make_cache_config(rows_per_shard, text, text_storage, text_dim),
+    config = make_cache_config(rows_per_shard, text, text_storage, text_dim, tokenizer)
+    return commit_cache(root, units, PLAN_REJECTS, config,
                         empty_prompt_arrays(text_dim) if text else None,
                         {"text_note": "text embeddings come from an untrained tiny T5 (tests)."},
                         planned_units(unit_size))

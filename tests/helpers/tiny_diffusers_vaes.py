@@ -8,6 +8,7 @@ from typing import Any
 
 import diffusers
 import torch
+from diffusers import LTX2Pipeline, LTXPipeline
 
 # tokenizer name -> (diffusers class name, narrow config of the released architecture, a clip shape (T, H, W))
 TINY_VAES: dict[str, tuple[str, dict[str, Any], tuple[int, int, int]]] = {
@@ -25,7 +26,9 @@ TINY_VAES: dict[str, tuple[str, dict[str, Any], tuple[int, int, int]]] = {
                   (17, 32, 64)),
     "ltx2": ("AutoencoderKLLTX2Video",
              {"block_out_channels": (8, 16, 32, 64), "decoder_block_out_channels": (8, 16, 32),
-              "layers_per_block": (1, 1, 1, 1, 1), "decoder_layers_per_block": (1, 1, 1, 1)},
+              "layers_per_block": (1, 1, 1, 1, 1), "decoder_layers_per_block": (1, 1, 1, 1),
+              # stated in the released config (diffusers' conversion writes them); derived, they would be 64 and 16
+              "spatial_compression_ratio": 32, "temporal_compression_ratio": 8},
              (9, 64, 64)),
 }
 
@@ -53,3 +56,12 @@ def random_clip(name: str, batch: int = 1, seed: int = 1) -> torch.Tensor:
     frames, height, width = TINY_VAES[name][2]
     generator = torch.Generator().manual_seed(seed)
     return torch.rand(batch, 3, frames, height, width, generator=generator) * 2 - 1
+
+
+def reference_encode(name: str, vae: Any, video: torch.Tensor) -> torch.Tensor:
+    """The latent a pipeline makes: retrieve_latents(..., "argmax") then its normalisation."""
+    mu = vae.encode(video).latent_dist.mode()
+    if name.startswith("hunyuanvideo"):
+        return mu * vae.config.scaling_factor
+    pipeline = LTXPipeline if name == "ltx-video" else LTX2Pipeline
+    return pipeline._normalize_latents(mu, vae.latents_mean, vae.latents_std, vae.config.scaling_factor)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from diffusers import LTX2Pipeline, LTXPipeline
 
-from helpers.tiny_diffusers_vaes import TINY_VAES, random_clip, save_tiny_vae
+from helpers.tiny_diffusers_vaes import TINY_VAES, random_clip, reference_encode, save_tiny_vae
 from latentforge import registry
 from latentforge.config import TokenizerConfig
 from latentforge.errors import ConfigError
@@ -27,15 +27,6 @@ NAMES = list(TINY_VAES)
 def folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("vaes")
     return {name: save_tiny_vae(name, root / name, seed=i) for i, name in enumerate(NAMES)}
-
-
-def reference_encode(name: str, vae, video: torch.Tensor) -> torch.Tensor:
-    """The latent a pipeline makes: retrieve_latents(..., "argmax") then its normalisation."""
-    mu = vae.encode(video).latent_dist.mode()
-    if name.startswith("hunyuanvideo"):
-        return mu * vae.config.scaling_factor
-    pipeline = LTXPipeline if name == "ltx-video" else LTX2Pipeline
-    return pipeline._normalize_latents(mu, vae.latents_mean, vae.latents_std, vae.config.scaling_factor)
 
 
 def reference_decode(name: str, vae, latent: torch.Tensor) -> torch.Tensor:

@@ -121,10 +121,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     # the captions themselves.
     # HunyuanVideo (1.0): its 540p generation size, 129 frames of 544x960 at 24 fps (diffusers' HunyuanVideoPipeline
     # takes num_frames=129; official HunyuanVideo lists 544x960 among its 540p sizes) -> latent [16, 33, 68, 120].
+    # The whole clip does not fit in memory (the mid-block attention alone asks for 270 GiB in bf16), so it is
+    # encoded in spatial tiles as musubi-tuner's HunyuanVideo latent caching does (`--vae_tiling`: tiles of its VAE
+    # config's sample_size 256 pixels, overlap factor 0.25, so a new tile every 192 pixels).
     "hunyuanvideo-544p": {
         "frames": {"num_frames": 129, "height": 544, "width": 960, "fps": "24", "resize": "cover_crop"},
         "modalities": {"names": ["rgb"]},
-        "tokenizer": {"name": "hunyuanvideo", "precision": "fp32"},
+        "tokenizer": {"name": "hunyuanvideo", "precision": "fp32", "tiling": "spatial", "tile_size": 256,
+                      "tile_stride": 192},
         "text": {"name": "none"},
         "output": {"latent_dataset": "video_latent_state"},
     },

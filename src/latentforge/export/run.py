@@ -1,5 +1,6 @@
-"""`latentforge export CACHE --to musubi|pt-dicts DIR`: one file pair per sample, in musubi-tuner's Wan cache layout
-or as generic .pt dicts.
+"""`latentforge export CACHE --to musubi|musubi-hunyuanvideo|pt-dicts DIR`: each sample's files in musubi-tuner's Wan
+or HunyuanVideo cache layout, or as generic .pt dicts; a cache of a latent family the target does not write is
+refused first (latent_family.py).
 
 Each file appears only after it was loaded back and compared with the cache (write.py), so a rerun skips
 every file that exists and writes the rest. `latentforge-export.json` in DIR names the cache (the SHA-256 of
@@ -25,8 +26,10 @@ from ..locations import local_folder
 from ..progress import Progress, start_step
 from ..sinks.dispatch import local_hdf5_cache
 from ..sinks.hdf5.dataset import LatentCacheDataset
+from .files import ExportFile
+from .latent_family import check_target_takes
 from .musubi_i2v import MUSUBI_I2V_TASKS
-from .targets import MUSUBI, RENAMED, TARGETS, ExportFile, musubi_files, wan_text_width_problem
+from .targets import MUSUBI, RENAMED, TARGETS, musubi_files, wan_text_width_problem
 from .write import write_verified
 
 EXPORT_RECORD = "latentforge-export.json"
@@ -61,22 +64,25 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
         raise ConfigError(f"musubi task {musubi_task!r} is not an image-to-video task this export checks; allowed: "
                           f"{', '.join(MUSUBI_I2V_TASKS)} (leave it out for text-to-video)")
     root = local_hdf5_cache(root, "export")
-    tokens = CacheConfig.load(root).tokens
+    cache_config = CacheConfig.load(root)
+    tokens = cache_config.tokens
     if tokens is not None:
         raise ConfigError(f"{root} holds token ids (a discrete tokenizer's, vocabulary {tokens.vocabulary}), not "
                           f"latents; the {target} target writes float latents for diffusion trainers. Read the ids "
                           "with LatentCacheDataset (docs/dataset.md), or build with a continuous tokenizer")
+    check_target_takes(root, cache_config, target)
     dataset = LatentCacheDataset(root, modalities)
-    if dataset.config.text is None:
-        raise ConfigError(f"{dataset.root} holds no text embeddings, which every export target needs; export a "
+    if dataset.config.text is None and TARGETS[target].needs_text:
+        raise ConfigError(f"{dataset.root} holds no text embeddings, which the {target} target writes; export a "
                           "cache built with text.name set")
     problem = wan_text_width_problem(dataset.config) if target == MUSUBI else None
     if problem is not None and not force:
         raise ConfigError(f"{dataset.root}: {problem}; or pass --force to export it anyway")
     if problem is not None:
         warnings.warn(f"{dataset.root}: exporting anyway (forced): {problem}", ForcedWarning, stacklevel=2)
-    if target == MUSUBI and len(dataset):  # conditioning is cache-wide: sample 0 refuses before the folder exists
-        musubi_files(dataset.config, 0, dataset.__getitems__([0])[0], math.nan, musubi_task)
+    files_of = partial(musubi_files, task=musubi_task) if target == MUSUBI else TARGETS[target].files
+    if len(dataset):  # what a target refuses is cache-wide (conditioning, channels): sample 0 refuses first
+        files_of(dataset.config, 0, dataset.__getitems__([0])[0], math.nan)
     folder = Path(local_folder(str(folder), "the export folder"))
     if folder.resolve() == dataset.root.resolve() or dataset.root.resolve() in folder.resolve().parents:
         raise ConfigError(f"the export folder {folder} is inside the cache {dataset.root}, whose verify would then "
@@ -84,7 +90,6 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
     _claim(folder, dataset, target)
     config, index = dataset.config, dataset.index
     target_fps = None if config.fps in (None, "source") else float(str(config.fps))
-    files_of = partial(musubi_files, task=musubi_task) if target == MUSUBI else TARGETS[target]
     advance = start_step(progress, "samples", len(dataset), unit="samples")
     written = skipped = 0
     for start in range(0, len(dataset), _BATCH):

@@ -1,6 +1,6 @@
 """What one cache sample becomes in each export target: file names and tensor dicts.
 
-- `musubi`: musubi-tuner's Wan cache. Per sample, a latent file
+- `musubi`: musubi-tuner's Wan cache (Wan2.1 VAE latents only). Per sample, a latent file
   `{stem}_{start:05d}-{frames:03d}_{W:04d}x{H:04d}_wan.safetensors` holding `latents_{F}x{H'}x{W'}_{dtype}`
   ([C, F, H', W']) and a text file `{stem}_wan_te.safetensors` holding `varlen_t5_{dtype}` (the valid tokens only,
   [length, D], as Wan's T5 returns them); safetensors metadata as musubi-tuner writes it. A sample carrying
@@ -9,10 +9,9 @@
   `latents/{stem}.pt` = {latent [C, F, H', W'], fps} and `text/{stem}.pt` = {text_embeddings [max_length, D]
   zero-padded, text_length, text_mask bool [max_length], prompt}. No trainer's own layout: LTX-2's trainer reads
   `.precomputed/` folders of LTX-2 VAE latents and Gemma features, which no latentforge cache holds.
-`stem` is the sample's dataset_index, nine digits, so file names never depend on ids.
-
-Every tensor is cloned into storage of its own: the Dataset hands out views of one batch tensor, and torch.save
-writes a view's whole storage, so a view would put the batch into every file.
+- `musubi-hunyuanvideo`: musubi-tuner's HunyuanVideo latent files, no text (musubi_hunyuanvideo.py).
+`stem` is the sample's dataset_index, nine digits, so file names never depend on ids. Every tensor is written
+from a copy of its own (files.py).
 """
 
 from __future__ import annotations
@@ -21,9 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import torch
-
 from ..cache.config_file import CacheConfig
+from .files import ExportFile, own
+from .musubi_hunyuanvideo import MUSUBI_HUNYUANVIDEO, musubi_hunyuanvideo_files
 from .musubi_i2v import musubi_dtype_name, musubi_i2v_tensors
 
 MUSUBI, PT_DICTS = "musubi", "pt-dicts"
@@ -31,24 +30,6 @@ RENAMED = {"pt": PT_DICTS}  # old name -> new name: refused with a message namin
 _MUSUBI_ARCHITECTURE = "wan"  # musubi-tuner's ARCHITECTURE_WAN (short name) and ARCHITECTURE_WAN_FULL
 _MUSUBI_FORMAT_VERSION = "1.0.1"
 WAN_TEXT_WIDTH = 4096  # every Wan DiT's text_embedding takes umT5-XXL's 4096-wide states (text_dim=4096)
-
-
-@dataclass(frozen=True)
-class ExportFile:
-    """One file to write: its path relative to the export folder, its tensors and its string metadata."""
-
-    rel: str
-    tensors: dict[str, Any]
-    metadata: dict[str, str] | None = None  # safetensors only
-
-    @property
-    def is_safetensors(self) -> bool:
-        return self.rel.endswith(".safetensors")
-
-
-def _own(tensor: torch.Tensor) -> torch.Tensor:
-    """A contiguous copy holding only this tensor's elements (see the module docstring)."""
-    return tensor.clone(memory_format=torch.contiguous_format)
 
 
 def wan_text_width_problem(config: CacheConfig) -> str | None:
@@ -63,7 +44,7 @@ def wan_text_width_problem(config: CacheConfig) -> str | None:
 def musubi_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float,
                  task: str | None = None) -> list[ExportFile]:
     """`task`, one of musubi_i2v.MUSUBI_I2V_TASKS, refuses a sample without the streams that task trains on."""
-    latent = _own(item["latent"])
+    latent = own(item["latent"])
     _, frames, height, width = latent.shape
     stem = f"{index:09d}"
     extras = musubi_i2v_tensors(f"{stem} ({item['sample_id']})", item, latent, task)
@@ -71,12 +52,12 @@ def musubi_files(config: CacheConfig, index: int, item: dict[str, Any], fps: flo
     latent_file = ExportFile(
         f"{stem}_00000-{pixels}_{_MUSUBI_ARCHITECTURE}.safetensors",
         {f"latents_{frames}x{height}x{width}_{musubi_dtype_name(latent)}": latent,
-         **{key: _own(value) for key, value in extras.items()}},
+         **{key: own(value) for key, value in extras.items()}},
         {"architecture": _MUSUBI_ARCHITECTURE, "width": str(config.width), "height": str(config.height),
          "format_version": _MUSUBI_FORMAT_VERSION, "frame_count": str(config.num_frames)},
     )
     length = int(item["text_length"])
-    text = _own(item["text_embeddings"][:length])
+    text = own(item["text_embeddings"][:length])
     text_file = ExportFile(
         f"{stem}_{_MUSUBI_ARCHITECTURE}_te.safetensors",
         {f"varlen_t5_{musubi_dtype_name(text)}": text},
@@ -87,13 +68,30 @@ def musubi_files(config: CacheConfig, index: int, item: dict[str, Any], fps: flo
 
 def pt_dict_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float) -> list[ExportFile]:
     stem = f"{index:09d}"
-    latents: dict[str, Any] = {"latent": _own(item["latent"])}
+    latents: dict[str, Any] = {"latent": own(item["latent"])}
     if math.isfinite(fps):
         latents["fps"] = fps
-    text = {"text_embeddings": _own(item["text_embeddings"]), "text_length": _own(item["text_length"]),
-            "text_mask": _own(item["text_mask"]), "prompt": item["prompt"]}
+    text = {"text_embeddings": own(item["text_embeddings"]), "text_length": own(item["text_length"]),
+            "text_mask": own(item["text_mask"]), "prompt": item["prompt"]}
     return [ExportFile(f"latents/{stem}.pt", latents), ExportFile(f"text/{stem}.pt", text)]
 
 
-TARGETS: dict[str, Callable[[CacheConfig, int, dict[str, Any], float], list[ExportFile]]] = {
-    MUSUBI: musubi_files, PT_DICTS: pt_dict_files}
+FilesOf = Callable[[CacheConfig, int, dict[str, Any], float], list[ExportFile]]
+
+
+@dataclass(frozen=True)
+class ExportTarget:
+    """What a target writes per sample, and what it can take: the latent families (tokenizers' `latent_family`) its
+    trainer reads, None for any, and whether it needs the cache's text embeddings."""
+
+    files: FilesOf
+    families: frozenset[str] | None
+    needs_text: bool
+
+
+TARGETS: dict[str, ExportTarget] = {
+    # musubi-tuner trains Wan2.1 and Wan2.2-A14B models, both on the Wan2.1 VAE's latents; it has no Wan2.2 TI2V-5B task
+    MUSUBI: ExportTarget(musubi_files, frozenset({"wan2.1"}), True),
+    MUSUBI_HUNYUANVIDEO: ExportTarget(musubi_hunyuanvideo_files, frozenset({"hunyuanvideo"}), False),
+    PT_DICTS: ExportTarget(pt_dict_files, None, True),
+}

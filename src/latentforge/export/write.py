@@ -16,7 +16,7 @@ from safetensors.torch import save as safetensors_bytes
 
 from ..errors import CacheIntegrityError
 from ..io import atomic_path
-from .targets import ExportFile
+from .files import ExportFile
 
 
 def write_verified(folder: Path, file: ExportFile) -> None:

@@ -36,6 +36,9 @@ class Tokenizer(ABC):
     # "latents": encode returns float latents; "tokens": encode returns integer token ids [B,1,T',H',W'] in
     # [0, vocabulary), which a cache stores as unsigned integers (token_storage_dtype)
     output: ClassVar[str] = "latents"
+    # the models whose trainers read these latents, as export targets name them ("wan2.1", "hunyuanvideo", ...):
+    # an export target writes only the families it declares. Empty: no trainer's format is known to read them
+    latent_family: ClassVar[str] = ""
     vocabulary: ClassVar[int] = 0  # tokens: the number of distinct ids
     temporal_factor: int = 4
     spatial_factor: int = 8

@@ -1,6 +1,7 @@
 """A tokenizer over one of diffusers' video VAE classes, loaded from a diffusers folder: what the HunyuanVideo and
-LTX tokenizers share (checkpoint route, SHA-256 pin, architecture and exact key checks, precisions, the untiled
-whole-clip encode and decode, the fingerprint). Each subclass names its class and its latent normalisation.
+LTX tokenizers share (checkpoint route, SHA-256 pin, architecture and exact key checks, precisions, the whole-clip
+or spatially tiled encode and decode (vae_tiling.py), the fingerprint). Each subclass names its class and its
+latent normalisation.
 
 diffusers' `from_pretrained` would fill a missing tensor with random values and only warn, so the folder's weights
 are read here and must be exactly the model's tensors.
@@ -31,6 +32,7 @@ from .checkpoints import (
     resolve_checkpoint,
 )
 from .cpu_bf16 import check_cpu_bf16
+from .vae_tiling import TILING_OFF, WHOLE_CLIP, TileRule, enable_tiling, tile_rule
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 SINGLE_FILE = "single-file"  # what a file path resolves to; these tokenizers take folders only
@@ -42,6 +44,11 @@ class DiffusersVaeOptions:
 
     # bf16 on a CPU without bf16 instructions is very slow; the pre-flight refuses it unless this is set
     allow_slow_cpu_bf16: bool = option(False, PERMISSION)
+    # "spatial": diffusers' tiled encode and decode, for clips whose whole-clip encode does not fit in memory. It
+    # changes the latent, so these three keys define the function (no role): recorded and part of the resume key
+    tiling: str = TILING_OFF
+    tile_size: int | None = None  # pixels; None: diffusers' default for the class (default_tile)
+    tile_stride: int | None = None
 
 
 def vae_options(cfg: TokenizerConfig) -> DiffusersVaeOptions:
@@ -50,7 +57,8 @@ def vae_options(cfg: TokenizerConfig) -> DiffusersVaeOptions:
 
 class DiffusersVaeTokenizer(Tokenizer):
     """[B,3,T,H,W] in [-1,1] -> the normalised posterior mean, through diffusers' class `model_class` run on the
-    whole clip (tiling, slicing and frame-wise tiles off) with TF32 off in fp32."""
+    whole clip (slicing and frame-wise tiles off; spatial tiles only with tokenizer.tiling=spatial) with TF32 off
+    in fp32."""
 
     model_class: ClassVar[str]  # the diffusers class name, as a folder's config.json `_class_name` says
     family: ClassVar[str]  # the model's name in messages
@@ -60,12 +68,13 @@ class DiffusersVaeTokenizer(Tokenizer):
     required_config: ClassVar[dict[str, Any]] = {"in_channels": 3, "out_channels": 3}
     # encode and decode each clip of a batch alone (diffusers' slicing), where the class cannot take a batch
     one_clip_per_call: ClassVar[bool] = False
+    default_tile: ClassVar[tuple[int, int]]  # (tile_size, tile_stride) in pixels: diffusers' defaults for the class
     options_class = DiffusersVaeOptions
     precisions = {"fp32": 1e-5, "bf16": 2e-2}
     causal = True
 
     def __init__(self, checkpoint: str, precision: str = "fp32", sha256: str | None = None,
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str = "cpu", tiling: TileRule | None = None):
         super().__init__(device)
         if precision not in self.precisions:
             raise ConfigError(f"tokenizer.precision={precision!r} is not allowed for {self.name}; allowed: "
@@ -76,6 +85,9 @@ class DiffusersVaeTokenizer(Tokenizer):
         self.checkpoint_sha256 = checkpoint_sha256(self.source)
         check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
         model = self.load_model(self.source)
+        self.tiling = tiling
+        if tiling is not None:
+            enable_tiling(model, tiling, self.spatial_factor)
         self.read_constants(model)  # in float32, before the weights are cast
         # nn.Module's own cast: diffusers' override logs a warning about modules kept in float32, of which these
         # classes have none
@@ -136,7 +148,7 @@ class DiffusersVaeTokenizer(Tokenizer):
         check_keys(source, state, model.state_dict(), str, cls.family)
         model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True, assign=True)
         # the whole clip at once: diffusers' frame-wise tiles (on by default for HunyuanVideo beyond 16 frames)
-        # and spatial tiles blend overlapping encodes, another function
+        # and spatial tiles blend overlapping encodes, another function (spatial tiles only when configured)
         model.use_tiling = False
         model.use_slicing = cls.one_clip_per_call
         model.use_framewise_encoding = model.use_framewise_decoding = False
@@ -162,6 +174,13 @@ class DiffusersVaeTokenizer(Tokenizer):
         super().check_settings(cfg)
         if not cfg.checkpoint:
             raise ConfigError(f"tokenizer.checkpoint is required for {cls.name}; {cls.checkpoint_advice}")
+        cls.configured_tiling(cfg)
+
+    @classmethod
+    def configured_tiling(cls, cfg: TokenizerConfig) -> TileRule | None:
+        options = vae_options(cfg)
+        return tile_rule(options.tiling, options.tile_size, options.tile_stride, cls.default_tile,
+                         cls.spatial_factor, getattr(diffusers, cls.model_class))
 
     @classmethod
     def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
@@ -177,7 +196,7 @@ class DiffusersVaeTokenizer(Tokenizer):
     @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> DiffusersVaeTokenizer:
         cls.check_settings(cfg)
-        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device)
+        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device, cls.configured_tiling(cfg))
 
     # ------------------------------------------------------------------ encode, decode, fingerprint
 
@@ -209,7 +228,7 @@ class DiffusersVaeTokenizer(Tokenizer):
             "latent_channels": self.latent_channels,
             "temporal_factor": self.temporal_factor,
             "spatial_factor": self.spatial_factor,
-            "tiling": "none: the whole clip in one call",
+            "tiling": WHOLE_CLIP if self.tiling is None else self.tiling.record(self.spatial_factor),
             **self.normalization(),
             "architecture": json.loads(json.dumps(config)),
             "diffusers_version": diffusers.__version__,

@@ -13,9 +13,11 @@ ADVICE = (
 
 class HunyuanVideoTokenizer(ScaledLatentTokenizer):
     name = "hunyuanvideo"
+    latent_family = "hunyuanvideo"
     model_class = "AutoencoderKLHunyuanVideo"
     family = "HunyuanVideo"
     checkpoint_advice = ADVICE
     latent_channels = 16
     temporal_factor = 4
+    default_tile = (256, 192)
     spatial_factor = 8

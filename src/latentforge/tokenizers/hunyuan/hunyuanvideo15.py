@@ -14,11 +14,13 @@ ADVICE = (
 
 class HunyuanVideo15Tokenizer(ScaledLatentTokenizer):
     name = "hunyuanvideo1.5"
+    latent_family = "hunyuanvideo1.5"
     model_class = "AutoencoderKLHunyuanVideo15"
     family = "HunyuanVideo 1.5"
     checkpoint_advice = ADVICE
     latent_channels = 32
     temporal_factor = 4
+    default_tile = (256, 192)
     spatial_factor = 16
     # its mid-block attention builds a [B, L, L] causal mask for a [B, 1, L, C] query, which only a batch of one
     # broadcasts: each clip is encoded and decoded alone, as diffusers' slicing does

@@ -13,9 +13,11 @@ ADVICE = (
 
 class LTX2Tokenizer(ChannelStatsTokenizer):
     name = "ltx2"
+    latent_family = "ltx2"
     model_class = "AutoencoderKLLTX2Video"
     family = "LTX-2"
     checkpoint_advice = ADVICE
     latent_channels = 128
     temporal_factor = 8
+    default_tile = (512, 448)
     spatial_factor = 32

@@ -14,9 +14,11 @@ ADVICE = (
 
 class LTXVideoTokenizer(ChannelStatsTokenizer):
     name = "ltx-video"
+    latent_family = "ltx-video"
     model_class = "AutoencoderKLLTXVideo"
     family = "LTX-Video"
     checkpoint_advice = ADVICE
     latent_channels = 128
     temporal_factor = 8
+    default_tile = (512, 448)
     spatial_factor = 32

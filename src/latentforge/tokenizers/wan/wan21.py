@@ -65,6 +65,7 @@ class Wan21Tokenizer(WanTokenizer):
     """Wan2.1 VAE: [B,3,T,H,W] in [-1,1] -> normalised posterior mean [B,16,1+(T-1)/4,H/8,W/8]."""
 
     name = "wan2.1"
+    latent_family = "wan2.1"
     latent_channels = 16
     temporal_factor = 4
     spatial_factor = 8

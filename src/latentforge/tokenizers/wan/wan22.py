@@ -50,6 +50,7 @@ class Wan22Tokenizer(WanTokenizer):
     """Wan2.2 VAE: [B,3,T,H,W] in [-1,1] -> normalised posterior mean [B,48,1+(T-1)/4,H/16,W/16]."""
 
     name = "wan2.2"
+    latent_family = "wan2.2"
     latent_channels = 48
     temporal_factor = 4
     spatial_factor = 16
