@@ -36,6 +36,10 @@ _BACKENDS: dict[str, dict[str, str]] = {
         "wan2.1": "tokenizers.wan.wan21:Wan21Tokenizer",
         "wan2.2": "tokenizers.wan.wan22:Wan22Tokenizer",
     },
+    # audio tokenizers for audio.tokenizer (docs/audio.md): a window's PCM -> its audio latent
+    "audio_tokenizer": {
+        "ltx2-audio": "tokenizers.ltx.ltx2_audio:LTX2AudioTokenizer",
+    },
     "text": {
         "t5": "text.t5:T5TextEncoder",
         "umt5": "text.umt5:UMT5TextEncoder",

@@ -29,6 +29,7 @@ from ..config.schema import single_shape_frames
 from ..errors import DamagedFile, DamagedFileWarning, LatentforgeError, one_line
 from ..executor.base import Executor
 from ..io import canonical_json
+from ..pipeline.audio_latent import audio_checkpoint_digest
 from ..pipeline.plan import diff_fingerprints
 from ..pipeline.run_record import RESTART, read_run_record, write_run_record
 from ..staging.staged_units import open_staged_unit
@@ -70,6 +71,15 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
         del data["segments"]
     if not config.audio.enabled:  # a build without sound keeps the key it always had
         del data["audio"]
+    else:
+        # a build without an audio tokenizer keeps the key it had; with one, audio.sha256 is a check, like
+        # tokenizer.sha256, on the weights, whose actual SHA-256 the key holds
+        audio_keys = ("tokenizer", "checkpoint", "sha256", "precision")
+        if config.audio.tokenizer == "none":
+            data["audio"] = {k: v for k, v in data["audio"].items() if k not in audio_keys}
+        else:
+            del data["audio"]["sha256"]
+            key["audio_tokenizer_sha256"] = audio_checkpoint_digest(config)
     if config.captions.mode == "keep":  # a build that generates no caption keeps the key it always had
         del data["captions"]
     else:  # captions.sha256 is a check on the weights, whose actual SHA-256 the key holds

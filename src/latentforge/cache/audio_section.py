@@ -11,6 +11,8 @@ from .conditioning_streams import ConditioningStream
 AUDIO = "audio"  # float32 [samples, channels] PCM, zero past the window's own length and where no audio covers it
 AUDIO_SPAN = "audio_span"  # float64 [2]: [start, end) seconds audio covers, from the window's first frame; 0, 0: none
 AUDIO_LENGTH = "audio_length"  # int64 [1]: the window's own number of samples (round(duration * sample_rate))
+AUDIO_LATENT = "audio_latent"  # float32, the audio tokenizer's latent of the PCM (audio.tokenizer); its producer
+# is the tokenizer's fingerprint
 AUDIO_PRESENT = "audio_present"  # the training item's flag: some audio of the source covers the window
 
 
@@ -30,6 +32,11 @@ class AudioSection:
     resampler: dict[str, str]  # libswresample's settings
     rule: str  # how a window's span of time is fixed
     streams: tuple[ConditioningStream, ...]
+
+    @property
+    def latent(self) -> ConditioningStream | None:
+        """The audio latent's stream, where an audio tokenizer made one."""
+        return next((stream for stream in self.streams if stream.name == AUDIO_LATENT), None)
 
     def to_json(self) -> dict[str, Any]:
         return {"sample_rate": self.sample_rate, "channels": self.channels, "samples": self.samples,

@@ -16,6 +16,7 @@ from ..locations import is_url
 from .buckets import parse_buckets
 from .schema import (
     AUDIO_PARTIAL,
+    AUDIO_PRECISIONS,
     AUDIO_RESAMPLERS,
     CAPTION_MODES,
     CAPTION_TEMPLATES,
@@ -48,6 +49,7 @@ _CHOICES = {
     "conditioning.precision": CONDITIONING_PRECISIONS,
     "audio.partial": AUDIO_PARTIAL,
     "audio.resampler": AUDIO_RESAMPLERS,
+    "audio.precision": AUDIO_PRECISIONS,
 }
 _FILTERS = {"swscale": ("bilinear", "bicubic", "area", "lanczos"), "torch": ("bilinear", "bicubic", "area"),
             "device": ("bilinear", "bicubic", "area")}
@@ -275,6 +277,9 @@ def _validate_audio(config: BuildConfig) -> None:
                           "length; set audio.max_seconds (e.g. 4) or a target frames.fps")
     if audio.enabled and config.frames.buckets:
         raise ConfigError("audio.enabled does not combine with frames.buckets yet; build each shape on its own")
+    if audio.tokenizer != "none" and not audio.enabled:
+        raise ConfigError(f"audio.tokenizer={audio.tokenizer} encodes each window's sound, which needs "
+                          "audio.enabled=true; enable it or set audio.tokenizer=none")
 
 
 def _validate_dedup(config: BuildConfig) -> None:

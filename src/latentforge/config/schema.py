@@ -156,6 +156,7 @@ class ConditioningConfig:
 
 AUDIO_PARTIAL = ("pad", "reject")  # a window audio covers only in part: silence for the rest, or rejected
 AUDIO_RESAMPLERS = ("swr",)  # FFmpeg's libswresample with its settings pinned (decode/audio.py)
+AUDIO_PRECISIONS = ("fp32", "bf16")  # the audio tokenizer's compute dtype
 
 
 @dataclass
@@ -170,6 +171,11 @@ class AudioConfig:
     # frames.fps=source only: the longest window the cache holds (windows last num_frames / each video's own rate);
     # a longer one is rejected (audio_too_long). With a target fps every window lasts num_frames / fps.
     max_seconds: float | None = None
+    # none, or the registered audio tokenizer (ltx2-audio) whose latent of each window's PCM is stored beside it
+    tokenizer: str = "none"
+    checkpoint: str | None = None  # its diffusers folder (or a pipeline folder's audio_vae/)
+    sha256: str | None = None  # refuse weights whose SHA-256 differs, checked before they are read
+    precision: str = "fp32"  # fp32 | bf16
 
 
 CAPTION_MODES = ("keep", "generate_missing", "generate_all")

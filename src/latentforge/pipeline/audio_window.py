@@ -19,6 +19,7 @@ from ..decode.audio import RESAMPLER, decode_audio
 from ..errors import SampleRejected
 from ..records import Sample, VideoInfo
 from ..transforms.window import FrameWindow
+from .audio_latent import audio_latent_stream
 
 RULE = ("from the first frame's presentation time to the last frame's end (at a target fps num_frames / fps "
         "seconds, at the source rate the gap to the next frame); output sample i plays at start + i / sample_rate; "
@@ -33,20 +34,24 @@ def window_samples(config: BuildConfig) -> int:
 
 
 def audio_section(config: BuildConfig) -> AudioSection | None:
-    """What cache_config.json records of the sound; None without audio.enabled."""
+    """What cache_config.json records of the sound (the audio latent's stream too); None without audio.enabled."""
     audio = config.audio
     if not audio.enabled:
         return None
-    samples = window_samples(config)
-    streams = (ConditioningStream(AUDIO, (samples, audio.channels), "float32", {"rule": RULE}),
-               ConditioningStream(AUDIO_SPAN, (2,), "float64", {"unit": "seconds from the window's first frame"}),
-               ConditioningStream(AUDIO_LENGTH, (1,), "int64", {"unit": "samples"}))
-    return AudioSection(audio.sample_rate, audio.channels, samples, audio.partial, dict(RESAMPLER), RULE, streams)
+    latent = audio_latent_stream(config, window_samples(config))
+    streams = audio_streams(config) + (() if latent is None else (latent,))
+    return AudioSection(audio.sample_rate, audio.channels, window_samples(config), audio.partial, dict(RESAMPLER),
+                        RULE, streams)
 
 
 def audio_streams(config: BuildConfig) -> tuple[ConditioningStream, ...]:
-    section = audio_section(config)
-    return () if section is None else section.streams
+    """The streams decode makes (PCM, span, length), stored as decoded; () without audio.enabled."""
+    audio = config.audio
+    if not audio.enabled:
+        return ()
+    return (ConditioningStream(AUDIO, (window_samples(config), audio.channels), "float32", {"rule": RULE}),
+            ConditioningStream(AUDIO_SPAN, (2,), "float64", {"unit": "seconds from the window's first frame"}),
+            ConditioningStream(AUDIO_LENGTH, (1,), "int64", {"unit": "samples"}))
 
 
 def window_sound_span(info: VideoInfo, window: FrameWindow, config: BuildConfig) -> tuple[float, int]:

@@ -7,6 +7,7 @@ nothing but its samples, the config and the models. The local executor and a Ray
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..cache.audio_section import AUDIO, AUDIO_LATENT
 from ..cache.encoded_by import function_digest
 from ..config import BuildConfig
 from ..devices import DeviceClock
@@ -24,7 +26,9 @@ from ..staging.remote_staging import stage_unit
 from ..staging.staged_units import StagedRow
 from ..testing.fault_points import fault_point
 from ..text.prompt_cache import PromptCache
+from ..tokenizers.audio_base import AudioTokenizer
 from ..tokenizers.base import Tokenizer
+from .audio_latent import audio_latent_stream, encode_audio_rows, load_audio_tokenizer
 from .audio_window import audio_streams
 from .batch_queue import BatchQueue, encode_on_device
 from .conditioning import ConditioningStage
@@ -106,6 +110,11 @@ class UnitContext:
         """The latents' dtype: storage_dtype, or an unsigned integer for token ids."""
         return np.dtype(type(self.tokenizer).latent_storage_dtype(self.config.output.storage_dtype))
 
+    @functools.cached_property
+    def audio_tokenizer(self) -> AudioTokenizer | None:
+        """audio.tokenizer's model on the tokenizer's device, loaded at the first unit that encodes sound."""
+        return load_audio_tokenizer(self.config, self.tokenizer.device)
+
     def close(self) -> None:
         """Stop the text thread (after the last unit)."""
         if self.text_prefetch is not None:
@@ -167,6 +176,18 @@ def _row_shape(ctx: UnitContext) -> tuple[int, ...]:
     frames = ctx.config.frames
     channels, *rest = ctx.tokenizer.latent_shape(frames.num_frames, frames.height, frames.width)
     return (channels * len(ctx.config.modalities.names), *rest)
+
+
+def _encode_sound(ctx: UnitContext, streams: dict[str, np.ndarray]) -> float:
+    """streams[AUDIO_LATENT] from streams[AUDIO]; the seconds it took."""
+    started = time.perf_counter()
+    pcm = streams[AUDIO]
+    if len(pcm):
+        streams[AUDIO_LATENT] = encode_audio_rows(ctx.audio_tokenizer, pcm)
+    else:  # a unit of rejects only
+        stream = audio_latent_stream(ctx.config, pcm.shape[1])
+        streams[AUDIO_LATENT] = np.zeros((0, *stream.shape), stream.dtype)
+    return time.perf_counter() - started
 
 
 def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
@@ -269,6 +290,8 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
     for stream in decoded_streams:
         streams[stream.name] = (np.stack(side[stream.name]) if rows
                                 else np.zeros((0, *stream.shape), dtype=stream.dtype))
+    if ctx.audio_tokenizer is not None:  # audio.tokenizer: each row's PCM encoded (docs/audio.md)
+        ctx.seconds["audio_encode"] += _encode_sound(ctx, streams)
     if text_clock is not None:
         ctx.seconds["text"] += text_clock.seconds()
     text_embeddings = text_lengths = None

@@ -39,22 +39,23 @@ class CheckpointSource:
 # ------------------------------------------------------------------------------------------ resolving
 
 
-def resolve_checkpoint(checkpoint: str, advice: str, file_kind: str) -> CheckpointSource:
+def resolve_checkpoint(checkpoint: str, advice: str, file_kind: str, subfolder: str = "vae") -> CheckpointSource:
     """A file (of `file_kind`), a folder or a hub id -> CheckpointSource, without reading any weights. `advice`
-    names the local files to pass instead, in every refusal."""
+    names the local files to pass instead, in every refusal; `subfolder` is where a pipeline folder holds the
+    model."""
     path = Path(checkpoint).expanduser()
     if path.is_file():
         return CheckpointSource(file_kind, path, (path,))
     if path.is_dir():
-        return diffusers_folder(path, advice)
+        return diffusers_folder(path, advice, subfolder)
     if HUB_ID.match(checkpoint) and not checkpoint.endswith(_FILE_SUFFIXES):
-        return diffusers_folder(_download_hub(checkpoint, advice), advice)
+        return diffusers_folder(_download_hub(checkpoint, advice, subfolder), advice, subfolder)
     raise CheckpointError(f"tokenizer checkpoint {checkpoint!r} does not exist; {advice}")
 
 
-def diffusers_folder(folder: Path, advice: str) -> CheckpointSource:
-    if not (folder / "config.json").is_file() and (folder / "vae" / "config.json").is_file():
-        folder = folder / "vae"
+def diffusers_folder(folder: Path, advice: str, subfolder: str = "vae") -> CheckpointSource:
+    if not (folder / "config.json").is_file() and (folder / subfolder / "config.json").is_file():
+        folder = folder / subfolder
     if not (folder / "config.json").is_file():
         raise CheckpointError(f"{folder} is a folder without config.json; {advice}")
     files = sorted(p for p in folder.iterdir() if p.is_file())
@@ -67,14 +68,14 @@ def diffusers_folder(folder: Path, advice: str) -> CheckpointSource:
     return CheckpointSource("diffusers-folder", folder, weights)
 
 
-def _download_hub(repo_id: str, advice: str) -> Path:
+def _download_hub(repo_id: str, advice: str, subfolder: str) -> Path:
     """The repo's VAE files in the hub cache; offline or unreachable -> CheckpointError naming local files."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 
     patterns = ["config.json", "diffusion_pytorch_model.safetensors"]
     try:
-        folder = snapshot_download(repo_id, allow_patterns=patterns + [f"vae/{p}" for p in patterns])
+        folder = snapshot_download(repo_id, allow_patterns=patterns + [f"{subfolder}/{p}" for p in patterns])
     except (LocalEntryNotFoundError, OfflineModeIsEnabled, HfHubHTTPError, OSError) as error:
         offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
         why = "the hub is offline (HF_HUB_OFFLINE=1)" if offline else "it could not be downloaded"
@@ -108,11 +109,12 @@ def checkpoint_sha256(source: CheckpointSource) -> str:
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
 
 
-def check_sha256(source: CheckpointSource, actual: str, expected: str | None) -> None:
+def check_sha256(source: CheckpointSource, actual: str, expected: str | None, key: str = "tokenizer.sha256") -> None:
+    """CheckpointError when `expected` (the config's `key`) is set and differs from `actual`."""
     if expected is not None and actual != expected.strip().lower():
         raise CheckpointError(
             f"tokenizer checkpoint {source.path} has SHA-256 {actual}, but {expected.strip().lower()} is "
-            "required (tokenizer.sha256); pass the checkpoint with that hash or change the required hash"
+            f"required ({key}); pass the checkpoint with that hash or change the required hash"
         )
 
 

@@ -39,7 +39,7 @@ from ..progress import Progress, start_step
 from ..sinks.hdf5.integrity import verify_integrity
 from ..tokenizers.base import Tokenizer, pixels_to_input
 from ..tokenizers.kernel_planning import replay_plans
-from .audio_check import check_audio
+from .audio_check import check_audio, check_audio_latent
 from .conditioning_check import check_streams, close_check, stream_comparisons
 from .quality import Quality, QualityThresholds, measure
 from .reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
@@ -341,5 +341,7 @@ def run_deep_checks(root: Path, spot: int, overrides: Overrides, thresholds: Qua
     run.quality(tokenizer, loaded, pixels, thresholds, report)
     if cache_config.audio is not None:
         check_audio(rec, loaded, pixels, lambda row, name: stored_row(root, row, name))
+        check_audio_latent(rec, loaded, pixels, lambda row, name: stored_row(root, row, name), config,
+                           cache_config.audio, tokenizer.device)
     if cache_config.text is not None:
         run.text(spot_rows, report)

@@ -1,6 +1,6 @@
 """Each backend a config names checks its own part, through its class: the text encoder its precisions, the reader
 its modalities and keys, the sink its root and settings, the tokenizer its settings and geometry (for every bucket
-too), the executor its settings. Nothing here branches on a backend's name."""
+too), the executor its settings, the audio tokenizer its settings. Nothing here branches on a backend's name."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ def check_backends(config: BuildConfig) -> None:
         if conditioning.precision not in allowed:
             raise ConfigError(f"conditioning.precision={conditioning.precision} is not a precision of image encoder "
                               f"{conditioning.image_embeds}; allowed: {', '.join(allowed)}")
+    if config.audio.tokenizer != "none":
+        registry.resolve("audio_tokenizer", config.audio.tokenizer).check_settings(config.audio)
 
 
 def _check_image_latent(config: BuildConfig, tokenizer_cls: type) -> None:
