@@ -148,3 +148,18 @@ def test_at_the_source_rate_each_window_keeps_its_own_length(world, tmp_path):
     assert audio.shape == (8000, 1) and length.tolist() == [own] == [WINDOW]
     assert audio[:own].any() and not audio[own:].any() and span.tolist() == [0.0, own / RATE]
     assert "audio  float32  [N, 8000, 1]" in (tmp_path / "cache" / "README.md").read_text()
+
+
+def test_stats_reports_the_audio_coverage(padded, tmp_path):
+    from latentforge import stats
+
+    rows = read_manifest(padded)
+    records = [row["provenance"]["audio"] for row in rows]
+    covered = [(r["end_s"] - r["start_s"]) * RATE / r["samples"] if r["present"] else 0.0 for r in records]
+    report = stats(padded, tmp_path / "stats")
+    audio = json.loads((tmp_path / "stats" / "stats.json").read_text())["audio"]
+    assert audio["samples"] == len(rows) == 4
+    assert audio["with_audio"] == pytest.approx(3 / 4)  # tone, late, loud48k; silent has none
+    assert audio["mean_covered"] == pytest.approx(sum(covered) / 4)
+    assert 0.5 < audio["mean_covered"] < 0.75  # late covers 0.1..0.375 s of its 0.375 s
+    assert "75.0% of samples have audio" in report.html.read_text()

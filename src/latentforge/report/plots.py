@@ -114,6 +114,8 @@ def render_html(stats: CacheStats, plots: list[Path], title: str, extra: str = "
                ["truncated prompts", stats.truncated_prompts],
                *([["captions with unknown tokens", unknown_summary(stats.unknown_tokens)]]
                  if stats.unknown_tokens is not None else []),
+               *([["audio", f"{stats.audio.with_audio:.1%} of samples have audio, covering "
+                   f"{stats.audio.mean_covered:.1%} of the window on average"]] if stats.audio is not None else []),
                ["rejects", ", ".join(f"{k}: {v}" for k, v in stats.rejects_by_reason.items()) or "none"]]
     channels = [[m.name, c, f"{m.mean[i]:.5g}", f"{m.std[i]:.5g}", f"{m.min[i]:.4g}", f"{m.max[i]:.4g}",
                  f"{m.extreme_fraction[i]:.3g}"] for m in stats.modalities for i, c in

@@ -28,6 +28,7 @@ from ..cache.rows import read_manifest, read_rejects
 from ..errors import ConfigError
 from ..io import atomic_path
 from ..progress import Progress, start_step
+from .audio_statistics import AudioCoverage, AudioCoverageAccumulator
 from .conditioning_statistics import conditioning_stats
 from .token_statistics import TokenAccumulator, TokenStats
 from .unknown_token_statistics import UnknownTokenAccumulator, UnknownTokenStats
@@ -108,6 +109,7 @@ class CacheStats:
     conditioning: dict[str, Any] | None = None  # each conditioning stream's summary (conditioning_statistics.py)
     # the captions' unknown-token fractions (unknown_token_statistics.py); None for a cache without text
     unknown_tokens: UnknownTokenStats | None = None
+    audio: AudioCoverage | None = None  # a cache with sound: its coverage (audio_statistics.py)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -119,6 +121,8 @@ class CacheStats:
             del data["conditioning"]
         if self.unknown_tokens is None:
             del data["unknown_tokens"]
+        if self.audio is None:  # a cache without sound: stats.json as before
+            del data["audio"]
         if self.text_lengths is not None:
             data["text_lengths"] = {str(k): v for k, v in sorted(self.text_lengths.items())}
         return data
@@ -176,6 +180,7 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
     # the records first: a damaged one stops the run before the shards are read
     truncated, sources, sample_ids = 0, Counter(), {}
     unknown = None if config.text is None else UnknownTokenAccumulator(config.text.max_unknown_fraction)
+    audio = None if config.audio is None else AudioCoverageAccumulator(config.audio.sample_rate)
     if (root / MANIFEST).is_file():
         for manifest_row in read_manifest(root):
             sample_ids[manifest_row.dataset_index] = manifest_row.sample_id
@@ -183,6 +188,8 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
             sources[posixpath.dirname(manifest_row.source_path) or "."] += 1
             if unknown is not None:
                 unknown.add(manifest_row)
+            if audio is not None:
+                audio.add(manifest_row)
     rejects = Counter(r.reason for r in read_rejects(root)) if (root / REJECTS).is_file() else Counter()
     latent = config.latent
     tokens = None if latent.tokens is None else TokenAccumulator(latent.tokens)
@@ -216,7 +223,8 @@ def compute_stats(root: Path, extreme: float = DEFAULT_EXTREME, every: int = 1,
         rejects_by_reason=dict(sorted(rejects.items())), samples_per_source=dict(sorted(sources.items())),
         rows_read=[0, every], tokens=None if tokens is None else tokens.result(sample_ids),
         conditioning=conditioning_stats(root, config, every),
-        unknown_tokens=None if unknown is None else unknown.result())
+        unknown_tokens=None if unknown is None else unknown.result(),
+        audio=None if audio is None else audio.result())
 
 
 def check_cosmos_tokenizer(config: CacheConfig, root: Path) -> None:
