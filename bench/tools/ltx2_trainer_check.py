@@ -16,6 +16,8 @@ script
 3. runs the text-to-video strategy's prepare_training_inputs on each batch: the latent patchified by its
    patchifier to [B, F'H'W', 128] tokens (equal to the file's, rearranged), the positions built from num_frames,
    height, width and fps.
+4. does the same with the flexible strategy of the trainer's shipped configs (configs/t2v_lora.yaml), its video
+   block only.
 It prints a table and exits 1 when a check fails.
 """
 
@@ -62,12 +64,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915  (one check aft
         sys.path.insert(0, str(args.ltx2_checkout / "packages" / package / "src"))
     from ltx_trainer.datasets import PrecomputedDataset
     from ltx_trainer.timestep_samplers import ShiftedLogitNormalTimestepSampler
+    from ltx_trainer.training_strategies.flexible import FlexibleStrategy, FlexibleStrategyConfig, ModalityConfig
     from ltx_trainer.training_strategies.text_to_video import TextToVideoConfig, TextToVideoStrategy
 
     export_dir = args.export_dir.resolve()
     files = sorted((export_dir / "latents").glob("**/*.pt"))
     config = TextToVideoConfig()
     sources = config.get_data_sources()
+    # the shipped configs' strategy, video only (their audio block removed: an export holds no audio latents)
+    flexible_config = FlexibleStrategyConfig(name="flexible", video=ModalityConfig(is_generated=True,
+                                                                                latents_dir="latents"), audio=None)
     rows: list[tuple[str, str, bool]] = []
     try:
         PrecomputedDataset(str(export_dir), data_sources=sources)
@@ -105,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915  (one check aft
         rows.append(("latents as exported", f"{same} of {len(files)} equal to the file's tensor", same == len(files)))
         rows.append(("text-to-video inputs", f"video tokens {', '.join(sorted(tokens))}; positions "
                      f"{', '.join(sorted(positions))}", same_tokens == len(files)))
+        flexible = FlexibleStrategy(flexible_config)
+        dataset = PrecomputedDataset(str(root), data_sources=flexible_config.get_data_sources())
+        shapes = set()
+        for batch in DataLoader(dataset, batch_size=1, shuffle=False):
+            shapes.add(f"{list(flexible.prepare_training_inputs(batch, sampler).video.latent.shape)}")
+        rows.append(("flexible strategy, video only", f"{len(dataset)} samples; video tokens "
+                     f"{', '.join(sorted(shapes))}", len(dataset) == len(files) and shapes == tokens))
     print(f"LTX-2 {_commit(args.ltx2_checkout)}, export {export_dir}")
     print("| check | result | as expected |\n|---|---|---|")
     for name, result, ok in rows:
