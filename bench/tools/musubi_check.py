@@ -14,7 +14,7 @@ count read from the file names) and then:
 3. loads the same TOML without `video_directory` and shows musubi's error: the entry is then an image dataset.
 It prints a table and exits 1 when a check fails. The documented-TOML helpers import nothing from musubi, so
 the test suite reads the same TOML through them. bench/tools/musubi_i2v_check.py does the same for exports with
-image-to-video conditioning.
+image-to-video conditioning, bench/tools/musubi_hunyuanvideo_check.py for `--to musubi-hunyuanvideo` exports.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ def documented_toml(doc: Path = DOC) -> str:
     return "\n".join(lines[starts[0] + 1:end]) + "\n"
 
 
-def export_geometry(export_dir: Path) -> tuple[int, int, int]:
+def export_geometry(export_dir: Path, architecture: str = "wan") -> tuple[int, int, int]:
     """(width, height, frames) from a latent file's name, as musubi's VideoDataset.prepare_for_training reads it."""
-    names = sorted(path.name for path in export_dir.glob("*_wan.safetensors"))
+    names = sorted(path.name for path in export_dir.glob(f"*_{architecture}.safetensors"))
     if not names:
-        raise ValueError(f"{export_dir} holds no *_wan.safetensors latent files")
+        raise ValueError(f"{export_dir} holds no *_{architecture}.safetensors latent files")
     tokens = names[0].split("_")
     width, height = map(int, tokens[-2].split("x"))
     return width, height, int(tokens[-3].split("-")[1])
@@ -67,13 +67,13 @@ def filled_toml(text: str, overrides: dict[str, object], drop: tuple[str, ...] =
     return "\n".join(out) + "\n"
 
 
-def for_export(export_dir: Path, video_dir: Path, drop: tuple[str, ...] = ()) -> str:
-    width, height, frames = export_geometry(export_dir)
+def for_export(export_dir: Path, video_dir: Path, drop: tuple[str, ...] = (), architecture: str = "wan") -> str:
+    width, height, frames = export_geometry(export_dir, architecture)
     return filled_toml(documented_toml(), {"cache_directory": str(export_dir), "video_directory": str(video_dir),
                                            "resolution": [width, height], "target_frames": [frames]}, drop)
 
 
-def _musubi_dataset_group(config_path: Path):
+def _musubi_dataset_group(config_path: Path, architecture: str = "wan"):
     from multiprocessing import Value
 
     from musubi_tuner.dataset import config_utils
@@ -81,7 +81,7 @@ def _musubi_dataset_group(config_path: Path):
 
     user_config = config_utils.load_user_config(str(config_path))
     blueprint = BlueprintGenerator(ConfigSanitizer()).generate(user_config, argparse.Namespace(debug_dataset=False),
-                                                              architecture="wan")
+                                                              architecture=architecture)
     return config_utils.generate_dataset_group_by_blueprint(blueprint.dataset_group, training=True,
                                                             shared_epoch=Value("i", 0))
 

@@ -1,4 +1,5 @@
-"""Exports of a cache into per-sample files: musubi-tuner's Wan cache, or generic .pt dicts."""
+"""Exports of a cache into per-sample files: musubi-tuner's Wan or HunyuanVideo cache, the LTX-2 trainer's
+precomputed latents, or generic .pt dicts."""
 
 from .run import EXPORT_RECORD, ExportReport, export_cache
 from .targets import TARGETS

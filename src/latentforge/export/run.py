@@ -1,6 +1,6 @@
-"""`latentforge export CACHE --to musubi|musubi-hunyuanvideo|pt-dicts DIR`: each sample's files in musubi-tuner's Wan
-or HunyuanVideo cache layout, or as generic .pt dicts; a cache of a latent family the target does not write is
-refused first (latent_family.py).
+"""`latentforge export CACHE --to musubi|musubi-hunyuanvideo|ltx2-trainer|pt-dicts DIR`: each sample's files in
+musubi-tuner's Wan or HunyuanVideo cache layout, the LTX-2 trainer's precomputed latents, or as generic .pt dicts; a
+cache of a latent family the target does not write is refused first (latent_family.py).
 
 Each file appears only after it was loaded back and compared with the cache (write.py), so a rerun skips
 every file that exists and writes the rest. `latentforge-export.json` in DIR names the cache (the SHA-256 of
@@ -10,7 +10,6 @@ its SHA256SUMS), the target and the modalities; an export into a folder made fro
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from dataclasses import dataclass
 from functools import partial
@@ -81,22 +80,26 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
     if problem is not None:
         warnings.warn(f"{dataset.root}: exporting anyway (forced): {problem}", ForcedWarning, stacklevel=2)
     files_of = partial(musubi_files, task=musubi_task) if target == MUSUBI else TARGETS[target].files
+    config, index = dataset.config, dataset.index
+    target_fps = None if config.fps in (None, "source") else float(str(config.fps))
+
+    def fps_of(i: int) -> float:  # the latent's frame rate: the target rate, else the source's (nan if unknown)
+        return target_fps or float(index.source_fps[i])
+
     if len(dataset):  # what a target refuses is cache-wide (conditioning, channels): sample 0 refuses first
-        files_of(dataset.config, 0, dataset.__getitems__([0])[0], math.nan)
+        files_of(config, 0, dataset.__getitems__([0])[0], fps_of(0))
     folder = Path(local_folder(str(folder), "the export folder"))
     if folder.resolve() == dataset.root.resolve() or dataset.root.resolve() in folder.resolve().parents:
         raise ConfigError(f"the export folder {folder} is inside the cache {dataset.root}, whose verify would then "
                           "fail on files it did not write; export into a folder outside it")
     _claim(folder, dataset, target)
-    config, index = dataset.config, dataset.index
-    target_fps = None if config.fps in (None, "source") else float(str(config.fps))
     advance = start_step(progress, "samples", len(dataset), unit="samples")
     written = skipped = 0
     for start in range(0, len(dataset), _BATCH):
         indices = list(range(start, min(start + _BATCH, len(dataset))))
         files: list[ExportFile] = []
         for i, item in zip(indices, dataset.__getitems__(indices)):
-            files += files_of(config, i, item, target_fps or float(index.source_fps[i]))
+            files += files_of(config, i, item, fps_of(i))
         for file in files:
             if (folder / file.rel).is_file():
                 skipped += 1

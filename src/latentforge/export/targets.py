@@ -7,9 +7,10 @@
   image-to-video conditioning also gets `latents_image_*` and `clip_*` in its latent file (musubi_i2v.py).
 - `pt-dicts`: generic per-sample `.pt` dicts under the keys of latentforge's own Dataset items,
   `latents/{stem}.pt` = {latent [C, F, H', W'], fps} and `text/{stem}.pt` = {text_embeddings [max_length, D]
-  zero-padded, text_length, text_mask bool [max_length], prompt}. No trainer's own layout: LTX-2's trainer reads
-  `.precomputed/` folders of LTX-2 VAE latents and Gemma features, which no latentforge cache holds.
+  zero-padded, text_length, text_mask bool [max_length], prompt}. No trainer's own layout (the LTX-2 trainer's is
+  `ltx2-trainer`).
 - `musubi-hunyuanvideo`: musubi-tuner's HunyuanVideo latent files, no text (musubi_hunyuanvideo.py).
+- `ltx2-trainer`: the LTX-2 trainer's precomputed video latents, no text conditions (ltx2_trainer.py).
 `stem` is the sample's dataset_index, nine digits, so file names never depend on ids. Every tensor is written
 from a copy of its own (files.py).
 """
@@ -22,6 +23,7 @@ from typing import Any, Callable
 
 from ..cache.config_file import CacheConfig
 from .files import ExportFile, own
+from .ltx2_trainer import LTX2_TRAINER, ltx2_trainer_files
 from .musubi_hunyuanvideo import MUSUBI_HUNYUANVIDEO, musubi_hunyuanvideo_files
 from .musubi_i2v import musubi_dtype_name, musubi_i2v_tensors
 
@@ -93,5 +95,7 @@ TARGETS: dict[str, ExportTarget] = {
     # musubi-tuner trains Wan2.1 and Wan2.2-A14B models, both on the Wan2.1 VAE's latents; it has no Wan2.2 TI2V-5B task
     MUSUBI: ExportTarget(musubi_files, frozenset({"wan2.1"}), True),
     MUSUBI_HUNYUANVIDEO: ExportTarget(musubi_hunyuanvideo_files, frozenset({"hunyuanvideo"}), False),
+    # the LTX-2 trainer trains LTX-2 on its own video VAE's latents; its text conditions come from its Gemma encoder
+    LTX2_TRAINER: ExportTarget(ltx2_trainer_files, frozenset({"ltx2"}), False),
     PT_DICTS: ExportTarget(pt_dict_files, None, True),
 }
