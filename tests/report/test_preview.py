@@ -53,6 +53,8 @@ def test_preview_files_show_source_and_reconstruction(built_cache, tmp_path):
     with av.open(str(made.video)) as container:
         frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
     assert len(frames) == T and frames[0].shape == (2 * H + GAP, _tile_width(), 3)
+    with av.open(str(made.video)) as container:
+        assert not container.streams.audio  # a cache without sound: a silent mp4
 
     # the mp4 is lossy: sample 2's last rgb reconstruction tile only resembles the exact one
     row = ManifestRow.from_json([json.loads(line) for line in (built_cache / "manifest.jsonl").read_text()

@@ -1,12 +1,14 @@
 """Previews of what a cache holds: K samples decoded next to their source frames, as an mp4 and a PNG sheet.
 
 Layout (docs/stats.md): in the mp4, one tile per sample and frame = for each modality, source | reconstruction,
-side by side, the K samples' tiles stacked vertically, frame by frame. The PNG is the labelled contact sheet of
+side by side, the K samples' tiles stacked vertically, frame by frame, at the rate the frames were taken at, and
+in a cache with sound one audio track per sample (preview_sound.py). The PNG is the labelled contact sheet of
 preview_sheet.py: per sample and modality, source frames above their reconstruction, a few frames across.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -17,6 +19,7 @@ import torch
 
 from ..cache.layout import PREVIEW_FOLDER, RUN_RECORDS_DIR
 from ..cache.rows import manifest_rows
+from ..config import target_fps
 from ..errors import ConfigError, SampleRejected
 from ..io import atomic_path
 from ..progress import Progress
@@ -26,6 +29,7 @@ from ..tokenizers.base import pixels_to_input
 from ..verification.deep import spot_indices, stored_row
 from ..verification.reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
 from .preview_sheet import SheetSample, contact_sheet
+from .preview_sound import Sound, add_sound_track, mux_sound, stored_sound
 
 GAP = 4  # pixels of mid grey between tiles
 GREY = 128
@@ -59,8 +63,8 @@ def sample_tiles(source: dict[str, np.ndarray], decoded: dict[str, np.ndarray]) 
                      for t in range(frames)])
 
 
-def write_mp4(path: Path, frames: np.ndarray, fps: float) -> Path:
-    """H.264 (yuv420p needs even sizes: odd edges are padded with grey)."""
+def write_mp4(path: Path, frames: np.ndarray, fps: float, sounds: Sequence[Sound] = ()) -> Path:
+    """H.264 (yuv420p needs even sizes: odd edges are padded with grey), and a track for each of `sounds`."""
     t, h, w, _ = frames.shape
     padded = np.full((t, h + h % 2, w + w % 2, 3), GREY, np.uint8)
     padded[:, :h, :w] = frames
@@ -69,9 +73,12 @@ def write_mp4(path: Path, frames: np.ndarray, fps: float) -> Path:
             stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
             stream.width, stream.height, stream.pix_fmt = padded.shape[2], padded.shape[1], "yuv420p"
             stream.options = {"crf": "16", "preset": "veryfast"}
+            tracks = [add_sound_track(container, sound) for sound in sounds]
             for frame in padded:
                 container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
             container.mux(stream.encode())
+            for track, sound in zip(tracks, sounds):
+                mux_sound(container, track, sound)
     return path
 
 
@@ -93,7 +100,8 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
     tokenizer = load_recorded_tokenizer(config, cache_config)
     finder = SampleFinder(root, config, reread=bool(overrides.dataset))
     channels = {m.name: m.channels for m in cache_config.latent.modalities}
-    tiles, sheet_samples, fps = [], [], None
+    sound = cache_config.audio
+    tiles, sheet_samples, sounds = [], [], []
     advance = progress("decode", len(rows)) if progress else (lambda n: None)
     for row in rows:
         try:
@@ -110,10 +118,14 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
                 decoded[name] = to_uint8(tokenizer.decode(latent[None, lo:hi].to(tokenizer.device))[0])
         tiles.append(sample_tiles(source, decoded))
         sheet_samples.append(SheetSample(row.dataset_index, row.sample_id, row.frame_indices, source, decoded))
-        fps = fps or row.source_fps
+        if sound is not None:
+            sounds.append(stored_sound(root, row, sound.sample_rate))
         advance(1)
+    # the frames' own rate, so that they play as long as their window (and its sound) lasts: a target fps, or
+    # at the source rate the first sample's that records one
+    fps = target_fps(config.frames) or next((row.source_fps for row in rows if row.source_fps), 8.0)
     folder = Path(out) if out is not None else root / RUN_RECORDS_DIR / PREVIEW_FOLDER
-    video = write_mp4(folder / "preview.mp4", _join(tiles, -3), float(fps or 8.0))
+    video = write_mp4(folder / "preview.mp4", _join(tiles, -3), float(fps), sounds)
     sheet = folder / "preview.png"
     with atomic_path(sheet) as tmp:
         contact_sheet(sheet_samples).save(tmp, format="PNG")
