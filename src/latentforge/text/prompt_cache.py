@@ -45,6 +45,7 @@ class PromptCache:
                 "repeated_prompts": -1 if self.repeats is None else len(self.repeats)}
 
     def encode(self, prompts: list[str]) -> TextBatch:
+        """The prompts' rows as the encoder gives them, [N, L, D] with L the longest row's length, not max_length."""
         missing = list(dict.fromkeys(p for p in prompts if p not in self._rows))
         fresh: dict[str, tuple[np.ndarray, bool]] = {}
         if missing:
@@ -57,8 +58,9 @@ class PromptCache:
                 fresh[prompt] = (row, bool(batch.truncated[i]))
         rows = [fresh[p] if p in fresh else self._rows[p] for p in prompts]
         self._remember(prompts, fresh)
-        max_length = self.encoder.max_length
-        embeddings = np.zeros((len(prompts), max_length, self.encoder.embed_dim), dtype=np.float32)
+        # padded only to the longest row asked for: past it every row is zeros, which the staged unit leaves out
+        width = max((len(row) for row, _ in rows), default=0)
+        embeddings = np.zeros((len(prompts), width, self.encoder.embed_dim), dtype=np.float32)
         for i, (row, _) in enumerate(rows):
             embeddings[i, : len(row)] = row
         return TextBatch(
