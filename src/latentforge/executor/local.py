@@ -27,7 +27,7 @@ from .frame_slots import source_frame_bytes
 from .kernel_plan_decision import decide_local_plans
 from .metrics import check_port_free, rank_metrics_port
 from .process_setup import child_signals_held, dump_stacks_on_sigusr1, remove_empty_stack_files
-from .rank import RankSpec, rank_process_main, run_rank
+from .rank import RankSpec, prompt_repeats, rank_process_main, run_rank
 from .worker_sizing import decode_workers, rank_torch_threads
 
 _POLL_SECONDS = 0.2
@@ -110,8 +110,9 @@ class LocalExecutor(Executor):
         if plans is not None:
             devices = sorted(set(slots.devices))  # in encoding_environments' order
             decided = decide_local_plans(plans, devices, self.encoding_environments(), self.build_dir)
+        repeats = prompt_repeats(self.config, units)
         specs = [RankSpec(rank, device, slots.workers, slots.torch_threads, self.config, str(self.build_dir),
-                          frame_bytes, decided) for rank, device in enumerate(slots.devices)]
+                          frame_bytes, decided, repeats) for rank, device in enumerate(slots.devices)]
         note = f"latentforge: stacks of the other processes of this build go to {self.build_dir / STACKS_DIR}/"
         try:
             if len(specs) == 1:

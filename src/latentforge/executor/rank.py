@@ -19,8 +19,10 @@ from ..config import BuildConfig
 from ..errors import LatentforgeError, UnitFailed, as_os_error, environment_message
 from ..pipeline.kernel_plan_pass import DecidedPlans
 from ..pipeline.models import load_models, record_models
+from ..pipeline.probe import ProbeResult
 from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit
 from ..text.prompt_cache import PromptCache
+from ..text.prompt_repeats import PromptRepeats
 from .decode_stream import DecodeStream
 from .events import RankEvent, RankFinished, UnitStaged
 from .input_waits import explain_input_waits
@@ -42,6 +44,17 @@ class RankSpec:
     build_dir: str
     frame_bytes: int = 0  # the largest RGB frame as decode workers ship it, when not the output's (frame_slots.py)
     plans: DecidedPlans | None = None  # the kernel plans the build's plan pass decided; None: it runs none
+    # the prompts of more than one unit, the only rows its prompt cache keeps; None: it keeps every row
+    repeats: PromptRepeats | None = None
+
+
+def prompt_repeats(config: BuildConfig, units: list[Unit]) -> PromptRepeats | None:
+    """The prompts the units encode in more than one unit, for every rank's spec; None where no unit runs an
+    encoder. A prompt whose sample is later rejected still counts: a row kept for nothing costs memory only."""
+    if config.text.name == "none" or config.text.source == "pickles":
+        return None
+    return PromptRepeats.across([probe.caption for probe in unit.probes.values() if isinstance(probe, ProbeResult)]
+                                for unit in units)
 
 
 def serve_rank_metrics(spec: RankSpec, stats: RankStats, queues: Callable[[], dict[str, int]]
@@ -98,10 +111,13 @@ def _run_rank(spec: RankSpec, stats: RankStats, live: dict[str, Callable[[], int
                              encoder_wait_first=stream.first_wait_seconds or 0.0)
         stats.beat(stream.worker_cpu_seconds)
         stats.input_waits = explain_input_waits(stats, usable_cores(), spec.config.frames.resize_backend)
+        if ctx.text is not None:
+            stats.prompt_cache = ctx.text.stats()
 
     writer = StagingWriter(Path(spec.build_dir), staged, spec.config.output.staging_url)
     live.update(decode=lambda: stream.queued_samples, staging=lambda: writer.pending)
-    ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, writer)
+    cache = PromptCache(text, repeats=spec.repeats) if text is not None else None
+    ctx = UnitContext(spec.config, tokenizer, cache, writer)
     if spec.rank == 0:  # commit then needs no models of its own
         record_models(Path(spec.build_dir), spec.config, tokenizer, text, device, ctx.conditioning)
     profiler = UnitProfiler(spec.rank, device)

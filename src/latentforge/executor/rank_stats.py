@@ -43,6 +43,7 @@ class RankStats:
     queues: dict[str, int] = field(default_factory=dict)  # decode, staging: work waiting at the last heartbeat
     transport: str = ""  # how decoded frames reach the encoder (shared memory, page-locked; or why not)
     input_waits: str = ""  # why the encoder waited for decoded samples, when it did (executor/input_waits.py)
+    prompt_cache: dict[str, int] = field(default_factory=dict)  # text/prompt_cache.PromptCache.stats(); {}: no encoder
     started_unix: float = field(default_factory=time.time)
     node: str = ""  # Ray: "<hostname> (node <id>, <ip>)"; empty for a local rank
     node_id: str = ""  # Ray's node id

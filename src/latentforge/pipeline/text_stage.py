@@ -113,17 +113,19 @@ class TextSource:
         return PickledText(row, length, record)
 
     def rows(self, prompts: list[str], pickled: list[PickledText | None]) -> UnitText:
-        """Rows for a unit's accepted samples: pickle rows as they are, the rest through the prompt cache."""
+        """Rows for a unit's accepted samples: pickle rows as they are, the rest through the prompt cache. Padded to
+        max_length when a pickle row is among them (its padding may hold values), else to the longest row."""
         to_encode = [prompt for prompt, got in zip(prompts, pickled) if got is None]
         encoded = self.cache.encode(to_encode) if to_encode else None
-        embeddings = np.zeros((len(prompts), self.max_length, self.dim), dtype=np.float32)
+        width = self.max_length if encoded is None or len(to_encode) < len(prompts) else encoded.embeddings.shape[1]
+        embeddings = np.zeros((len(prompts), width, self.dim), dtype=np.float32)
         lengths = np.zeros(len(prompts), dtype=np.int64)
         truncated = np.zeros(len(prompts), dtype=bool)
         provenance: list[dict[str, Any]] = []
         next_encoded = 0
         for i, got in enumerate(pickled):
             if got is None:
-                embeddings[i] = encoded.embeddings[next_encoded]
+                embeddings[i, : encoded.embeddings.shape[1]] = encoded.embeddings[next_encoded]
                 lengths[i] = encoded.lengths[next_encoded]
                 truncated[i] = encoded.truncated[next_encoded]
                 next_encoded += 1

@@ -62,6 +62,7 @@ class StagedPayload:
     num_samples: int  # planned samples of the unit, accepted or not
     encoded_by: dict[str, Any]  # {"function": tokenizer fingerprint digest, "environment": device and software}
     conditioning: dict[str, np.ndarray] = field(default_factory=dict)  # stream name -> [n, ...] storage dtype
+    text_max_length: int | None = None  # the L rows are read back as; text_embeddings may be padded to less
 
 
 def stage_now(build_dir: Path, staging_url: str = "") -> Callable[[StagedPayload], None]:
@@ -70,7 +71,8 @@ def stage_now(build_dir: Path, staging_url: str = "") -> Callable[[StagedPayload
 
     def stage(payload: StagedPayload) -> None:
         stage_unit(build_dir, staging_url, payload.unit, payload.rows, payload.latents, payload.text_embeddings,
-                   payload.text_lengths, payload.rejects, payload.encoded_by, conditioning=payload.conditioning)
+                   payload.text_lengths, payload.rejects, payload.encoded_by, conditioning=payload.conditioning,
+                   text_max_length=payload.text_max_length)
 
     return stage
 
@@ -305,6 +307,7 @@ def run_unit(unit: Unit, ctx: UnitContext, decoded: Iterable[Decoded]) -> None:
 
     started = time.perf_counter()
     ctx.stage(StagedPayload(unit.index, rows, stacked, text_embeddings, text_lengths, rejects,
-                            len(unit.samples), ctx.encoded_by, streams))
+                            len(unit.samples), ctx.encoded_by, streams,
+                            ctx.text_source.max_length if text is not None else None))
     ctx.seconds["stage_handoff"] += time.perf_counter() - started
     ctx.samples_done += len(unit.samples)

@@ -20,16 +20,22 @@ LENGTHS = "text_lengths"
 MAX_LENGTH_ATTR = "text_max_length"
 
 
-def write_staged_text(handle: h5py.File, embeddings: np.ndarray, lengths: np.ndarray) -> None:
-    """[n, L, D] embeddings and [n] lengths into a staged unit's file: trimmed unless the padding holds values."""
+def write_staged_text(handle: h5py.File, embeddings: np.ndarray, lengths: np.ndarray,
+                      max_length: int | None = None) -> None:
+    """[n, L, D] embeddings and [n] lengths into a staged unit's file: trimmed unless the padding holds values.
+    `max_length`: the L the rows are read back as, when `embeddings` are padded only to their longest row (zeros
+    past it); None: L itself."""
+    max_length = embeddings.shape[1] if max_length is None else max_length
     positions = np.arange(embeddings.shape[1])
     padding = positions[None, :] >= np.asarray(lengths)[:, None]
     if np.any(embeddings[padding]):
+        if embeddings.shape[1] < max_length:  # the padded array as it is read back
+            embeddings = np.pad(embeddings, ((0, 0), (0, max_length - embeddings.shape[1]), (0, 0)))
         handle.create_dataset(PADDED, data=embeddings, track_times=False)
     else:
         tokens = embeddings[~padding]  # row by row, each row's first `length` tokens
         handle.create_dataset(TOKENS, data=tokens.reshape(-1, embeddings.shape[2]), track_times=False)
-        handle.attrs[MAX_LENGTH_ATTR] = embeddings.shape[1]
+        handle.attrs[MAX_LENGTH_ATTR] = max_length
     handle.create_dataset(LENGTHS, data=lengths, track_times=False)
 
 

@@ -146,6 +146,7 @@ def write_staged_unit(
     rejects: list[Reject],
     encoded_by: dict[str, Any] | None = None,
     conditioning: dict[str, np.ndarray] | None = None,
+    text_max_length: int | None = None,
 ) -> Path:
     """Stage one finished unit; it counts for completed_units() only once its sidecar is written.
     `encoded_by` says which function in which environment encoded it (cache/encoded_by.py); `conditioning` holds
@@ -162,7 +163,7 @@ def write_staged_unit(
             handle.create_dataset("latents", data=latents, track_times=False)
             fault_point("stage")  # test-only: a kill here leaves a half-written tmp file
             if text_embeddings is not None:
-                write_staged_text(handle, text_embeddings, text_lengths)
+                write_staged_text(handle, text_embeddings, text_lengths, text_max_length)
             for name, values in sorted(conditioning.items()):
                 handle.create_dataset(f"{_CONDITIONING}/{name}", data=values, track_times=False)
             handle.create_dataset("rows_jsonl", data=_jsonl_bytes([asdict(r) for r in rows]), track_times=False)

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 class TextBatch:
     """Encoded prompts, one row per prompt, in the order given."""
 
-    embeddings: np.ndarray  # float32 [N, max_length, D]; rows at and past `lengths[i]` are exactly 0
+    # float32 [N, L, D]; rows at and past `lengths[i]` are exactly 0. L: max_length from an encoder, the longest
+    # row's length from a PromptCache
+    embeddings: np.ndarray
     lengths: np.ndarray  # int64 [N]: attention_mask.sum() (counts </s>; equals a Cosmos pickle's n_tokens)
     truncated: np.ndarray  # bool [N]: the prompt had more than max_length tokens and was cut
 

@@ -31,7 +31,7 @@ from ..base import Executor
 from ..events import RankEvent, RankFinished
 from ..frame_slots import source_frame_bytes
 from ..lock_record import read_lock_record
-from ..rank import RankSpec
+from ..rank import RankSpec, prompt_repeats
 from ..rank_stats import RankStats
 from ..worker_sizing import decode_workers, rank_torch_threads
 from .dispatch import QueuedUnit, UnitDispatcher
@@ -160,6 +160,7 @@ class _RayRun:
         self.actor_class = ray.remote(RankWorker)
         self.token = token
         self.frame_bytes = source_frame_bytes(config, units)
+        self.repeats = prompt_repeats(config, units)  # in every worker's spec, replacements' too
         self.facts = node_facts(config, build_dir, units, token)
         self.driver = this_driver(token, same_machine=own_ray)
         self.own_ray, self.recorded = own_ray, time.monotonic()
@@ -183,7 +184,7 @@ class _RayRun:
         rank, self.next_rank = self.next_rank, self.next_rank + 1
         threads = rank_torch_threads(self.shape.device, 1, self.decode_workers)  # one rank per actor's slot
         spec = RankSpec(rank, self.shape.device, self.decode_workers, threads, self.config, str(self.build_dir),
-                        self.frame_bytes, self.plans)
+                        self.frame_bytes, self.plans, self.repeats)
         options: dict[str, Any] = {"num_cpus": 1, "num_gpus": self.shape.num_gpus, "max_restarts": 0,
                                    "runtime_env": {"env_vars": {BUILD_TOKEN_ENV: self.token, **_fault_env(rank)}}}
         options.update(self.nodes_book.placement())

@@ -82,7 +82,8 @@ class RankWorker:
                 stats.accepted += len(payload.rows)
                 stats.add_rejects(r.reason for r in payload.rejects)
 
-            ctx = UnitContext(spec.config, tokenizer, PromptCache(text) if text is not None else None, stage)
+            cache = PromptCache(text, repeats=spec.repeats) if text is not None else None
+            ctx = UnitContext(spec.config, tokenizer, cache, stage)
             if not (Path(spec.build_dir) / MODEL_RECORD).exists():  # any worker may record; the contents are equal
                 record_models(Path(spec.build_dir), spec.config, tokenizer, text, torch.device(spec.device),
                               ctx.conditioning)
@@ -130,6 +131,8 @@ class RankWorker:
         stats.seconds["encoder_wait_first"] = stream.first_wait_seconds or 0.0
         stats.beat(stream.worker_cpu_seconds)
         stats.input_waits = explain_input_waits(stats, usable_cores(), resize_backend)
+        if ctx.text is not None:
+            stats.prompt_cache = ctx.text.stats()
 
     def _finish(self, stats: RankStats, stream: DecodeStream | None, ctx: UnitContext | None) -> dict[str, Any]:
         if stream is not None and ctx is not None:
