@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 from .. import registry
@@ -14,12 +13,11 @@ from ..devices import check_device_name
 from ..errors import ConfigError
 from ..locations import is_url
 from .buckets import parse_buckets
+from .raw_video_checks import validate_raw_video_sections
 from .schema import (
     AUDIO_PARTIAL,
     AUDIO_PRECISIONS,
     AUDIO_RESAMPLERS,
-    CAPTION_MODES,
-    CAPTION_TEMPLATES,
     CONDITIONING_PRECISIONS,
     IMAGE_LATENTS,
     MODALITIES,
@@ -132,41 +130,6 @@ def _positive_number(text: str) -> bool:
         return False
 
 
-SHOT_DETECTORS = ("none", "content", "adaptive")
-
-
-def _validate_segments(config: BuildConfig) -> None:
-    """segments: the detector, its numbers, and the keys it does not combine with."""
-    segments = config.segments
-    if segments.detect == "transnetv2":
-        raise ConfigError("segments.detect=transnetv2 is not supported yet (latentforge ships no TransNetV2 weights "
-                          "and downloads none); use content or adaptive (PySceneDetect's detectors)")
-    if segments.detect not in SHOT_DETECTORS:
-        raise ConfigError(f"segments.detect={segments.detect!r} is not allowed; allowed: {', '.join(SHOT_DETECTORS)}")
-    if segments.threshold is not None and segments.threshold <= 0:
-        raise ConfigError(f"segments.threshold={segments.threshold} must be > 0 (unset: the detector's default)")
-    for key, least in (("min_shot_frames", 1), ("margin_frames", 0), ("analysis_width", 16), ("dissolve_frames", 0)):
-        if getattr(segments, key) < least:
-            raise ConfigError(f"segments.{key}={getattr(segments, key)} must be >= {least}")
-    if segments.dissolve_frames == 1:
-        raise ConfigError("segments.dissolve_frames=1 compares neighbouring frames, which the detector already does; "
-                          "give 0 (hard cuts only) or >= 2")
-    if segments.min_motion is not None and segments.min_motion < 0:
-        raise ConfigError(f"segments.min_motion={segments.min_motion} must be >= 0 (a mean frame difference, 0..255)")
-    fraction = segments.max_black_fraction
-    if fraction is not None and not 0.0 <= fraction <= 1.0:
-        raise ConfigError(f"segments.max_black_fraction={fraction} must be within [0, 1]")
-    if segments.detect != "none":
-        try:
-            import scenedetect  # noqa: F401
-        except ImportError:
-            raise ConfigError(f"segments.detect={segments.detect} needs PySceneDetect; install it with "
-                              "pip install 'latentforge[scenes]'") from None
-    if config.frames.buckets and segments != type(segments)():
-        raise ConfigError("segments places windows of one shape inside shots, but frames.buckets gives several; "
-                          "build one shape (frames.num_frames/height/width) or leave the segments keys unset")
-
-
 def _validate_output(config: BuildConfig) -> None:
     output = config.output
     if output.sink not in registry.names("sink"):
@@ -250,73 +213,13 @@ def validate(config: BuildConfig) -> None:
         raise ConfigError("output.root is empty; give the cache root folder with --out")
     _validate_output(config)
     _validate_buckets(config)
-    _validate_segments(config)
     _validate_conditioning(config)
     for name in ("mask", "depth"):
         rate = getattr(config.modalities, name).fps
         if rate != "source" and not _positive_number(rate):
             raise ConfigError(f"modalities.{name}.fps={rate!r}; allowed: 'source' (frame i goes with video frame i) "
                               "or the source's frame rate, a positive number")
-    _validate_captions(config)
-    _validate_dedup(config)
-    _validate_audio(config)
-
-
-def _validate_audio(config: BuildConfig) -> None:
-    audio = config.audio
-    if not 1000 <= audio.sample_rate <= 384000:
-        raise ConfigError(f"audio.sample_rate={audio.sample_rate}; give a rate in Hz from 1000 to 384000 (16000 is "
-                          "LTX-2's)")
-    if audio.channels not in (1, 2):
-        raise ConfigError(f"audio.channels={audio.channels}; allowed: 1 (mono) or 2 (stereo)")
-    if audio.max_seconds is not None and audio.max_seconds <= 0:
-        raise ConfigError(f"audio.max_seconds={audio.max_seconds} must be > 0 (or unset with a target frames.fps)")
-    if audio.enabled and config.frames.fps == "source" and audio.max_seconds is None:
-        raise ConfigError("audio.enabled with frames.fps=source needs audio.max_seconds: windows then last "
-                          "num_frames / each video's own rate, and the cache stores every window's sound at one "
-                          "length; set audio.max_seconds (e.g. 4) or a target frames.fps")
-    if audio.enabled and config.frames.buckets:
-        raise ConfigError("audio.enabled does not combine with frames.buckets yet; build each shape on its own")
-    if audio.tokenizer != "none" and not audio.enabled:
-        raise ConfigError(f"audio.tokenizer={audio.tokenizer} encodes each window's sound, which needs "
-                          "audio.enabled=true; enable it or set audio.tokenizer=none")
-
-
-def _validate_dedup(config: BuildConfig) -> None:
-    """dedup: the threshold is a cosine similarity a near duplicate reaches, the numbers are counts; enabled needs
-    the CLIP checkpoint. Checked whether enabled or not, so a mistyped value fails now, not once it is switched on."""
-    dedup = config.dedup
-    if not 0.0 < dedup.threshold <= 1.0:  # also refuses NaN
-        raise ConfigError(f"dedup.threshold={dedup.threshold} is outside (0, 1]: it is the cosine similarity of two "
-                          "windows' CLIP embeddings at and above which the later one is a near duplicate (1 keeps "
-                          "all but identical windows; 0.95 is the default)")
-    for key in ("frames", "batch_size"):
-        if getattr(dedup, key) < 1:
-            raise ConfigError(f"dedup.{key}={getattr(dedup, key)} must be >= 1")
-    if dedup.enabled and not dedup.model:
-        raise ConfigError("dedup.enabled=true needs the CLIP image encoder: set dedup.model to a diffusers Wan I2V "
-                          "pipeline folder, its image_encoder/ folder, or the official "
-                          "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth")
-
-
-def _validate_captions(config: BuildConfig) -> None:
-    """captions: the mode, the captioner and its model, the numbers; a prompt is a named template or a file."""
-    captions = config.captions
-    if captions.mode not in CAPTION_MODES:
-        raise ConfigError(f"captions.mode={captions.mode!r} is not allowed; allowed: {', '.join(CAPTION_MODES)}")
-    if captions.mode == "keep":
-        return
-    if captions.name not in registry.names("captioner"):
-        raise ConfigError(f"captions.name={captions.name!r}; allowed: {', '.join(registry.names('captioner'))}")
-    if not captions.model:
-        raise ConfigError(f"captions.mode={captions.mode} needs a captioning model: set captions.model to the local "
-                          "folder of a Qwen2.5-VL model (config.json, weights, tokenizer and preprocessor files)")
-    for key, least in (("frames", 1), ("resolution", 28), ("max_new_tokens", 1), ("batch_size", 1)):
-        if getattr(captions, key) < least:
-            raise ConfigError(f"captions.{key}={getattr(captions, key)} must be >= {least}")
-    if captions.prompt not in CAPTION_TEMPLATES and not Path(captions.prompt).expanduser().is_file():
-        raise ConfigError(f"captions.prompt={captions.prompt!r} is neither a named template nor a file; give one of "
-                          f"{', '.join(CAPTION_TEMPLATES)}, or the path of a text file holding the prompt")
+    validate_raw_video_sections(config)
 
 
 def parse_workers(setting: str, key: str = "run.workers_per_gpu", least: int = 0) -> int | None:
