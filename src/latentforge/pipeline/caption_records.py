@@ -11,15 +11,14 @@ same inputs would give the same text.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..cache.layout import CAPTIONS_DIR
 from ..io import canonical_json, write_text_atomic
+from .window_frames import window_record_key
 
 _FORMAT = 1
 
@@ -39,13 +38,7 @@ class CaptionOutcome:
 
 def caption_key(video: str, frame_indices: list[int], recipe: dict[str, Any]) -> str | None:
     """The digest that names a window's caption record; None when the video cannot be read (the decode says why)."""
-    try:
-        status = os.stat(video)
-    except OSError:
-        return None
-    identity = {"format": _FORMAT, "video": os.path.abspath(video), "size": status.st_size,
-                "mtime_ns": status.st_mtime_ns, "frames": list(frame_indices), "recipe": recipe}
-    return hashlib.sha256(canonical_json(identity).encode("utf-8")).hexdigest()
+    return window_record_key(video, frame_indices, recipe, _FORMAT)
 
 
 def _path(build_dir: Path, key: str) -> Path:

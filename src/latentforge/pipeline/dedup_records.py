@@ -10,10 +10,8 @@ key), rewritten after each pass: an --extend compares its new windows with those
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ import numpy as np
 from ..cache.layout import DEDUP_DIR
 from ..errors import DamagedFile
 from ..io import canonical_json, write_bytes_atomic, write_text_atomic
+from .window_frames import window_record_key
 
 _FORMAT = 1
 KEPT = "kept.json"
@@ -38,13 +37,7 @@ class KeptWindow:
 def embedding_key(video: str, frame_indices: list[int], recipe: dict[str, Any]) -> str | None:
     """The digest that names a window's embedding record; None when the video cannot be read (the decode says
     why)."""
-    try:
-        status = os.stat(video)
-    except OSError:
-        return None
-    identity = {"format": _FORMAT, "video": os.path.abspath(video), "size": status.st_size,
-                "mtime_ns": status.st_mtime_ns, "frames": list(frame_indices), "recipe": recipe}
-    return hashlib.sha256(canonical_json(identity).encode("utf-8")).hexdigest()
+    return window_record_key(video, frame_indices, recipe, _FORMAT)
 
 
 def _path(build_dir: Path, key: str) -> Path:

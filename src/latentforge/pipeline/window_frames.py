@@ -1,9 +1,13 @@
 """A few of a window's frames as a viewer sees them, for the passes that look at windows before any unit: the
-caption pass (pipeline/captions.py) and near-duplicate removal (pipeline/dedup.py)."""
+caption pass (pipeline/captions.py) and near-duplicate removal (pipeline/dedup.py); and the digest that names what
+such a pass records for a window."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
+from typing import Any
 
 import numpy as np
 
@@ -11,6 +15,7 @@ from ..config import BuildConfig
 from ..decode.pyav import decode_rgb
 from ..decode.resize import plan_resize
 from ..errors import rejected_if_unexpected
+from ..io import canonical_json
 from ..records import Sample
 from .probe import ProbeResult
 
@@ -42,3 +47,15 @@ def window_frames(sample: Sample, probe: ProbeResult, config: BuildConfig, indic
                                 "re-encode the source"):
         return decode_rgb(sample.entry.video, info, indices, plan, frames, sample.sample_id,
                           threads=config.run.decode_threads)
+
+
+def window_record_key(video: str, frame_indices: list[int], recipe: dict[str, Any], record_format: int) -> str | None:
+    """The digest naming what a pass records for a window: the video (path, size, mtime), the frames it looks at,
+    the pass's recipe and its record format; None when the video cannot be read (the decode says why)."""
+    try:
+        status = os.stat(video)
+    except OSError:
+        return None
+    identity = {"format": record_format, "video": os.path.abspath(video), "size": status.st_size,
+                "mtime_ns": status.st_mtime_ns, "frames": list(frame_indices), "recipe": recipe}
+    return hashlib.sha256(canonical_json(identity).encode("utf-8")).hexdigest()
