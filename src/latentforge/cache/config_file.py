@@ -13,16 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import registry
 from ..config import BuildConfig
-from ..config.checks import token_storage_dtype
-from ..config.schema import TextConfig, single_shape_frames
+from ..config.schema import single_shape_frames
 from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, ConfigError, DamagedFile
 from ..io import write_text_atomic
 from ..text.base import POSITIONS
-from ..text.pickles import uses_pickles
 from ..version import __version__
 from .audio_section import AudioSection
+from .build_records import dataset_record, modality_keys, text_section, token_section
 from .conditioning_streams import ConditioningSection, ConditioningStream
 from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
 from .encoded_by import EncodedBy
@@ -185,14 +183,14 @@ class CacheConfig:
             rows_per_shard=config.output.rows_per_shard,
             storage_dtype=config.output.storage_dtype,
             latent=LatentSection(config.output.latent_dataset, tuple(latent_shape), modalities, "rgb", (0, 1),
-                                 "tokenizer", _token_section(tokenizer_fingerprint, latent_shape)),
+                                 "tokenizer", token_section(tokenizer_fingerprint, latent_shape)),
             tokenizer=dict(tokenizer_fingerprint),
-            text=None if text is None else _text_section(config, text),
+            text=None if text is None else text_section(config, text),
             frames={**single_shape_frames(config.frames), "pixel_range": PIXEL_RANGE},
             modalities={"names": names,
-                        "mask": _modality_keys(config.modalities.mask) if "mask" in names else None,
-                        "depth": _modality_keys(config.modalities.depth) if "depth" in names else None},
-            dataset=_dataset_record(config),
+                        "mask": modality_keys(config.modalities.mask) if "mask" in names else None,
+                        "depth": modality_keys(config.modalities.depth) if "depth" in names else None},
+            dataset=dataset_record(config),
             build={"unit_size": config.output.unit_size, "batch_size": config.output.batch_size,
                    "seed": config.run.seed},
             conditioning=conditioning,
@@ -341,38 +339,10 @@ class CacheConfig:
         }
 
 
-def _token_section(fingerprint: dict[str, Any], latent_shape: tuple[int, ...]) -> TokenSection | None:
-    """What a discrete tokenizer's fingerprint says of its ids (its output, vocabulary and FSQ levels)."""
-    if fingerprint.get("output") != "tokens":
-        return None
-    vocabulary = int(fingerprint["vocabulary"])
-    levels = fingerprint.get("fsq_levels")
-    _, frames, height, width = latent_shape
-    return TokenSection(token_storage_dtype(vocabulary), vocabulary, None if levels is None else tuple(levels),
-                        (frames, height, width))
-
-
 def _text_padding(text: TextSection) -> str:
     """text.padding from the encoder's recorded positions (caches from before the key ran each prompt alone)."""
     padding = {positions: setting for setting, positions in POSITIONS.items()}
     return padding.get(text.details.get("positions"), "none")
-
-
-def _text_section(config: BuildConfig, text: TextRecord) -> TextSection:
-    details: dict[str, Any] = {"source": config.text.source}
-    if config.text.storage != PADDED:
-        details["storage"] = config.text.storage
-    default = TextConfig()
-    if (config.text.on_unknown, config.text.max_unknown_fraction) != (default.on_unknown,
-                                                                       default.max_unknown_fraction):
-        # recorded only when set, so caches built with the defaults keep their bytes
-        details.update(on_unknown=config.text.on_unknown, max_unknown_fraction=config.text.max_unknown_fraction)
-    if uses_pickles(config.text):
-        lookup = registry.resolve("reader", config.dataset.reader).pickle_lookup_rule(config)
-        details["pickles"] = {"format": "cosmos-t5-pickle", "lookup": lookup}
-    details.update({k: v for k, v in text.fingerprint.items() if k not in ("name", "max_length", "dim")})
-    return TextSection(config.text.name, text.embeddings_dataset, text.length_dataset, text.dim,
-                       config.text.max_length, config.text.empty_prompt, details)
 
 
 def _count(data: dict[str, Any], key: str) -> int:
@@ -380,19 +350,6 @@ def _count(data: dict[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{key}={value!r} is not a count")
     return value
-
-
-def _modality_keys(section: Any) -> dict[str, Any]:
-    """A mask or depth section's keys; fps only when set, so caches built before the key keep their bytes."""
-    return {k: v for k, v in vars(section).items() if k != "fps" or v != "source"}
-
-
-def _dataset_record(config: BuildConfig) -> dict[str, Any]:
-    """The dataset section less its locations: the reader, its own keys, then the common ones."""
-    dataset = config.dataset
-    reader = registry.resolve("reader", dataset.reader)
-    return {"reader": dataset.reader, **reader.recorded_keys(dataset.options),
-            "on_missing_caption": dataset.on_missing_caption}
 
 
 def _json_text(value: Any, indent: int = 0) -> str:
