@@ -43,6 +43,7 @@ class DatasetSpec:
     # (clean renders compress to ~1 Mbps and decode 4x cheaper)
     grain: int = 6
     seed: int = 0
+    audio: bool = False  # an AAC stereo 48 kHz track (a chord that changes every second) beside the video
 
 
 def _render_clip(job: tuple[Path, int, DatasetSpec]) -> str:
@@ -57,6 +58,7 @@ def _render_clip(job: tuple[Path, int, DatasetSpec]) -> str:
         stream = container.add_stream("libx264", rate=spec.fps)
         stream.width, stream.height, stream.pix_fmt = spec.width, spec.height, "yuv420p"
         stream.options = {"preset": "ultrafast", "crf": "20"}
+        sound = _audio_stream(container) if spec.audio else None
         for t in range(spec.frames):
             rgb, mask, depth[t] = render(things, t, spec.width, spec.height)
             if spec.grain:
@@ -67,8 +69,35 @@ def _render_clip(job: tuple[Path, int, DatasetSpec]) -> str:
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
+        if sound is not None:
+            _mux_audio(container, sound, spec.frames / spec.fps, index)
     np.savez(folder / "depth" / f"{name}.npz", depth=depth)
     return caption_for(things)
+
+
+def _audio_stream(container, rate: int = 48000):
+    stream = container.add_stream("aac", rate=rate)
+    stream.layout = "stereo"
+    return stream
+
+
+def _mux_audio(container, stream, seconds: float, index: int) -> None:
+    """`seconds` of AAC stereo from t=0: a tone per channel whose pitch changes every second, per clip."""
+    from fractions import Fraction
+
+    rate = stream.codec_context.sample_rate
+    block = stream.codec_context.frame_size or 1024
+    t = np.arange(round(seconds * rate)) / rate
+    pitch = 220.0 * (1 + (index + np.floor(t)) % 5 / 4)
+    wave = np.stack([0.3 * np.sin(2 * np.pi * pitch * t), 0.3 * np.sin(2 * np.pi * 1.5 * pitch * t)]).astype(np.float32)
+    for at in range(0, wave.shape[1], block):
+        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(wave[:, at:at + block]), format="fltp",
+                                           layout="stereo")
+        frame.sample_rate, frame.pts, frame.time_base = rate, at, Fraction(1, rate)
+        for packet in stream.encode(frame):
+            container.mux(packet)
+    for packet in stream.encode():
+        container.mux(packet)
 
 
 def make_dataset(folder: Path, spec: DatasetSpec, processes: int) -> Path:

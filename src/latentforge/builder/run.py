@@ -174,8 +174,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
         probes = probe_remembered(samples, config, build_dir, key, advance, recheck)
     _note_vfr(samples, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
-    probes = _deduplicated(config, executor, samples, probes, progress, extending=False)
-    probes = _captioned(config, executor, samples, probes, progress)
+    probes = _curated(config, executor, samples, probes, progress, stats, extending=False)
     stats.samples_planned = len(samples)
     if config.frames.buckets:
         bucketed = build_buckets(config, root, samples, plan_rejects, probes, progress, stats)
@@ -193,6 +192,20 @@ def _note_vfr(samples: list, probes: dict) -> None:
     notice = vfr_notice(samples, probes)
     if notice is not None:
         warnings.warn(notice, InputNotice, stacklevel=3)
+
+
+def _curated(config: BuildConfig, executor: Executor, samples, probes, progress: BuildProgress, stats: RunStats,
+             extending: bool):
+    """Near duplicates dropped, then missing captions written; the seconds of each pass that ran in the run's stats."""
+    started = time.perf_counter()
+    probes = _deduplicated(config, executor, samples, probes, progress, extending)
+    if config.dedup.enabled:
+        stats.main_seconds["dedup"] = time.perf_counter() - started
+    started = time.perf_counter()
+    probes = _captioned(config, executor, samples, probes, progress)
+    if config.captions.mode != "keep":
+        stats.main_seconds["captions"] = time.perf_counter() - started
+    return probes
 
 
 def _deduplicated(config: BuildConfig, executor: Executor, samples, probes, progress: BuildProgress, extending: bool):
@@ -239,8 +252,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
         probes = probe_remembered(todo, config, build_dir, key, advance, recheck)
     _note_vfr(todo, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
-    probes = _deduplicated(config, executor, todo, probes, progress, extending=True)
-    probes = _captioned(config, executor, todo, probes, progress)
+    probes = _curated(config, executor, todo, probes, progress, stats, extending=True)
     stats.samples_planned = len(extension.samples)
     staged = len(extension.samples) - len(todo)
     committed = encode_and_commit(config, executor, todo, plan_rejects, probes, progress, stats,
