@@ -18,6 +18,7 @@ from typing import Sequence
 
 from ..cache.config_file import CacheConfig
 from ..cache.layout import SUMS
+from ..cache.whole_read import read_whole
 from ..errors import ConfigError, DamagedFile, ForcedWarning
 from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
@@ -63,22 +64,31 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
         raise ConfigError(f"musubi task {musubi_task!r} is not an image-to-video task this export checks; allowed: "
                           f"{', '.join(MUSUBI_I2V_TASKS)} (leave it out for text-to-video)")
     root = local_hdf5_cache(root, "export")
-    cache_config = CacheConfig.load(root)
+    # one whole cache, even while a build swaps a new one in: an export the swap cut short is done again from the
+    # new one, skipping the files already written
+    return read_whole(root, lambda published: _export(root, published, target, folder, modalities, progress, force,
+                                                      musubi_task))
+
+
+def _export(root: Path, published: Path, target: str, folder: str | Path, modalities: Sequence[str] | None,
+            progress: Progress | None, force: bool, musubi_task: str | None) -> ExportReport:
+    """export_cache of the cache at `root`, read from `published` (cache/whole_read.py)."""
+    cache_config = CacheConfig.load(published)
     tokens = cache_config.tokens
     if tokens is not None:
         raise ConfigError(f"{root} holds token ids (a discrete tokenizer's, vocabulary {tokens.vocabulary}), not "
                           f"latents; the {target} target writes float latents for diffusion trainers. Read the ids "
                           "with LatentCacheDataset (docs/dataset.md), or build with a continuous tokenizer")
     check_target_takes(root, cache_config, target)
-    dataset = LatentCacheDataset(root, modalities)
+    dataset = LatentCacheDataset(published, modalities)
     if dataset.config.text is None and TARGETS[target].needs_text:
-        raise ConfigError(f"{dataset.root} holds no text embeddings, which the {target} target writes; export a "
+        raise ConfigError(f"{root} holds no text embeddings, which the {target} target writes; export a "
                           "cache built with text.name set")
     problem = wan_text_width_problem(dataset.config) if target == MUSUBI else None
     if problem is not None and not force:
-        raise ConfigError(f"{dataset.root}: {problem}; or pass --force to export it anyway")
+        raise ConfigError(f"{root}: {problem}; or pass --force to export it anyway")
     if problem is not None:
-        warnings.warn(f"{dataset.root}: exporting anyway (forced): {problem}", ForcedWarning, stacklevel=2)
+        warnings.warn(f"{root}: exporting anyway (forced): {problem}", ForcedWarning, stacklevel=2)
     files_of = partial(musubi_files, task=musubi_task) if target == MUSUBI else TARGETS[target].files
     config, index = dataset.config, dataset.index
     target_fps = None if config.fps in (None, "source") else float(str(config.fps))
@@ -89,8 +99,8 @@ def export_cache(root: str | Path, target: str, folder: str | Path, modalities: 
     if len(dataset):  # what a target refuses is cache-wide (conditioning, channels): sample 0 refuses first
         files_of(config, 0, dataset.__getitems__([0])[0], fps_of(0))
     folder = Path(local_folder(str(folder), "the export folder"))
-    if folder.resolve() == dataset.root.resolve() or dataset.root.resolve() in folder.resolve().parents:
-        raise ConfigError(f"the export folder {folder} is inside the cache {dataset.root}, whose verify would then "
+    if folder.resolve() == root.resolve() or root.resolve() in folder.resolve().parents:
+        raise ConfigError(f"the export folder {folder} is inside the cache {root}, whose verify would then "
                           "fail on files it did not write; export into a folder outside it")
     _claim(folder, dataset, target)
     advance = start_step(progress, "samples", len(dataset), unit="samples")

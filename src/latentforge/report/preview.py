@@ -19,6 +19,7 @@ import torch
 
 from ..cache.layout import PREVIEW_FOLDER, RUN_RECORDS_DIR
 from ..cache.rows import manifest_rows
+from ..cache.whole_read import read_whole
 from ..config import target_fps
 from ..errors import ConfigError, SampleRejected
 from ..io import atomic_path
@@ -89,12 +90,20 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
     preview.mp4 and preview.png into `out` (default ROOT/build/preview). progress("decode", samples) returns
     the function advanced by 1 per sample decoded."""
     root = local_hdf5_cache(root, "preview")
-    cache_config = check_cache_structure(root)
+    # one whole cache, even while a build swaps a new one in (read again when the swap cut the read short); the
+    # build's records, which say where the sources are, stay at the root
+    return read_whole(root, lambda published: _preview(root, published, samples, out, overrides, indices, progress))
+
+
+def _preview(root: Path, published: Path, samples: int, out: Path | None, overrides: Overrides,
+             indices: list[int] | None, progress: Progress | None) -> Preview:
+    """preview of the cache at `root`, its rows read from `published` (cache/whole_read.py)."""
+    cache_config = check_cache_structure(published)
     config = recorded_config(root, overrides)
     if indices is None and samples < 1:
         raise ConfigError(f"--samples {samples}: preview at least one sample")
     wanted = set(indices) if indices is not None else set(spot_indices(cache_config.num_samples, samples))
-    rows = manifest_rows(root, lambda row: row.dataset_index in wanted)
+    rows = manifest_rows(published, lambda row: row.dataset_index in wanted)
     if not rows:
         raise ConfigError(f"no samples to preview: dataset_index {sorted(wanted)} not in {root}")
     tokenizer = load_recorded_tokenizer(config, cache_config)
@@ -109,7 +118,7 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
         except SampleRejected as error:
             raise ConfigError(f"dataset_index {row.dataset_index}: cannot read its sources ({error}); pass the "
                               "dataset's location with --dataset") from None
-        latent = torch.from_numpy(stored_row(root, row, cache_config.latent.dataset).astype(np.float32))
+        latent = torch.from_numpy(stored_row(published, row, cache_config.latent.dataset).astype(np.float32))
         source, decoded = {}, {}
         for name, frames in pixels.modalities.items():
             lo, hi = channels[name]
@@ -119,7 +128,7 @@ def preview(root: str | Path, samples: int = 4, out: Path | None = None, overrid
         tiles.append(sample_tiles(source, decoded))
         sheet_samples.append(SheetSample(row.dataset_index, row.sample_id, row.frame_indices, source, decoded))
         if sound is not None:
-            sounds.append(stored_sound(root, row, sound.sample_rate))
+            sounds.append(stored_sound(published, row, sound.sample_rate))
         advance(1)
     # the frames' own rate, so that they play as long as their window (and its sound) lasts: a target fps, or
     # at the source rate the first sample's that records one

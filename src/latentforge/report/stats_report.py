@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..cache.bucket_index import BucketIndex, is_bucketed
 from ..cache.layout import RUN_RECORDS_DIR, STATS_FOLDER
+from ..cache.whole_read import read_whole
 from ..errors import ConfigError
 from ..io import write_text_atomic
 from ..progress import Progress
@@ -84,7 +85,7 @@ def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFA
     if is_bucketed(root):
         folder = Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER
         reports = {}
-        for entry in BucketIndex.load(root).filled:
+        for entry in read_whole(root, BucketIndex.load).filled:  # the buckets' files are the root's, swap or not
             if entry.num_samples == 0:  # every sample of it was rejected while encoding: nothing to measure
                 continue
             cosmos = None if cosmos_mean_std is None else Path(cosmos_mean_std) / entry.name
@@ -92,14 +93,23 @@ def stats(root: str | Path, out: str | Path | None = None, extreme: float = DEFA
             assert isinstance(report, StatsReport)  # a bucket's root is a single cache
             reports[entry.name] = report
         return BucketStatsReport(reports)
-    config = check_cache_structure(root)
+    # one whole cache, even while a build swaps a new one in (read again when the swap cut the read short)
+    computed = read_whole(root, lambda published: _computed(root, published, extreme, every, cosmos_mean_std,
+                                                            modality, progress))
+    report = write_stats_report(computed, Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER)
+    if cosmos_mean_std is not None:
+        report.cosmos_mean_std = export_cosmos_mean_std(computed, Path(cosmos_mean_std), modality)
+    return report
+
+
+def _computed(root: Path, published: Path, extreme: float, every: int, cosmos_mean_std: str | Path | None,
+              modality: str, progress: Progress | None) -> CacheStats:
+    """compute_stats of the cache at `root`, read from `published` (cache/whole_read.py), once its modality and
+    tokenizer are checked."""
+    config = check_cache_structure(published)
     held = [m.name for m in config.latent.modalities]
     if modality not in held:
         raise ConfigError(f"--modality {modality!r}: {root} holds {', '.join(held)}")
     if cosmos_mean_std is not None:
         check_cosmos_tokenizer(config, root)  # before the statistics are computed
-    computed = compute_stats(root, extreme=extreme, every=every, progress=progress)
-    report = write_stats_report(computed, Path(out) if out is not None else root / RUN_RECORDS_DIR / STATS_FOLDER)
-    if cosmos_mean_std is not None:
-        report.cosmos_mean_std = export_cosmos_mean_std(computed, Path(cosmos_mean_std), modality)
-    return report
+    return compute_stats(published, extreme=extreme, every=every, progress=progress)

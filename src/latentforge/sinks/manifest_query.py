@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache.root import RootLike
+from ..cache.whole_read import read_whole
 from .dispatch import local_hdf5_cache
 from .hdf5 import query
 
@@ -14,7 +15,8 @@ from .hdf5 import query
 def query_rows(root: RootLike, where: str, columns: tuple[str, ...] = ("dataset_index", "sample_id")
                ) -> list[tuple[Any, ...]]:
     """`columns` of the manifest rows that satisfy the SQL `where`, in dataset_index order."""
-    return query.query_rows(local_hdf5_cache(root, "query"), where, columns)
+    # one whole cache's table, even while a build swaps a new one in
+    return read_whole(local_hdf5_cache(root, "query"), lambda published: query.query_rows(published, where, columns))
 
 
 def query_indices(root: str | Path, where: str) -> list[int]:

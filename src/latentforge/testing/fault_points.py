@@ -8,7 +8,8 @@ an error no code path expects (a bug's stand-in); `wait` writes `$LATENTFORGE_FA
 the process until the file `$LATENTFORGE_FAULT_RELEASE` exists, so a test can change the world in between (fill
 the disk) and let the build go on. Phases: decode, encode, stage, upload (a
 staged unit sent to output.staging_url, before its sidecar), commit (after each shard of either sink), manifest,
-sha256sums, marker, swap (after each file an HDF5 commit moves from build/swap into the root) (docs/execution.md).
+sha256sums, marker, swap (after each file a commit into a local folder moves from build/swap into the root)
+(docs/execution.md).
 Without the variable `fault_point` is a dictionary lookup and nothing else, so it stays in production code paths.
 """
 

@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
+from ..cache.whole_read import read_whole
 from ..errors import CacheIntegrityError, ConfigError
 from ..io import write_bytes_atomic
 from ..progress import Progress, start_step
@@ -65,11 +66,19 @@ def publish(
     remotes = [open_remote(d.url, d.storage_options, options.part_size, options.server_checksum) for d in destinations]
     for remote in remotes:
         _refuse_local_overlap(remote, root)
-    cache = load_verified_cache(root, options.part_size, options.workers, options.progress)
+    # one whole cache, even while a build swaps a new one in: a publish the swap cut short is done again from the new
+    # one, keeping every object already confirmed
+    return read_whole(root, lambda published: _publish(root, published, remotes, options))
+
+
+def _publish(root: Path, published: Path, remotes: list[Remote], options: PublishOptions) -> PublishReport:
+    """publish of the cache at `root`, read from `published` (cache/whole_read.py), where its _SUCCESS goes too: a
+    swap moves it into the root with the cache it vouches for."""
+    cache = load_verified_cache(published, options.part_size, options.workers, options.progress)
     for remote in remotes:
-        _refuse_other_tokenizer(remote, root)
+        _refuse_other_tokenizer(remote, published)
     # Withdraw every earlier claim before touching anything it speaks for.
-    (root / PUBLISHED_MARKER).unlink(missing_ok=True)
+    (published / PUBLISHED_MARKER).unlink(missing_ok=True)
     for remote in remotes:
         remote.delete(PUBLISHED_MARKER)
         remote.discard_partials()
@@ -92,7 +101,7 @@ def publish(
         reason = remote.problem(PUBLISHED_MARKER, marker_digest, deep=not remote.stores_checksums)
         if reason:
             raise CacheIntegrityError(f"{remote.url}/{PUBLISHED_MARKER}: {reason}; rerun publish")
-    write_bytes_atomic(root / PUBLISHED_MARKER, marker)
+    write_bytes_atomic(published / PUBLISHED_MARKER, marker)
     return PublishReport(root, len(cache.digests) + 1, cache.total_bytes, [reports[remote.url] for remote in remotes])
 
 

@@ -17,6 +17,7 @@ from torch.utils.data import Dataset
 from ...cache.bucket_index import BucketIndex
 from ...cache.expect import CacheExpectation
 from ...cache.layout import COMPLETE_MARKER
+from ...cache.whole_read import read_whole
 from ...errors import CacheIntegrityError, ConfigError
 from .dataset import LatentCacheDataset
 from .row_reader import MAX_OPEN_SHARDS
@@ -29,10 +30,8 @@ class BucketedLatentDataset(Dataset):
                  expect: CacheExpectation | dict[str, Any] | None = None, *, text: bool = True,
                  require_complete: bool = True, max_open_shards: int = MAX_OPEN_SHARDS):
         self.root = Path(root)
-        if require_complete and not (self.root / COMPLETE_MARKER).is_file():
-            raise CacheIntegrityError(f"{self.root} has no {COMPLETE_MARKER}: the bucketed build has not finished; "
-                                      "rerun it, or pass require_complete=False to read the finished buckets")
-        self.index = BucketIndex.load(self.root)
+        # the index of one whole root, even while a rerun swaps in its files; the buckets' files are the root's
+        self.index = read_whole(self.root, lambda published: _index(published, require_complete))
         entries = [e for e in self.index.filled if (self.root / str(e.path) / COMPLETE_MARKER).is_file()
                    or require_complete]
         if not entries:
@@ -82,3 +81,10 @@ class BucketedLatentDataset(Dataset):
     def empty_prompt(self) -> dict[str, Any]:
         """The empty prompt's text (the same encoder wrote every bucket)."""
         return self.buckets[self.names[0]].empty_prompt()
+
+
+def _index(top: Path, require_complete: bool) -> BucketIndex:
+    if require_complete and not (top / COMPLETE_MARKER).is_file():
+        raise CacheIntegrityError(f"{top} has no {COMPLETE_MARKER}: the bucketed build has not finished; rerun it, "
+                                  "or pass require_complete=False to read the finished buckets")
+    return BucketIndex.load(top)

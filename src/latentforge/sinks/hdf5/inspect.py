@@ -86,10 +86,13 @@ class BucketedSummary:
                 "buckets": {name: summary.to_json() for name, summary in self.buckets.items()}}
 
 
-def inspect_bucketed(root: Path) -> BucketedSummary:
+def inspect_bucketed(root: Path, published: Path | None = None) -> BucketedSummary:
+    """`published`: the folder holding the root's own files (cache/whole_read.py), the root unless a swap runs; the
+    buckets are read at the root, whose files they are in either case."""
     root = Path(root)
-    index = BucketIndex.load(root)
-    rejects = Counter(r.reason for r in read_rejects(root)) if (root / REJECTS).is_file() else Counter()
-    return BucketedSummary(root, index, (root / COMPLETE_MARKER).is_file(), (root / PUBLISHED_MARKER).is_file(),
+    top = Path(published) if published is not None else root
+    index = BucketIndex.load(top)
+    rejects = Counter(r.reason for r in read_rejects(top)) if (top / REJECTS).is_file() else Counter()
+    return BucketedSummary(root, index, (top / COMPLETE_MARKER).is_file(), (top / PUBLISHED_MARKER).is_file(),
                            dict(sorted(rejects.items())),
                            {entry.name: inspect_cache(root / str(entry.path)) for entry in index.filled})

@@ -60,7 +60,7 @@ class Hdf5Sink(Sink):
 
         folder = root.local_folder("verify")
         if is_bucketed(folder):
-            return verify_bucketed(folder, require_complete, progress)
+            return read_whole(folder, lambda published: verify_bucketed(published, require_complete, progress))
         return read_whole(folder, lambda published: verify_integrity(published, require_complete, progress))
 
     @classmethod
@@ -69,7 +69,7 @@ class Hdf5Sink(Sink):
 
         folder = root.local_folder("inspect")
         if is_bucketed(folder):
-            return inspect_bucketed(folder)
+            return read_whole(folder, lambda published: inspect_bucketed(folder, published))
         return dataclasses.replace(read_whole(folder, inspect_cache), root=folder)  # the root, read mid-swap or not
 
     @classmethod

@@ -6,6 +6,11 @@ SHA256SUMS, and `_CACHE_COMPLETE` last, with the HDF5 commit's fault points (com
 sha256sums, marker). Each tar is written to a node-local staging folder, hashed, uploaded and
 confirmed (by the store's checksums, or read back where it keeps none); an object already there with the same
 bytes is kept, so a rerun after a kill uploads only what is missing and leaves identical objects.
+
+In a local folder the new cache is written whole into ROOT/build/next and swapped in once confirmed
+(sinks/webdataset/local_swap.py), the root's objects with the same bytes hard-linked rather than copied: the folder
+holds a complete cache throughout. A store URL has no rename, so there the markers are withdrawn first and the
+objects replaced in place.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from ...staging.staged_units import OpenStagedUnit, open_staged_unit
 from ...testing.fault_points import fault_point
 from ...transfer.destinations import Destination, open_remote
 from ...transfer.digests import FileDigest, hash_bytes, hash_file
-from ...transfer.stores import Remote
+from ...transfer.stores import LocalDirRemote, Remote
 from .layout import (
     EMPTY_PROMPT_KEY,
     EMPTY_PROMPT_TAR,
@@ -45,6 +50,7 @@ from .layout import (
     stream_member,
     tar_shard_path,
 )
+from .local_swap import NextGeneration
 
 MIB = 1 << 20
 
@@ -72,8 +78,11 @@ def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rej
     if options.shard_bytes < 1:
         raise ConfigError(f"shard_bytes={options.shard_bytes}; use 1 or more")
     remote = open_remote(destination.url, destination.storage_options, options.part_size, options.server_checksum)
-    for marker in (COMPLETE_MARKER, PUBLISHED_MARKER, SUMS):  # nothing may vouch for what is about to change
-        remote.delete(marker)
+    if isinstance(remote, LocalDirRemote):
+        remote = NextGeneration(remote)
+    else:
+        for marker in (COMPLETE_MARKER, PUBLISHED_MARKER, SUMS):  # nothing may vouch for what is about to change
+            remote.delete(marker)
     remote.discard_partials()
     schema = cache_config.shard_schema()
     placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty)
@@ -124,6 +133,8 @@ def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rej
     stamp = canonical_json({"num_samples": len(placed), "num_shards": len(shards), "sink": SINK}) + "\n"
     fault_point("marker")
     _put_bytes(remote, COMPLETE_MARKER, stamp.encode("utf-8"), options, result)
+    if isinstance(remote, NextGeneration):
+        remote.swap_in()
     return result
 
 
@@ -176,7 +187,11 @@ def _put_bytes(remote: Remote, rel: str, data: bytes, options: WebDatasetOptions
 
 def _upload_unless_there(remote: Remote, rel: str, source: Path | bytes, digest: FileDigest,
                          result: WebDatasetCommit) -> None:
-    if remote.problem(rel, digest, deep=not remote.stores_checksums) is None:
+    if isinstance(remote, NextGeneration):
+        there = remote.link_published(rel, digest)
+    else:
+        there = remote.problem(rel, digest, deep=not remote.stores_checksums) is None
+    if there:
         result.kept.append(rel)
         return
     remote.upload(rel, source, digest)

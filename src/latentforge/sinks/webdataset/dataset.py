@@ -16,7 +16,7 @@ import os
 import random
 import tarfile
 from collections import deque
-from typing import Any, Iterator, Sequence
+from typing import Any, BinaryIO, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -31,6 +31,7 @@ from ...cache.token_ids import check_flatten_tokens, raster_sequence
 from ...errors import CacheIntegrityError, ConfigError
 from ...storage import Storage
 from .layout import EMPTY_PROMPT_TAR, LATENT, LENGTH, ROW, SINK, TEXT, npy_array, stream_member
+from .local_swap import read_whole_root
 
 
 class StreamingLatentDataset(IterableDataset):
@@ -47,17 +48,12 @@ class StreamingLatentDataset(IterableDataset):
         if shuffle_buffer < 0:
             raise ConfigError(f"shuffle_buffer={shuffle_buffer}; use 0 (no shuffling) or more")
         self.url, self.storage_options = url, dict(storage_options or {})
-        self.store = Storage(url, self.storage_options)
+        # the records of one whole cache, even while a commit swaps a new one into a local root; its shards are read
+        # where the records were, and at the root once a swap's folder is retired
+        self._location, data, listed = read_whole_root(url, lambda location: _records(location, url,
+                                                                                      self.storage_options))
+        self.store = Storage(self._location, self.storage_options)
         self._pid = os.getpid()
-        if not self.store.exists(CACHE_CONFIG):
-            raise ConfigError(f"{url} is not a latentforge cache: it has no {CACHE_CONFIG}")
-        data = json.loads(self.store.read(CACHE_CONFIG))
-        if sink_in(data) != SINK:
-            raise ConfigError(f"{url} is not a WebDataset cache but an {sink_in(data)} one, which "
-                              f"StreamingLatentDataset cannot read: read it with latentforge.LatentCacheDataset"
-                              f"({url!r}) (a local folder; `latentforge fetch` one from object storage)")
-        if not self.store.exists(COMPLETE_MARKER):
-            raise CacheIntegrityError(f"{url}: no {COMPLETE_MARKER}, so the cache is not committed; finish its build")
         self.config = CacheConfig.from_json(data)
         check_flatten_tokens(url, self.config, flatten_tokens)
         self.flatten_tokens = flatten_tokens
@@ -70,7 +66,6 @@ class StreamingLatentDataset(IterableDataset):
         check_expectation(url, self.config, self.modalities, CacheExpectation.coerce(expect))
         self.text = text and self.config.text is not None
         self.streams = self.config.streams  # conditioning and side streams, each under its name
-        listed = self.store.read(SUMS).decode("utf-8").splitlines()
         self.shards = sorted(line.split("  ", 1)[1] for line in listed if line.endswith(".tar")
                              and line.split("  ", 1)[1].startswith("shards/"))
         self.rank, self.world_size, self.seed, self.shuffle_buffer = rank, world_size, seed, shuffle_buffer
@@ -90,8 +85,17 @@ class StreamingLatentDataset(IterableDataset):
         # A DataLoader worker forked from the process that opened the store gets its own (fsspec's async stores
         # are not fork-safe).
         if self._pid != os.getpid():
-            self.store, self._pid = Storage(self.url, self.storage_options), os.getpid()
+            self.store, self._pid = Storage(self._location, self.storage_options), os.getpid()
         return self.store
+
+    def _open(self, rel: str) -> BinaryIO:
+        try:
+            return self._store().open(rel)
+        except FileNotFoundError:
+            if self._location == self.url:
+                raise
+            self._location, self._pid = self.url, -1  # the swap's folder was retired: its files are the root's now
+            return self._store().open(rel)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
@@ -115,7 +119,7 @@ class StreamingLatentDataset(IterableDataset):
 
     def _samples(self, shards: list[str]) -> Iterator[dict[str, bytes]]:
         for rel in shards:
-            with self._store().open(rel) as handle, tarfile.open(fileobj=handle, mode="r|") as tar:
+            with self._open(rel) as handle, tarfile.open(fileobj=handle, mode="r|") as tar:
                 key, members = None, {}
                 for member in tar:
                     name_key, _, suffix = member.name.partition(".")
@@ -172,3 +176,18 @@ class StreamingLatentDataset(IterableDataset):
         padded[:length] = npy_array(raw[TEXT])
         return {"text_embeddings": torch.from_numpy(padded), "text_length": torch.tensor(length, dtype=torch.int64),
                 "text_mask": torch.from_numpy(np.arange(text.max_length) < length)}
+
+
+def _records(location: str, url: str, storage_options: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
+    """(location, cache_config.json, SHA256SUMS lines) of the committed WebDataset cache at `location`."""
+    store = Storage(location, storage_options)
+    if not store.exists(CACHE_CONFIG):
+        raise ConfigError(f"{url} is not a latentforge cache: it has no {CACHE_CONFIG}")
+    data = json.loads(store.read(CACHE_CONFIG))
+    if sink_in(data) != SINK:
+        raise ConfigError(f"{url} is not a WebDataset cache but an {sink_in(data)} one, which "
+                          f"StreamingLatentDataset cannot read: read it with latentforge.LatentCacheDataset"
+                          f"({url!r}) (a local folder; `latentforge fetch` one from object storage)")
+    if not store.exists(COMPLETE_MARKER):
+        raise CacheIntegrityError(f"{url}: no {COMPLETE_MARKER}, so the cache is not committed; finish its build")
+    return location, data, store.read(SUMS).decode("utf-8").splitlines()

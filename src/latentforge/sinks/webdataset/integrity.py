@@ -28,7 +28,16 @@ from ...cache.conditioning_streams import (
 )
 from ...cache.config_file import CacheConfig
 from ...cache.count_check import check_counts
-from ...cache.layout import CACHE_CONFIG, COMPLETE_MARKER, MANIFEST, NOT_CHECKSUMMED, PUBLISHED_MARKER, REJECTS, SUMS
+from ...cache.layout import (
+    CACHE_CONFIG,
+    COMPLETE_MARKER,
+    MANIFEST,
+    NOT_CHECKSUMMED,
+    PUBLISHED_MARKER,
+    REJECTS,
+    RUN_RECORDS_DIR,
+    SUMS,
+)
 from ...cache.rows import ManifestRow
 from ...cache.token_ids import id_range_problem
 from ...errors import CacheIntegrityError, ConfigError
@@ -76,7 +85,8 @@ def verify_webdataset(url: str, require_complete: bool = True, progress: Progres
                       storage_options: dict[str, Any] | None = None) -> VerifyReport:
     store = Storage(url, dict(storage_options or {}))
     rec = CheckRecorder()
-    present = store.list_files()
+    # a local root's build/ holds a commit's next cache until it is swapped in (sinks/webdataset/local_swap.py)
+    present = {rel: size for rel, size in store.list_files().items() if not rel.startswith(RUN_RECORDS_DIR + "/")}
     _check_markers(store, present, rec, require_complete)
     config = _load_config(store, present, rec)
     if config is None:

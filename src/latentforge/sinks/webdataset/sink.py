@@ -3,6 +3,7 @@ back from there (verify, inspect, StreamingLatentDataset) without a download."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from ...cache.layout import (
     PUBLISHED_MARKER,
     README,
     REJECTS,
+    RUN_RECORDS_DIR,
     SHARDS_DIR,
     SUMS,
 )
@@ -32,6 +34,7 @@ from ...transfer.destinations import Destination
 from ..base import Sink, SinkCommit, StagedCache
 from .commit import WebDatasetOptions, commit_webdataset
 from .layout import EMPTY_PROMPT_TAR, READER_INDEX_DIR, SINK, TAR_INDEX_SUFFIX, is_tar_shard_name
+from .local_swap import read_whole_root
 
 if TYPE_CHECKING:
     from ...config.schema import BuildConfig
@@ -64,9 +67,9 @@ class WebDatasetSink(Sink):
     remote_root = True
     root_layout = RootLayout(
         frozenset({CACHE_CONFIG, MANIFEST, REJECTS, EMPTY_PROMPT_TAR, README, SUMS, COMPLETE_MARKER, PUBLISHED_MARKER,
-                   SHARDS_DIR, READER_INDEX_DIR}),
+                   SHARDS_DIR, READER_INDEX_DIR, RUN_RECORDS_DIR}),  # build/: a local root's commit, swapped in
         lambda name: is_tar_shard_name(name.removesuffix(TAR_INDEX_SUFFIX)),
-        opaque=frozenset({READER_INDEX_DIR}))
+        opaque=frozenset({READER_INDEX_DIR, RUN_RECORDS_DIR}))
     options_class = WebDatasetSinkOptions
 
     @classmethod
@@ -102,13 +105,15 @@ class WebDatasetSink(Sink):
         """The integrity checks of tar shards at a folder or an fsspec URL, one read per object."""
         from .integrity import verify_webdataset
 
-        return verify_webdataset(str(root), require_complete, progress, root.storage_options)
+        return read_whole_root(str(root), lambda location: verify_webdataset(location, require_complete, progress,
+                                                                             root.storage_options))
 
     @classmethod
     def inspect(cls, root: CacheRoot) -> CacheSummary:
         from .inspect import inspect_webdataset
 
-        return inspect_webdataset(str(root), root.storage_options)
+        summary = read_whole_root(str(root), lambda location: inspect_webdataset(location, root.storage_options))
+        return dataclasses.replace(summary, root=str(root))  # the root, read mid-swap or not
 
     @classmethod
     def dataset(cls, root: CacheRoot, **options: Any) -> Any:
