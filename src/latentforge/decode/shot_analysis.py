@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import ConfigError, SampleRejected
 from .container import open_video, seconds
+from .transitions import Transition, spaced
 
 ANALYSIS_VERSION = 1
 DETECTORS = ("none", "content", "adaptive")  # transnetv2 is named by the config check as not supported yet
@@ -51,17 +52,6 @@ class AnalysisSettings:
 
     def record(self) -> dict[str, Any]:
         return {**asdict(self), "threshold": self.detector_threshold, "version": ANALYSIS_VERSION}
-
-
-@dataclass(frozen=True)
-class Transition:
-    """A cut between two shots. `frame` is the first frame of the new shot (a gradual transition's centre);
-    frames `first .. last - 1` belong to neither shot (none for a hard cut: first == last == frame)."""
-
-    frame: int
-    first: int
-    last: int
-    kind: str  # cut | gradual
 
 
 @dataclass
@@ -146,12 +136,7 @@ class _Cuts:
         for gradual in self._gradual(sorted(set(self.flags))):
             near = [t for t in found if gradual.first - self.half <= t.frame <= gradual.last + self.half]
             found = [t for t in found if t not in near] + [gradual]  # a hard flag inside a dissolve is the dissolve
-        kept: list[Transition] = []
-        for transition in sorted(found, key=lambda t: t.frame):
-            if 0 < transition.frame < frames and (not kept or transition.first - kept[-1].last >= min_shot_frames):
-                kept.append(Transition(transition.frame, max(transition.first, 1), min(transition.last, frames),
-                                       transition.kind))
-        return kept
+        return spaced(found, frames, min_shot_frames)
 
     def _gradual(self, flags: list[int]) -> list[Transition]:
         """Clusters of lagged flags (step ends less than `lag` apart) that are blends. A cluster's blended frames
