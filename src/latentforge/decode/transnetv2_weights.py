@@ -101,3 +101,16 @@ def load_transnetv2(path: str, sha256: str) -> TransNetV2:
         model.load_state_dict(state)
         _LOADED[key] = model.eval()
     return _LOADED[key]
+
+
+def transnetv2_predictor(path: str, sha256: str):
+    """A window of uint8 [T, 27, 48, 3] RGB frames -> (single-frame, all-frames) probabilities, float32 [T] each,
+    from the model with these weights (decode/transnetv2_cuts.py's Predict)."""
+    model = load_transnetv2(path, sha256)
+
+    def predict(window):
+        with torch.inference_mode():
+            single, all_frames = model(torch.from_numpy(window)[None])
+        return torch.sigmoid(single[0]).numpy(), torch.sigmoid(all_frames[0]).numpy()
+
+    return predict
