@@ -139,8 +139,6 @@ def test_segment_rows_each_with_a_caption_and_the_bad_ones_rejected_by_row(tmp_p
 
 def test_segments_config_is_checked(tmp_path):
     table = _table(tmp_path, [{"id": "x", "video": "x.mp4", "caption": "x"}])
-    with pytest.raises(ConfigError, match="transnetv2 is not supported yet"):
-        exec_config(table, tmp_path / "c", "segments.detect=transnetv2")
     with pytest.raises(ConfigError, match="allowed keys in segments: detect, threshold"):
         exec_config(table, tmp_path / "c", "segments.detector=content")
     with pytest.raises(ConfigError, match="segments.detect='shots' is not allowed"):

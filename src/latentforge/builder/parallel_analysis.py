@@ -56,9 +56,20 @@ def _analyse(todo: list[tuple[str, str]], config: BuildConfig, build_dir: Path, 
             advance(1)
         return found
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=child_process_setup) as pool:
+    threads = 1 if settings.detect == "transnetv2" else None
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_setup, initargs=(threads,)) as pool:
         pending = {pool.submit(analyse_recorded, video, key, settings, build_dir): video for video, key in todo}
         for done in as_completed(pending):
             found[pending[done]] = done.result()
             advance(1)
     return found
+
+
+def _worker_setup(torch_threads: int | None) -> None:
+    """A worker of the pass: the build's child setup; with TransNetV2, torch on `torch_threads` threads (the workers
+    are the parallelism; torch's own threads in each would oversubscribe the cores)."""
+    child_process_setup()
+    if torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(torch_threads)

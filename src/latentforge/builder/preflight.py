@@ -71,3 +71,7 @@ def preflight(config: BuildConfig, executor: Executor) -> None:
         registry.resolve("captioner", config.captions.name).preflight(config.captions)
     if config.dedup.enabled:  # the CLIP checkpoint of the near-duplicate pass: its route and pinned SHA-256
         ClipImageEmbedder.preflight(config.dedup.model, config.dedup.sha256)
+    if config.segments.detect == "transnetv2":  # its weights: the file, its pinned SHA-256, exactly its tensors
+        from ..decode.transnetv2_weights import check_weights
+
+        check_weights(config.segments.transnetv2_weights, config.segments.transnetv2_sha256)

@@ -26,6 +26,7 @@ from ..conditioning.clip_embedding import ClipImageEmbedder
 from ..config import BuildConfig, ConditioningConfig, SegmentsConfig
 from ..config.option_roles import LOCATION, PERMISSION, keys_with_role
 from ..config.schema import single_shape_frames
+from ..decode.transnetv2_weights import weights_sha256 as transnetv2_weights_sha256
 from ..errors import DamagedFile, DamagedFileWarning, LatentforgeError, one_line
 from ..executor.base import Executor
 from ..io import canonical_json
@@ -69,6 +70,11 @@ def resume_key(config: BuildConfig) -> dict[str, Any]:
     key = {"latentforge_version": __version__, "tokenizer_sha256": tokenizer_sha256(config), "config": data}
     if config.segments == SegmentsConfig():  # a build that cuts no shots keeps the key it always had
         del data["segments"]
+    elif config.segments.detect != "transnetv2":  # nor does one with another detector (both keys are unset)
+        data["segments"] = {k: v for k, v in data["segments"].items() if not k.startswith("transnetv2_")}
+    else:  # transnetv2_sha256 is a check on the weights, whose actual SHA-256 the key holds
+        del data["segments"]["transnetv2_sha256"]
+        key["transnetv2_sha256"] = transnetv2_weights_sha256(config.segments.transnetv2_weights)
     if not config.audio.enabled:  # a build without sound keeps the key it always had
         del data["audio"]
     else:

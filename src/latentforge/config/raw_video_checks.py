@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import registry
 from ..errors import ConfigError
-from .schema import CAPTION_MODES, CAPTION_TEMPLATES, BuildConfig
+from .schema import CAPTION_MODES, CAPTION_TEMPLATES, BuildConfig, SegmentsConfig
 
 
 def validate_raw_video_sections(config: BuildConfig) -> None:
@@ -17,19 +17,19 @@ def validate_raw_video_sections(config: BuildConfig) -> None:
     _audio(config)
 
 
-SHOT_DETECTORS = ("none", "content", "adaptive")
+SHOT_DETECTORS = ("none", "content", "adaptive", "transnetv2")
+SCENEDETECT_DETECTORS = ("content", "adaptive")
 
 
 def _segments(config: BuildConfig) -> None:
-    """segments: the detector, its numbers, and the keys it does not combine with."""
+    """segments: the detector, its numbers, and the keys it does not combine with. The TransNetV2 weights file
+    itself is read by the pre-flight (builder/preflight.py)."""
     segments = config.segments
-    if segments.detect == "transnetv2":
-        raise ConfigError("segments.detect=transnetv2 is not supported yet (latentforge ships no TransNetV2 weights "
-                          "and downloads none); use content or adaptive (PySceneDetect's detectors)")
     if segments.detect not in SHOT_DETECTORS:
         raise ConfigError(f"segments.detect={segments.detect!r} is not allowed; allowed: {', '.join(SHOT_DETECTORS)}")
     if segments.threshold is not None and segments.threshold <= 0:
         raise ConfigError(f"segments.threshold={segments.threshold} must be > 0 (unset: the detector's default)")
+    _transnetv2(segments)
     for key, least in (("min_shot_frames", 1), ("margin_frames", 0), ("analysis_width", 16), ("dissolve_frames", 0)):
         if getattr(segments, key) < least:
             raise ConfigError(f"segments.{key}={getattr(segments, key)} must be >= {least}")
@@ -41,7 +41,7 @@ def _segments(config: BuildConfig) -> None:
     fraction = segments.max_black_fraction
     if fraction is not None and not 0.0 <= fraction <= 1.0:
         raise ConfigError(f"segments.max_black_fraction={fraction} must be within [0, 1]")
-    if segments.detect != "none":
+    if segments.detect in SCENEDETECT_DETECTORS:
         try:
             import scenedetect  # noqa: F401
         except ImportError:
@@ -50,6 +50,25 @@ def _segments(config: BuildConfig) -> None:
     if config.frames.buckets and segments != type(segments)():
         raise ConfigError("segments places windows of one shape inside shots, but frames.buckets gives several; "
                           "build one shape (frames.num_frames/height/width) or leave the segments keys unset")
+
+
+def _transnetv2(segments: SegmentsConfig) -> None:
+    """detect=transnetv2 needs its weights (latentforge ships and downloads none); its threshold is a probability.
+    The weights keys mean nothing to another detector, so they are refused there rather than ignored."""
+    if segments.detect != "transnetv2":
+        for key in ("transnetv2_weights", "transnetv2_sha256"):
+            if getattr(segments, key) is not None:
+                raise ConfigError(f"segments.{key} is read only by segments.detect=transnetv2, but detect is "
+                                  f"{segments.detect}; set segments.detect=transnetv2 or leave segments.{key} unset")
+        return
+    if not segments.transnetv2_weights:
+        raise ConfigError("segments.detect=transnetv2 needs segments.transnetv2_weights: the path of the PyTorch state "
+                          "dict converted from the official TensorFlow weights (github.com/soCzech/TransNetV2, "
+                          "inference-pytorch/convert_weights.py writes transnetv2-pytorch-weights.pth); latentforge "
+                          "downloads none")
+    if segments.threshold is not None and not segments.threshold < 1:
+        raise ConfigError(f"segments.threshold={segments.threshold} must be below 1 for transnetv2: it is the "
+                          "probability above which a frame is a transition (unset: 0.5)")
 
 
 def _audio(config: BuildConfig) -> None:

@@ -64,9 +64,11 @@ class SegmentsConfig:
     """Long videos cut into shots before windows are placed (docs/long-videos.md). Everything at its default: no
     analysis pass, windows as frames.window(s) place them in the whole video."""
 
-    # none | content | adaptive: PySceneDetect's ContentDetector / AdaptiveDetector on low-resolution frames
+    # none | content | adaptive: PySceneDetect's ContentDetector / AdaptiveDetector on low-resolution frames;
+    # transnetv2: the TransNetV2 network on 48x27 frames, with the weights of transnetv2_weights
     detect: str = "none"
-    threshold: float | None = None  # the detector's threshold; unset: the library's default (content 27, adaptive 3)
+    # the detector's threshold; unset: its default (content 27, adaptive 3, transnetv2 0.5)
+    threshold: float | None = None
     min_shot_frames: int = 15  # the detector's minimum shot length (a cut closer to the previous one is dropped)
     margin_frames: int = 2  # frames dropped on each side of every cut (and around a gradual transition's frames)
     analysis_width: int = 128  # width the analysis decode scales frames to (height by the source's aspect)
@@ -75,6 +77,10 @@ class SegmentsConfig:
     quality: bool = False  # the analysis pass and the rows' quality scores without shot detection
     min_motion: float | None = None  # reject windows whose mean frame difference (0..255) is below this
     max_black_fraction: float | None = None  # reject windows with a larger share of black or blank frames
+    # detect=transnetv2: its weights, a local file (none is downloaded): the PyTorch state dict the official
+    # repository's convert_weights.py makes from the TensorFlow release, or the same tensors as .safetensors
+    transnetv2_weights: str | None = None
+    transnetv2_sha256: str | None = None  # refuse weights whose SHA-256 differs
 
 
 @dataclass

@@ -1,15 +1,16 @@
 """The analysis pass of a long video (docs/long-videos.md): one decode from its start, every shown frame scaled down
-to `analysis_width`, fed to PySceneDetect's detectors for shot cuts, and measured for the quality scores (luma
-brightness, blank frames, motion between consecutive frames).
+to `analysis_width`, fed to a shot detector, and measured for the quality scores (luma brightness, blank frames,
+motion between consecutive frames).
 
 Frame i is the i-th picture the decoder shows, as in the probe (decode/stream_probe.py), so cut frames index the same
-frames the windows do. Hard cuts come from the chosen detector (ContentDetector or AdaptiveDetector) fed frame by
-frame. Gradual transitions (dissolves, fades) change each frame too little for those detectors, so a second, lagged
-pass feeds `dissolve_frames` ContentDetectors, detector j seeing frames j, j + k, j + 2k, ... (k = dissolve_frames):
-each compares frames k apart, where a transition of up to about k frames looks like a cut. Every frame goes to exactly
-one of them, so the lagged pass costs about one more detector. Its flags cluster around each transition; a cluster
-that is not a hard cut is a gradual transition, centred where its flagged steps balance, and the frames it spans are
-kept out of both neighbouring shots.
+frames the windows do. TransNetV2 (decode/transnetv2_cuts.py) is fed every frame scaled to 48x27, as its official
+code scales them, and finds hard cuts and gradual transitions itself. PySceneDetect's detectors (ContentDetector or
+AdaptiveDetector) are fed the low-resolution frames one by one for hard cuts. Gradual transitions (dissolves, fades)
+change each frame too little for them, so a second, lagged pass feeds `dissolve_frames` ContentDetectors, detector j
+seeing frames j, j + k, j + 2k, ... (k = dissolve_frames): each compares frames k apart, where a transition of up to
+about k frames looks like a cut. Every frame goes to exactly one of them, so the lagged pass costs about one more
+detector. Its flags cluster around each transition; a cluster that is not a hard cut is a gradual transition,
+centred where its flagged steps balance, and the frames it spans are kept out of both neighbouring shots.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ import numpy as np
 
 from ..errors import ConfigError, SampleRejected
 from .container import open_video, seconds
+from .transitions import Transition, spaced
 
 ANALYSIS_VERSION = 1
-DETECTORS = ("none", "content", "adaptive")  # transnetv2 is named by the config check as not supported yet
-DEFAULT_THRESHOLDS = {"content": 27.0, "adaptive": 3.0}  # PySceneDetect's own defaults
+DETECTORS = ("none", "content", "adaptive", "transnetv2")
+# PySceneDetect's own defaults; TransNetV2's official predictions_to_scenes threshold
+DEFAULT_THRESHOLDS = {"content": 27.0, "adaptive": 3.0, "transnetv2": 0.5}
+TRANSNETV2_WIDTH, TRANSNETV2_HEIGHT = 48, 27  # its input frames (decode/transnetv2_model.py)
 BLANK_LUMA = 16.0  # a frame whose mean luma (0..255) is below this is black
 BLANK_SPREAD = 2.0  # ... or whose luma standard deviation is below this is blank (one flat colour)
 # a lagged flag is a blend when the middle frame is this close (relative to how much the ends differ) to the average
@@ -42,6 +46,8 @@ class AnalysisSettings:
     min_shot_frames: int = 15
     analysis_width: int = 128
     dissolve_frames: int = 8
+    transnetv2_weights: str | None = None  # detect=transnetv2: where its weights are ...
+    transnetv2_sha256: str | None = None  # ... and their SHA-256, which is what the record holds
 
     @property
     def detector_threshold(self) -> float | None:
@@ -50,18 +56,13 @@ class AnalysisSettings:
         return DEFAULT_THRESHOLDS[self.detect] if self.threshold is None else self.threshold
 
     def record(self) -> dict[str, Any]:
-        return {**asdict(self), "threshold": self.detector_threshold, "version": ANALYSIS_VERSION}
-
-
-@dataclass(frozen=True)
-class Transition:
-    """A cut between two shots. `frame` is the first frame of the new shot (a gradual transition's centre);
-    frames `first .. last - 1` belong to neither shot (none for a hard cut: first == last == frame)."""
-
-    frame: int
-    first: int
-    last: int
-    kind: str  # cut | gradual
+        record = {**asdict(self), "threshold": self.detector_threshold, "version": ANALYSIS_VERSION}
+        del record["transnetv2_weights"]  # where the weights lie changes nothing; their digest does
+        if self.detect == "transnetv2":
+            del record["dissolve_frames"]  # TransNetV2 finds gradual transitions itself
+        else:
+            del record["transnetv2_sha256"]  # the records of the other detectors keep the keys they always had
+        return record
 
 
 @dataclass
@@ -146,12 +147,7 @@ class _Cuts:
         for gradual in self._gradual(sorted(set(self.flags))):
             near = [t for t in found if gradual.first - self.half <= t.frame <= gradual.last + self.half]
             found = [t for t in found if t not in near] + [gradual]  # a hard flag inside a dissolve is the dissolve
-        kept: list[Transition] = []
-        for transition in sorted(found, key=lambda t: t.frame):
-            if 0 < transition.frame < frames and (not kept or transition.first - kept[-1].last >= min_shot_frames):
-                kept.append(Transition(transition.frame, max(transition.first, 1), min(transition.last, frames),
-                                       transition.kind))
-        return kept
+        return spaced(found, frames, min_shot_frames)
 
     def _gradual(self, flags: list[int]) -> list[Transition]:
         """Clusters of lagged flags (step ends less than `lag` apart) that are blends. A cluster's blended frames
@@ -182,6 +178,17 @@ class _Cuts:
         return transitions
 
 
+def _transnetv2_windows(settings: AnalysisSettings):
+    """detect=transnetv2: the windowed predictions of the model with the settings' weights (torch is imported only
+    here, so the other detectors' workers never load it); else None."""
+    if settings.detect != "transnetv2":
+        return None
+    from .transnetv2_cuts import WindowedPredictions
+    from .transnetv2_weights import transnetv2_predictor
+
+    return WindowedPredictions(transnetv2_predictor(settings.transnetv2_weights, settings.transnetv2_sha256))
+
+
 def analysis_size(width: int, height: int, analysis_width: int) -> tuple[int, int]:
     """The analysed frame size: `analysis_width` (never wider than the source) by the source's aspect, even."""
     out_w = min(analysis_width, width) // 2 * 2 or 2
@@ -200,7 +207,8 @@ def analyse_video(path: str, sample_id: str, settings: AnalysisSettings) -> Vide
         # deblocking changes nothing a low-resolution analysis sees, and costs a fifth of an H.264 decode
         stream.codec_context.options = {"skip_loop_filter": "all"}
         fps = float(stream.average_rate or 25)
-        cuts = None if settings.detect == "none" else _Cuts(settings, fps)
+        cuts = None if settings.detect in ("none", "transnetv2") else _Cuts(settings, fps)
+        network = _transnetv2_windows(settings)
         ticks: list[int] = []
         brightness: list[float] = []
         motion: list[float] = []
@@ -224,6 +232,9 @@ def analyse_video(path: str, sample_id: str, settings: AnalysisSettings) -> Vide
                 previous = luma
                 if cuts is not None:
                     cuts.feed(len(ticks), image, luma)
+                if network is not None:  # the whole picture to 48x27, as the official code has FFmpeg scale it
+                    network.feed(frame.reformat(width=TRANSNETV2_WIDTH, height=TRANSNETV2_HEIGHT, format="rgb24",
+                                                interpolation="BICUBIC").to_ndarray())
                 ticks.append(tick)
         except av.FFmpegError as error:
             raise SampleRejected("unreadable", sample_id, f"{path}: decoding failed ({error})") from None
@@ -231,5 +242,11 @@ def analyse_video(path: str, sample_id: str, settings: AnalysisSettings) -> Vide
             raise SampleRejected("unreadable", sample_id, f"{path}: no frame could be decoded")
         pts = [seconds(tick, stream.time_base) for tick in sorted(ticks)]  # the probe's rule (stream_probe.py)
     transitions = [] if cuts is None else cuts.finish(len(pts), settings.min_shot_frames)
+    if network is not None:
+        from .transnetv2_cuts import transitions_from_predictions
+
+        single, all_frames = network.finish()
+        transitions = transitions_from_predictions(single, all_frames, settings.detector_threshold,
+                                                   settings.min_shot_frames)
     return VideoAnalysis(pts=pts, transitions=transitions, brightness=brightness, motion=motion,
                          blank="".join(blank), analysis_size=size, settings=settings.record())

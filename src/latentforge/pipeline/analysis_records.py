@@ -1,10 +1,10 @@
 """build/analysis/: each analysed video's shots and quality measures, recorded once and reused (docs/long-videos.md).
 
 A record names the video (its resolved path, size and mtime_ns, as the plan's fingerprint does) and the settings
-that decide the analysis (detector, threshold, minimum shot, analysis width, dissolve lag, the analysis format);
-a rerun, a resume or an --extend reads it instead of decoding the video again while all of those match. One file
-per video, written atomically when its analysis ends, so an interrupted pass keeps what it finished. The file name
-is a digest of the path: ids and paths never name files.
+that decide the analysis (detector, threshold, minimum shot, analysis width, dissolve lag or the TransNetV2 weights'
+SHA-256, the analysis format); a rerun, a resume or an --extend reads it instead of decoding the video again while
+all of those match. One file per video, written atomically when its analysis ends, so an interrupted pass keeps what
+it finished. The file name is a digest of the path: ids and paths never name files.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ..cache.layout import ANALYSIS_DIR
 from ..config import BuildConfig, SegmentsConfig
 from ..decode.shot_analysis import AnalysisSettings, VideoAnalysis, analyse_video
-from ..errors import SampleRejected
+from ..errors import ConfigError, SampleRejected
 from ..io import canonical_json, write_text_atomic
 from ..records import Reject, SourceEntry
 
@@ -33,9 +33,16 @@ def analysis_needed(config: BuildConfig, entries: list[SourceEntry]) -> bool:
 
 
 def analysis_settings(config: BuildConfig) -> AnalysisSettings:
+    """The settings of the config's analysis; with TransNetV2, its weights' path and SHA-256 (hashed once a process)."""
     segments = config.segments
+    weights = digest = None
+    if segments.detect == "transnetv2":
+        from ..decode.transnetv2_weights import weights_sha256  # torch, for this detector only
+
+        weights = segments.transnetv2_weights
+        digest = weights_sha256(weights)
     return AnalysisSettings(segments.detect, segments.threshold, segments.min_shot_frames, segments.analysis_width,
-                            segments.dissolve_frames)
+                            segments.dissolve_frames, weights, digest)
 
 
 def record_path(build_dir: Path, video: str) -> Path:
@@ -79,6 +86,8 @@ def analyse_recorded(video: str, key: str, settings: AnalysisSettings, build_dir
         analysis = analyse_video(video, key, settings)
     except SampleRejected as rejected:
         return Reject(key, -1, rejected.reason, rejected.detail, "probe")
+    except ConfigError:
+        raise  # the detector's weights, not the video: the build stops
     except Exception as error:  # noqa: BLE001 - the probe rejects such a video, naming why
         return Reject(key, -1, "unreadable", f"{video}: analysing it failed ({type(error).__name__}: {error})",
                       "probe")
