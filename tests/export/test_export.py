@@ -177,7 +177,8 @@ def test_a_rerun_writes_only_what_is_missing_and_refuses_another_export(caches, 
     (tmp_path / "busy" / "notes.txt").write_text("someone else's")
     with pytest.raises(ConfigError, match=f"holds no {EXPORT_RECORD}"):
         export_cache(padded, "pt-dicts", tmp_path / "busy")
-    with pytest.raises(ConfigError, match="allowed: musubi, musubi-hunyuanvideo, ltx2-trainer, pt-dicts"):
+    with pytest.raises(ConfigError,
+                       match="allowed: musubi, musubi-hunyuanvideo, ltx2-trainer, ltx-video-trainer, pt-dicts"):
         export_cache(padded, "onetrainer", tmp_path / "other")
 
 

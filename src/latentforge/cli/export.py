@@ -1,5 +1,5 @@
-"""`latentforge export CACHE --to musubi|musubi-hunyuanvideo|ltx2-trainer|pt-dicts DIR`: thin wrapper over
-latentforge.export.export_cache."""
+"""`latentforge export CACHE --to musubi|musubi-hunyuanvideo|ltx2-trainer|ltx-video-trainer|pt-dicts DIR`: thin
+wrapper over latentforge.export.export_cache."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import argparse
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("export", help="write each sample's files: musubi-tuner's Wan or "
-                                   "HunyuanVideo cache, the LTX-2 trainer's precomputed latents, or generic .pt dicts; "
-                                   "rerun to resume")
+                                   "HunyuanVideo cache, the LTX-2 or LTX-Video trainer's precomputed latents, or "
+                                   "generic .pt dicts; rerun to resume")
     parser.add_argument("root", help="the cache root")
     # checked by export_cache, which names the allowed targets: a choices= list here would import the export
     # package, and torch with it, for every verb's parser
-    parser.add_argument("--to", required=True, help="musubi | musubi-hunyuanvideo | ltx2-trainer | pt-dicts "
-                        "(docs/export.md)")
+    parser.add_argument("--to", required=True, help="musubi | musubi-hunyuanvideo | ltx2-trainer | "
+                        "ltx-video-trainer | pt-dicts (docs/export.md)")
     parser.add_argument("folder", help="the export folder (empty, or an earlier export of the same cache to resume)")
     parser.add_argument("--modality", action="append", help="export this modality (repeatable, stacked in the "
                         "order given; default: all of the cache's)")

@@ -33,9 +33,9 @@ TRAINER_DTYPE = torch.bfloat16  # process_videos.py loads the VAE in bfloat16 an
 CACHE_NORMALISATION = "posterior mean mu, (mu - latents_mean) * scaling_factor / latents_std per channel"
 
 
-def cache_scaling_factor(config: CacheConfig) -> float:
+def cache_scaling_factor(config: CacheConfig, target: str) -> float:
     """The factor the cache's latents carry beyond the trainer's normalisation; refuses a cache whose record
-    does not say its latents are the VAE's per-channel normalised mean."""
+    does not say its latents are the VAE's per-channel normalised mean (the LTX-Video and LTX-2 VAEs alike)."""
     recorded = config.tokenizer
     factor = recorded.get("scaling_factor")
     mean, std = recorded.get("latents_mean"), recorded.get("latents_std")
@@ -49,13 +49,13 @@ def cache_scaling_factor(config: CacheConfig) -> float:
     elif not all(isinstance(value, (int, float)) and value > 0 for value in std):
         problem = "records a latents_std that is not positive"
     if problem is not None:
-        raise ConfigError(f"the cache's cache_config.json tokenizer section {problem}; the {LTX2_TRAINER} target "
-                          "writes the LTX-2 trainer's (mu - mean) / std latents and can only convert those")
+        raise ConfigError(f"the cache's cache_config.json tokenizer section {problem}; the {target} target "
+                          "writes the trainer's (mu - mean) / std latents and can only convert those")
     return float(factor)
 
 
 def ltx2_trainer_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float) -> list[ExportFile]:
-    factor = cache_scaling_factor(config)
+    factor = cache_scaling_factor(config, LTX2_TRAINER)
     latent = item["latent"]
     stem = f"{index:09d}"
     if latent.shape[0] != LTX2_CHANNELS:

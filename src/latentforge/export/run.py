@@ -1,6 +1,7 @@
-"""`latentforge export CACHE --to musubi|musubi-hunyuanvideo|ltx2-trainer|pt-dicts DIR`: each sample's files in
-musubi-tuner's Wan or HunyuanVideo cache layout, the LTX-2 trainer's precomputed latents, or as generic .pt dicts; a
-cache of a latent family the target does not write is refused first (latent_family.py).
+"""`latentforge export CACHE --to musubi|musubi-hunyuanvideo|ltx2-trainer|ltx-video-trainer|pt-dicts DIR`: each
+sample's files in musubi-tuner's Wan or HunyuanVideo cache layout, the LTX-2 or LTX-Video trainer's precomputed
+latents, or as generic .pt dicts; a cache of a latent family the target does not write is refused first
+(latent_family.py).
 
 Each file appears only after it was loaded back and compared with the cache (write.py), so a rerun skips
 every file that exists and writes the rest. `latentforge-export.json` in DIR names the cache (the SHA-256 of

@@ -11,6 +11,8 @@
   `ltx2-trainer`).
 - `musubi-hunyuanvideo`: musubi-tuner's HunyuanVideo latent files, no text (musubi_hunyuanvideo.py).
 - `ltx2-trainer`: the LTX-2 trainer's precomputed video latents, no text conditions (ltx2_trainer.py).
+- `ltx-video-trainer`: the LTX-Video trainer's packed precomputed video latents, no text conditions
+  (ltx_video_trainer.py).
 `stem` is the sample's dataset_index, nine digits, so file names never depend on ids. Every tensor is written
 from a copy of its own (files.py).
 """
@@ -24,6 +26,7 @@ from typing import Any, Callable
 from ..cache.config_file import CacheConfig
 from .files import ExportFile, own
 from .ltx2_trainer import LTX2_TRAINER, ltx2_trainer_files
+from .ltx_video_trainer import LTX_VIDEO_TRAINER, ltx_video_trainer_files
 from .musubi_hunyuanvideo import MUSUBI_HUNYUANVIDEO, musubi_hunyuanvideo_files
 from .musubi_i2v import musubi_dtype_name, musubi_i2v_tensors
 
@@ -97,5 +100,7 @@ TARGETS: dict[str, ExportTarget] = {
     MUSUBI_HUNYUANVIDEO: ExportTarget(musubi_hunyuanvideo_files, frozenset({"hunyuanvideo"}), False),
     # the LTX-2 trainer trains LTX-2 on its own video VAE's latents; its text conditions come from its Gemma encoder
     LTX2_TRAINER: ExportTarget(ltx2_trainer_files, frozenset({"ltx2"}), False),
+    # the LTX-Video trainer trains LTX-Video 0.9.x on its VAE's latents; its text conditions come from its T5-XXL
+    LTX_VIDEO_TRAINER: ExportTarget(ltx_video_trainer_files, frozenset({"ltx-video"}), False),
     PT_DICTS: ExportTarget(pt_dict_files, None, True),
 }

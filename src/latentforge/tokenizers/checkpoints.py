@@ -29,11 +29,13 @@ class CheckpointError(LatentforgeError):
 @dataclass(frozen=True)
 class CheckpointSource:
     """A resolved checkpoint: `kind` is "diffusers-folder", or the kind of a single official file the tokenizer
-    names (e.g. "wan-state-dict"), recorded in its fingerprint as `checkpoint_format`."""
+    names (e.g. "wan-state-dict"), recorded in its fingerprint as `checkpoint_format`. `config`: the folder of a
+    single file's diffusers config.json, where the tokenizer takes one from elsewhere."""
 
     kind: str
     path: Path
     weight_files: tuple[Path, ...]
+    config: Path | None = None
 
 
 # ------------------------------------------------------------------------------------------ resolving

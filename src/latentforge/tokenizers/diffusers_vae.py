@@ -1,10 +1,11 @@
-"""A tokenizer over one of diffusers' video VAE classes, loaded from a diffusers folder: what the HunyuanVideo and
+"""A tokenizer over one of diffusers' video VAE classes, loaded from a diffusers folder or, where diffusers converts
+the class's official keys, an official single file (single_file_vae.py): what the HunyuanVideo and
 LTX tokenizers share (checkpoint route, SHA-256 pin, architecture and exact key checks, precisions, the whole-clip
 or spatially tiled encode and decode (vae_tiling.py), the fingerprint). Each subclass names its class and its
 latent normalisation.
 
-diffusers' `from_pretrained` would fill a missing tensor with random values and only warn, so the folder's weights
-are read here and must be exactly the model's tensors.
+diffusers' `from_pretrained` and `from_single_file` would fill a missing tensor with random values and only warn, so
+the weights are read here and must be exactly the model's tensors.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 import json
 from abc import abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import diffusers
 import torch
 
 from ..config import TokenizerConfig
-from ..config.option_roles import PERMISSION, option
+from ..config.option_roles import LOCATION, PERMISSION, option
 from ..devices import tf32_off
 from ..errors import ConfigError
 from .base import Tokenizer
@@ -32,10 +34,11 @@ from .checkpoints import (
     resolve_checkpoint,
 )
 from .cpu_bf16 import check_cpu_bf16
+from .single_file_vae import config_folder, read_single_file_vae, single_file_source
 from .vae_tiling import TILING_OFF, WHOLE_CLIP, TileRule, enable_tiling, tile_rule
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-SINGLE_FILE = "single-file"  # what a file path resolves to; these tokenizers take folders only
+SINGLE_FILE = "single-file"  # what a file path resolves to: an official single file
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class DiffusersVaeOptions:
     tiling: str = TILING_OFF
     tile_size: int | None = None  # pixels; None: diffusers' default for the class (default_tile)
     tile_stride: int | None = None
+    # a single-file checkpoint's diffusers config.json (its folder): the file holds none. Where it is looked up
+    # only; what it says is recorded in the fingerprint's `architecture`
+    vae_config: str | None = option(None, LOCATION)
 
 
 def vae_options(cfg: TokenizerConfig) -> DiffusersVaeOptions:
@@ -74,14 +80,14 @@ class DiffusersVaeTokenizer(Tokenizer):
     causal = True
 
     def __init__(self, checkpoint: str, precision: str = "fp32", sha256: str | None = None,
-                 device: torch.device | str = "cpu", tiling: TileRule | None = None):
+                 device: torch.device | str = "cpu", tiling: TileRule | None = None, vae_config: str | None = None):
         super().__init__(device)
         if precision not in self.precisions:
             raise ConfigError(f"tokenizer.precision={precision!r} is not allowed for {self.name}; allowed: "
                               f"{', '.join(self.precisions)}")
         self.precision = precision
         self._dtype = DTYPES[precision]
-        self.source = self.resolve(checkpoint)
+        self.source = self.resolve(checkpoint, vae_config)
         self.checkpoint_sha256 = checkpoint_sha256(self.source)
         check_sha256(self.source, self.checkpoint_sha256, sha256)  # before any weights are read
         model = self.load_model(self.source)
@@ -121,30 +127,36 @@ class DiffusersVaeTokenizer(Tokenizer):
     # ------------------------------------------------------------------ checkpoints
 
     @classmethod
-    def resolve(cls, checkpoint: str) -> CheckpointSource:
+    def resolve(cls, checkpoint: str, vae_config: str | None = None) -> CheckpointSource:
         source = resolve_checkpoint(checkpoint, cls.checkpoint_advice, SINGLE_FILE)
         if source.kind == SINGLE_FILE:
-            raise CheckpointError(f"tokenizer checkpoint {source.path} is a single file; {cls.name} reads a "
-                                  f"diffusers folder: {cls.checkpoint_advice}")
+            return single_file_source(source, cls.model_class, cls.name, vae_config, cls.checkpoint_advice)
+        if vae_config is not None:
+            raise CheckpointError(f"tokenizer.vae_config is set, but tokenizer checkpoint {source.path} is a diffusers "
+                                  "folder with its own config.json; unset tokenizer.vae_config")
         return source
 
     @classmethod
     def load_model(cls, source: CheckpointSource) -> Any:
-        """diffusers' `model_class` holding exactly the folder's tensors in float32, in eval mode."""
+        """diffusers' `model_class` holding exactly the checkpoint's tensors in float32, in eval mode."""
         model_class = getattr(diffusers, cls.model_class)
-        config = model_class.load_config(source.path)
+        folder = config_folder(source, cls.model_class)
+        config = model_class.load_config(folder)
         found = config.get("_class_name")
         if found != cls.model_class:
-            raise CheckpointError(f"{source.path / 'config.json'} is a {found} folder, not {cls.model_class} (the "
+            raise CheckpointError(f"{folder / 'config.json'} is a {found} folder, not {cls.model_class} (the "
                                   f"{cls.family} VAE); {cls.checkpoint_advice}")
         wrong = {k: config.get(k) for k, v in cls.required_config.items() if config.get(k, v) != v}
         if wrong:
-            raise CheckpointError(f"{source.path / 'config.json'} is not the {cls.family} VAE architecture: it has "
+            raise CheckpointError(f"{folder / 'config.json'} is not the {cls.family} VAE architecture: it has "
                                   f"{wrong}, expected { {k: cls.required_config[k] for k in wrong} }")
         with torch.device("meta"):
             model = model_class.from_config(config)
-        cls.check_model_geometry(source, model)
-        state = read_weight_files(source.weight_files)
+        cls.check_model_geometry(folder, model)
+        if source.kind == SINGLE_FILE:
+            state = read_single_file_vae(source, cls.model_class)
+        else:
+            state = read_weight_files(source.weight_files)
         check_keys(source, state, model.state_dict(), str, cls.family)
         model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True, assign=True)
         # the whole clip at once: diffusers' frame-wise tiles (on by default for HunyuanVideo beyond 16 frames)
@@ -155,7 +167,7 @@ class DiffusersVaeTokenizer(Tokenizer):
         return model.eval().requires_grad_(False)
 
     @classmethod
-    def check_model_geometry(cls, source: CheckpointSource, model: Any) -> None:
+    def check_model_geometry(cls, folder: Path, model: Any) -> None:
         """Refuse a config whose model (still on the meta device) does not map a probe clip to this tokenizer's
         latent shape. Measured, not read: the compression attributes diffusers derives are not every class's."""
         clip = (1 + 2 * cls.temporal_factor, 2 * cls.spatial_factor, 3 * cls.spatial_factor)
@@ -164,7 +176,7 @@ class DiffusersVaeTokenizer(Tokenizer):
         wanted = cls.latent_shape(*clip)
         if found != wanted:
             raise CheckpointError(
-                f"{source.path / 'config.json'} describes a VAE that encodes a clip of {clip[0]}x{clip[1]}x{clip[2]} "
+                f"{folder / 'config.json'} describes a VAE that encodes a clip of {clip[0]}x{clip[1]}x{clip[2]} "
                 f"(frames x height x width) to a latent of {list(found)}; {cls.name} ({cls.latent_channels} channels, "
                 f"{cls.temporal_factor}x{cls.spatial_factor}x{cls.spatial_factor}) makes {list(wanted)}"
             )
@@ -185,7 +197,7 @@ class DiffusersVaeTokenizer(Tokenizer):
     @classmethod
     def preflight(cls, cfg: TokenizerConfig, device: str = "cpu") -> None:
         check_cpu_bf16(cfg.precision, device, vae_options(cfg).allow_slow_cpu_bf16)
-        source = cls.resolve(cfg.checkpoint)
+        source = cls.resolve(cfg.checkpoint, vae_options(cfg).vae_config)
         check_sha256(source, checkpoint_sha256(source), cfg.sha256)
         cls.load_model(source)  # every key, shape and tensor readable; freed on return
 
@@ -196,7 +208,8 @@ class DiffusersVaeTokenizer(Tokenizer):
     @classmethod
     def from_config(cls, cfg: TokenizerConfig, device: torch.device | str) -> DiffusersVaeTokenizer:
         cls.check_settings(cfg)
-        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device, cls.configured_tiling(cfg))
+        return cls(cfg.checkpoint, cfg.precision, cfg.sha256, device, cls.configured_tiling(cfg),
+                   vae_options(cfg).vae_config)
 
     # ------------------------------------------------------------------ encode, decode, fingerprint
 
