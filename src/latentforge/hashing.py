@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 _CHUNK = 1 << 20
+_REMEMBERED: dict[tuple[str, int, int, int], str] = {}
 
 
 def sha256_file(path: str | Path, read: Callable[[int], None] | None = None) -> str:
@@ -23,6 +24,16 @@ def sha256_file(path: str | Path, read: Callable[[int], None] | None = None) -> 
             if read is not None:
                 read(len(piece))
     return digest.hexdigest()
+
+
+def remembered_sha256(path: Path) -> str:
+    """sha256_file of a model file, remembered per (path, size, mtime, inode): the pre-flight and each load in one
+    process hash it once."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    if key not in _REMEMBERED:
+        _REMEMBERED[key] = sha256_file(path)
+    return _REMEMBERED[key]
 
 
 def format_sums(digests: Iterable[tuple[str, str]]) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..errors import ConfigError
-from ..hashing import sha256_file
+from ..hashing import remembered_sha256
 
 if TYPE_CHECKING:
     from transformers import CLIPVisionConfig, CLIPVisionModel, CLIPVisionModelWithProjection
@@ -84,24 +84,12 @@ def resolve(path: str, key: str = PATH_KEY) -> ClipSource:
 
 # ------------------------------------------------------------------------------------------ hashing
 
-_DIGESTS: dict[tuple[str, int, int], str] = {}
-
-
-def _file_sha256(path: Path) -> str:
-    """Streamed SHA-256, remembered per (path, size, mtime) so preflight and load in one process hash once."""
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _DIGESTS:
-        _DIGESTS[key] = sha256_file(path)
-    return _DIGESTS[key]
-
-
 def checkpoint_sha256(source: ClipSource) -> str:
     """The file's SHA-256 (what `sha256sum` prints); for several weight files, the SHA-256 of their `sha256sum`
     listing sorted by name."""
     if len(source.weight_files) == 1:
-        return _file_sha256(source.weight_files[0])
-    listing = "".join(f"{_file_sha256(p)}  {p.name}\n" for p in source.weight_files)
+        return remembered_sha256(source.weight_files[0])
+    listing = "".join(f"{remembered_sha256(p)}  {p.name}\n" for p in source.weight_files)
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
 
 

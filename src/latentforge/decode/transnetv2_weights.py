@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ConfigError
-from ..tokenizers.checkpoints import file_sha256
+from ..hashing import remembered_sha256
 from .transnetv2_model import TransNetV2
 
 WEIGHTS_KEY, SHA256_KEY = "segments.transnetv2_weights", "segments.transnetv2_sha256"
@@ -28,7 +28,7 @@ def weights_sha256(path: str) -> str:
     file = Path(path).expanduser()
     if not file.is_file():
         raise ConfigError(f"{WEIGHTS_KEY}={path!r} is not a file; {ADVICE}")
-    return file_sha256(file)
+    return remembered_sha256(file)
 
 
 def _first_line(error: Exception) -> str:

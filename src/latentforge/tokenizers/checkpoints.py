@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from ..errors import LatentforgeError
-from ..hashing import sha256_file
+from ..hashing import remembered_sha256
 from ..hub import HUB_ID
 
 _FILE_SUFFIXES = (".pth", ".pt", ".ckpt", ".safetensors", ".bin")
@@ -90,24 +90,14 @@ def _download_hub(repo_id: str, advice: str, subfolder: str) -> Path:
 
 # ------------------------------------------------------------------------------------------ hashing
 
-_DIGESTS: dict[tuple[str, int, int, int], str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    """Streamed SHA-256 of one file, remembered per (path, size, mtime, inode) so a process hashes it once."""
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
-    if key not in _DIGESTS:
-        _DIGESTS[key] = sha256_file(path)
-    return _DIGESTS[key]
 
 
 def checkpoint_sha256(source: CheckpointSource) -> str:
     """The file's SHA-256 (what `sha256sum` prints); for a folder of several weight files, the SHA-256 of
     their `sha256sum`-format listing (sorted by name), so a single-file folder hashes like its file."""
     if len(source.weight_files) == 1:
-        return file_sha256(source.weight_files[0])
-    listing = "".join(f"{file_sha256(p)}  {p.name}\n" for p in source.weight_files)
+        return remembered_sha256(source.weight_files[0])
+    listing = "".join(f"{remembered_sha256(p)}  {p.name}\n" for p in source.weight_files)
     return hashlib.sha256(listing.encode("utf-8")).hexdigest()
 
 
