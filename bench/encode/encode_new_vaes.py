@@ -10,11 +10,16 @@ On the GPU machine (docs/gpu-tests.md: the wheels in .whl/, diffusers among them
     python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site python3 bench/encode/encode_new_vaes.py --reps 3 --out $OUT/encode-new-vaes.json
     python bench/encode/encode_new_vaes.py --tiny        # checks the script on a CPU
+
+`--tile SIZE STRIDE` encodes in spatial tiles (the presets' tokenizer.tiling=spatial): latentforge with that tile
+rule, diffusers' class with its own enable_tiling at the same tile size and stride (HunyuanVideo 1.5 takes the
+overlap as a fraction: (SIZE - STRIDE) / SIZE).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import tempfile
@@ -31,6 +36,7 @@ from _cosmos_bench_steps import clip, machine, timed_within  # noqa: E402
 
 from latentforge import registry  # noqa: E402
 from latentforge.devices import tf32_off  # noqa: E402
+from latentforge.tokenizers.vae_tiling import TileRule  # noqa: E402
 
 # tokenizer -> (diffusers class, preset shape); full size uses the class's default config (the released layout;
 # LTX-Video's defaults are its 0.9.0 VAE)
@@ -62,13 +68,21 @@ def save_random(name: str, folder: Path, tiny: bool) -> Path:
     return folder
 
 
-def diffusers_encoder(name: str, folder: Path, precision: str, device: torch.device):
-    """diffusers' class, whole clip, then the pipeline's normalisation in float32 (in bf16 with the statistics the
+def diffusers_encoder(name: str, folder: Path, precision: str, device: torch.device, tile: list[int] | None):
+    """diffusers' class, whole clip (or its own spatial tiles), then the pipeline's normalisation in float32 (in bf16 with the statistics the
     model's cast rounded to bf16, as a bf16 pipeline has them)."""
     vae = getattr(diffusers, MODELS[name][0]).from_pretrained(folder).to(device, DTYPES[precision]).eval()
     vae.use_framewise_encoding = False  # HunyuanVideo's default tiles clips of more than 16 frames
     if name == "hunyuanvideo1.5":
         vae.enable_slicing()  # its attention takes one clip per call
+    if tile and "tile_overlap_factor" in inspect.signature(vae.enable_tiling).parameters:
+        ratio = vae.spatial_compression_ratio
+        vae.enable_tiling(tile_sample_min_height=tile[0], tile_sample_min_width=tile[0],
+                          tile_latent_min_height=tile[0] // ratio, tile_latent_min_width=tile[0] // ratio,
+                          tile_overlap_factor=(tile[0] - tile[1]) / tile[0])
+    elif tile:
+        vae.enable_tiling(tile_sample_min_height=tile[0], tile_sample_min_width=tile[0],
+                          tile_sample_stride_height=tile[1], tile_sample_stride_width=tile[1])
     stats = None
     if hasattr(vae, "latents_mean"):
         stats = [vae.latents_mean.float().view(1, -1, 1, 1, 1), vae.latents_std.float().view(1, -1, 1, 1, 1)]
@@ -83,7 +97,7 @@ def diffusers_encoder(name: str, folder: Path, precision: str, device: torch.dev
 
 
 def measure(name: str, tiny: bool, device: torch.device, reps: int, budget_s: float, work: Path,
-            precisions: list[str], errors: dict[str, str]) -> list[dict]:
+            precisions: list[str], errors: dict[str, str], tile: list[int] | None = None) -> list[dict]:
     """Each mode on its own: one that fails (out of memory) is reported in `errors` and the others still run.
     rel-L2 columns: against latentforge fp32 where it ran, and against the other library at the same precision."""
     folder = save_random(name, work / name, tiny)
@@ -96,9 +110,10 @@ def measure(name: str, tiny: bool, device: torch.device, reps: int, budget_s: fl
             mode = f"{library} {precision}"
             try:
                 if library == "latentforge":
-                    fn = registry.resolve("tokenizer", name)(str(folder), precision, device=device).encode
+                    fn = registry.resolve("tokenizer", name)(
+                        str(folder), precision, device=device, tiling=TileRule(*tile) if tile else None).encode
                 else:
-                    fn = diffusers_encoder(name, folder, precision, device)
+                    fn = diffusers_encoder(name, folder, precision, device, tile)
                 timing, out = timed_within(lambda fn=fn: fn(video), device, reps, budget_s)
                 again = fn(video)  # the same bits twice
             except Exception:  # noqa: BLE001 - e.g. out of memory at this shape: the next mode still runs
@@ -112,7 +127,7 @@ def measure(name: str, tiny: bool, device: torch.device, reps: int, budget_s: fl
             out = outputs[library] = out.float().cpu()
             if baseline is None and mode == "latentforge fp32":
                 baseline = out
-            row = {"model": name, "mode": mode, "shape": shape, "output_shape": list(out.shape), **timing,
+            row = {"model": name, "mode": mode, "shape": shape, "tile": tile, "output_shape": list(out.shape), **timing,
                    "same_bits_twice": same}
             if baseline is not None:
                 difference = out - baseline
@@ -153,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=120.0, help="time per mode; fewer reps where needed")
     parser.add_argument("--device", default=None)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--tile", type=int, nargs=2, metavar=("SIZE", "STRIDE"), default=None,
+                        help="spatial tiles of SIZE pixels every STRIDE pixels (default: the whole clip)")
     args = parser.parse_args(argv)
     device = torch.device(args.device or ("cpu" if args.tiny or not torch.cuda.is_available() else "cuda"))
     result = {"machine": machine(device), "weights": "random weights of the released architectures"
@@ -161,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.models:
             try:
                 result["rows"] += measure(name, args.tiny, device, 1 if args.tiny else args.reps, args.budget_s,
-                                          Path(work), args.precisions, result["errors"])
+                                          Path(work), args.precisions, result["errors"], args.tile)
             except Exception:  # noqa: BLE001 - one model's failure is reported, the others still run
                 result["errors"][name] = traceback.format_exc()
             if device.type == "cuda":
