@@ -97,6 +97,7 @@ def test_passes_run_in_a_ray_task_and_a_resume_places_none_again(world, cluster,
     # every window embedded; the duplicate is not captioned, nor clip002, which has its caption
     assert placed == [("near-duplicate pass", 4), ("caption pass", 2)]
     assert len(list((root / "build" / "captions").rglob("*.json"))) == 2
+    assert len(list((root / "build" / "dedup").rglob("*.npy"))) == 3  # clip000 and clip001: one window, one key
 
     build(config, quiet=True)
     assert placed == [("near-duplicate pass", 4), ("caption pass", 2)]  # all read back from build/
