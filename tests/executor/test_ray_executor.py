@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import ray  # noqa: E402  (a test dependency: the suite must not skip the Ray checks)
 
-from helpers.exec_world import REPO, sums
+from helpers.exec_world import sums
+from helpers.ray_nodes import local_ray
 from latentforge.builder.run import build
 from latentforge.cli.build import config_from_args
 from latentforge.cli.main import make_parser
@@ -52,19 +52,8 @@ def local_sums(ray_world) -> str:
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A one-node Ray on loopback with 2 CPUs; its workers import latentforge from this checkout."""
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), saved) if p)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False)
-    try:
+    with local_ray():
         yield
-    finally:
-        ray.shutdown()
-        if saved is None:
-            os.environ.pop("PYTHONPATH")
-        else:
-            os.environ["PYTHONPATH"] = saved
 
 
 @pytest.mark.slow

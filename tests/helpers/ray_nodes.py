@@ -188,3 +188,23 @@ def start_nodes(workers: list[str]) -> RayNodes:
     nodes = start_head()
     add_nodes(nodes, workers)
     return nodes
+
+
+@contextlib.contextmanager
+def local_ray(cpus: int = 2):
+    """This process connected to a one-node Ray on loopback with `cpus` CPUs, whose workers import latentforge from
+    this checkout; a build run in this process uses it (and leaves it running)."""
+    import ray
+
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), saved) if p)
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH")
+        else:
+            os.environ["PYTHONPATH"] = saved

@@ -209,23 +209,24 @@ def _curated(config: BuildConfig, executor: Executor, samples, probes, progress:
 
 
 def _deduplicated(config: BuildConfig, executor: Executor, samples, probes, progress: BuildProgress, extending: bool):
-    """dedup.enabled: near-duplicate windows rejected (pipeline/dedup.py) before they are captioned or encoded, on the
-    device the encoders use; recorded embeddings read back."""
+    """dedup.enabled: near-duplicate windows rejected (pipeline/dedup.py) before they are captioned or encoded, the
+    missing embeddings computed where the executor runs the build's models; recorded embeddings read back."""
     count = dedup_todo(samples, probes, config)
     if not count:
         return probes
     with progress.task("dedup", count) as advance:
-        return dedup_probes(samples, probes, config, executor.build_dir, executor.main_device(), extending, advance)
+        return dedup_probes(samples, probes, config, executor.build_dir, executor.run_device_work, extending, advance)
 
 
 def _captioned(config: BuildConfig, executor: Executor, samples, probes, progress: BuildProgress):
-    """captions.mode=generate_*: the probed windows' captions (pipeline/captions.py), on the device the encoders use,
-    before any unit; recorded ones read back."""
+    """captions.mode=generate_*: the probed windows' captions (pipeline/captions.py) before any unit, the missing ones
+    generated where the executor runs the build's models; recorded ones read back."""
     count = captions_todo(samples, probes, config)
     if not count:
         return probes
     with progress.task("captions", count) as advance:
-        return caption_probes(samples, probes, config, executor.build_dir, executor.main_device(), advance)
+        return caption_probes(samples, probes, config, executor.build_dir, executor.main_device(),
+                              executor.run_device_work, advance)
 
 
 def _analyser(config: BuildConfig, build_dir: Path, progress: BuildProgress):

@@ -12,6 +12,7 @@ from typing import Any, Callable, ClassVar
 
 from ..config import BuildConfig
 from ..config.schema import NoOptions
+from ..pipeline.device_work import BatchResults, DeviceWork
 from ..pipeline.kernel_plan_pass import PlanRequest
 from ..pipeline.unit import Unit
 from .events import RankEvent
@@ -42,6 +43,13 @@ class Executor(ABC):
     @abstractmethod
     def main_device(self) -> str:
         """Where the main process runs models when it must: commit without a model record, scan --calibrate."""
+
+    def run_device_work(self, work: DeviceWork, on_batch: Callable[[BatchResults], None]) -> None:
+        """Run the device half of a pass before the units (pipeline/device_work.py) where the build's models run;
+        `on_batch` gets each batch's results, in order, on the calling thread. Here: in this process, on
+        main_device()."""
+        for results in work.batches(self.main_device()):
+            on_batch(results)
 
     def encoding_environments(self) -> list[dict[str, str]] | None:
         """The environment (pipeline/environment.py) of each device its ranks will encode on, known before any

@@ -3,7 +3,9 @@ group of near-identical windows.
 
 Each probed window gets an embedding: `dedup.frames` source frames spread evenly over it are decoded (the build's
 decode code, the short side resized to the CLIP tower's input size), embedded by the CLIP image encoder `dedup.model`
-(conditioning/clip_embedding.py), and their unit vectors averaged and normalised. Embeddings are recorded under
+(conditioning/clip_embedding.py), and their unit vectors averaged and normalised: a DeviceWork
+(pipeline/device_work.py) that the executor places where the build's models run (a Ray task on a GPU worker under
+run.executor=ray). The embeddings come back to the process that holds the build's records, which records them under
 build/dedup/ (pipeline/dedup_records.py), so a rerun, a resume or an --extend computes none twice and loads no
 encoder when all are recorded. The windows are then walked in plan order (pipeline/near_duplicates.py): a window at
 least `dedup.threshold` similar to an earlier kept one is rejected `near_duplicate`, naming that window's sample id
@@ -12,7 +14,7 @@ and the similarity; an --extend also compares its new windows with the kept wind
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from .dedup_records import (
     recorded_embedding,
     write_kept,
 )
+from .device_work import BatchResults, DeviceWork, Place
 from .near_duplicates import near_duplicates
 from .probe import ProbeResult
 from .window_frames import sampled_indices, window_frames
@@ -45,14 +48,48 @@ class _Window:
         self.vector: np.ndarray | None = None
 
 
-class DedupPass:
-    """The build's near-duplicate removal: recorded embeddings read, the rest computed on `device` and recorded."""
+class WindowEmbedding(DeviceWork):
+    """The windows still to embed, `dedup.batch_size` at a time (one encoder call a batch): each window's embedding,
+    or its Reject when its frames cannot be decoded (nothing recorded: a rerun decodes it again)."""
 
-    def __init__(self, config: BuildConfig, build_dir, device):
-        self.config, self.build_dir, self.device = config, build_dir, device
+    what = "near-duplicate pass"
+
+    def __init__(self, config: BuildConfig, windows: list[tuple[Sample, ProbeResult, list[int]]]):
+        self.config, self.windows = config, windows
+
+    def batches(self, device: str) -> Iterator[BatchResults]:
+        dedup = self.config.dedup
+        # loaded only when an embedding is missing (the pass places no work otherwise): a rerun loads none
+        embedder = ClipImageEmbedder.load(dedup.model, device, dedup.sha256)
+        for start in range(0, len(self.windows), dedup.batch_size):
+            out: BatchResults = {}
+            ready, frames = [], []
+            for sample, probe, indices in self.windows[start:start + dedup.batch_size]:
+                try:
+                    frames.append(window_frames(sample, probe, self.config, indices, embedder.image_size,
+                                                "to compare for near duplicates"))
+                except SampleRejected as error:
+                    out[sample.source_index] = Reject.of(sample, error, "decode")
+                    continue
+                ready.append(sample.source_index)
+            if ready:
+                vectors = embedder.embed([frame for shown in frames for frame in shown]).astype(np.float64)
+                row = 0
+                for source_index, shown in zip(ready, frames):
+                    mean = vectors[row:row + len(shown)].mean(axis=0)
+                    row += len(shown)
+                    out[source_index] = (mean / np.linalg.norm(mean)).astype(np.float32)
+            yield out
+
+
+class DedupPass:
+    """The build's near-duplicate removal: recorded embeddings read, the rest computed where `place` runs them and
+    recorded, then the decision here."""
+
+    def __init__(self, config: BuildConfig, build_dir):
+        self.config, self.build_dir = config, build_dir
         self.dedup = config.dedup
         self.recipe = {"embedder": ClipImageEmbedder.identity(self.dedup.model), "frames": self.dedup.frames}
-        self._embedder: ClipImageEmbedder | None = None
 
     def _windows(self, samples: list[Sample], probes: Probed) -> list[_Window]:
         """The probed windows of `samples`, in plan order, with their recorded embeddings."""
@@ -66,47 +103,31 @@ class DedupPass:
                 found.append(window)
         return found
 
-    def run(self, samples: list[Sample], probes: Probed, extending: bool,
+    def run(self, samples: list[Sample], probes: Probed, place: Place, extending: bool,
             advance: Callable[[int], None] = lambda n: None) -> Probed:
         """`probes` with each near duplicate (or window that cannot be decoded) replaced by its reject."""
         out = dict(probes)
         windows = self._windows(samples, probes)
-        todo = [w for w in windows if w.vector is None]
+        todo = {w.source_index: w for w in windows if w.vector is None}
         advance(len(windows) - len(todo))
-        for start in range(0, len(todo), self.dedup.batch_size):
-            batch = todo[start:start + self.dedup.batch_size]
-            out.update(self._embed(batch))
-            advance(len(batch))
+
+        def record(results: BatchResults) -> None:
+            for source_index, result in results.items():
+                window = todo[source_index]
+                if isinstance(result, Reject):
+                    out[source_index] = result
+                    continue
+                window.vector = result
+                if window.key is not None:
+                    record_embedding(self.build_dir, window.key, result)
+            advance(len(results))
+
+        if todo:
+            place(WindowEmbedding(self.config, [(w.sample, w.probe, w.indices) for w in todo.values()]), record)
         embedded = [w for w in windows if w.vector is not None]
         ours = {s.source_index for s in samples}
         earlier = [w for w in read_kept(self.build_dir) if w.source_index not in ours] if extending else []
         out.update(self._decide(embedded, earlier))
-        return out
-
-    def _embed(self, batch: list[_Window]) -> Probed:
-        """Each window's frames decoded and embedded (one encoder call for the batch), and recorded."""
-        out: Probed = {}
-        ready, frames = [], []
-        if self._embedder is None:  # only once an embedding is missing: a rerun with all recorded loads none
-            self._embedder = ClipImageEmbedder.load(self.dedup.model, self.device, self.dedup.sha256)
-        for window in batch:
-            try:
-                frames.append(window_frames(window.sample, window.probe, self.config, window.indices,
-                                            self._embedder.image_size, "to compare for near duplicates"))
-            except SampleRejected as error:
-                out[window.sample.source_index] = Reject.of(window.sample, error, "decode")
-                continue
-            ready.append(window)
-        if not ready:
-            return out
-        vectors = self._embedder.embed([frame for shown in frames for frame in shown]).astype(np.float64)
-        start = 0
-        for window, shown in zip(ready, frames):
-            mean = vectors[start:start + len(shown)].mean(axis=0)
-            start += len(shown)
-            window.vector = (mean / np.linalg.norm(mean)).astype(np.float32)
-            if window.key is not None:
-                record_embedding(self.build_dir, window.key, window.vector)
         return out
 
     def _decide(self, windows: list[_Window], earlier: list[KeptWindow]) -> Probed:
@@ -138,13 +159,14 @@ class DedupPass:
         return Reject.of(window.sample, error, "encode")
 
 
-def dedup_probes(samples: list[Sample], probes: Probed, config: BuildConfig, build_dir, device,
+def dedup_probes(samples: list[Sample], probes: Probed, config: BuildConfig, build_dir, place: Place,
                  extending: bool = False, advance: Callable[[int], None] = lambda n: None) -> Probed:
-    """The near-duplicate pass over a probed plan (`extending`: the samples of an --extend still to encode, compared
-    with the kept windows of those staged before too); `probes` unchanged unless dedup.enabled."""
+    """The near-duplicate pass over a probed plan, the embeddings still missing computed where `place` runs them
+    (`extending`: the samples of an --extend still to encode, compared with the kept windows of those staged before
+    too); `probes` unchanged unless dedup.enabled."""
     if not config.dedup.enabled:
         return probes
-    return DedupPass(config, build_dir, device).run(samples, probes, extending, advance)
+    return DedupPass(config, build_dir).run(samples, probes, place, extending, advance)
 
 
 def dedup_todo(samples: list[Sample], probes: Probed, config: BuildConfig) -> int:

@@ -7,7 +7,8 @@ is replaced; the unit it was running is charged one try, and after run.max_unit_
 build stops with that unit's error (staged units are kept, a rerun resumes). A worker whose node fails the
 node check (executor/ray/node_check.py) has its node excluded (executor/ray/nodes.py) instead. A driver
 that starts its own Ray marks every Ray process with its lock token (executor/ray/session.py), so the next
-build can kill them if this driver dies. See docs/execution.md.
+build can kill them if this driver dies. The caption and near-duplicate passes, before any unit, run their models
+in one Ray task too (executor/ray/device_work_task.py). See docs/execution.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from ...config import BuildConfig
 from ...errors import ConfigError, LatentforgeError, StopRequested
+from ...pipeline.device_work import BatchResults, DeviceWork
 from ...pipeline.kernel_plan_pass import PlanRequest
 from ...pipeline.unit import Unit
 from ...testing.fault_points import FAULT_ENV, MAIN_PID_ENV
@@ -34,6 +36,7 @@ from ..lock_record import read_lock_record
 from ..rank import RankSpec, prompt_repeats
 from ..rank_stats import RankStats
 from ..worker_sizing import decode_workers, rank_torch_threads
+from .device_work_task import ray_device_work
 from .dispatch import QueuedUnit, UnitDispatcher
 from .driver_guard import this_driver
 from .kernel_plan_task import ray_plan_pass
@@ -349,7 +352,25 @@ class RayExecutor(Executor):
 
     def run(self, units: list[Unit], on_event: Callable[[RankEvent], None], plans: PlanRequest | None = None) -> None:
         """Run `units` on the Ray cluster at run.ray_address (or the one this process is already connected to),
-        after the plan pass `plans` in one task on one GPU of the cluster (executor/ray/plan_task.py)."""
+        after the plan pass `plans` in one task on one GPU of the cluster (executor/ray/kernel_plan_task.py)."""
+        with self._joined() as (ray, token, own_ray), _signals_noted() as noted:
+            run = _RayRun(ray, self.config, self.build_dir, units, on_event, self.quiet, noted, token, own_ray, plans)
+            try:
+                run.run()
+            finally:
+                run.stop()
+
+    def run_device_work(self, work: DeviceWork, on_batch: Callable[[BatchResults], None]) -> None:
+        """In one Ray task on one GPU of the cluster, as a worker would hold it (executor/ray/device_work_task.py):
+        the driver may have no GPU."""
+        with self._joined() as (ray, token, _), _signals_noted() as noted:
+            shape = worker_shape(ray, self.config, 1)  # refuses a cluster without the GPUs asked for
+            ray_device_work(ray, work, on_batch, token, shape.device, shape.num_gpus, lambda: noted.signum)
+
+    @contextlib.contextmanager
+    def _joined(self) -> Iterator[tuple[Any, str, bool]]:
+        """(ray, the build's lock token, whether this build started its own Ray) while connected: to the cluster
+        this process is already connected to, or one joined (or started) here and left afterwards."""
         ray = import_ray()
         record = read_lock_record(self.build_dir)
         if record is None:
@@ -359,13 +380,7 @@ class RayExecutor(Executor):
         if connected_here:
             self._connect(ray, record.token, own_ray)
         try:
-            with _signals_noted() as noted:
-                run = _RayRun(ray, self.config, self.build_dir, units, on_event, self.quiet, noted, record.token,
-                              own_ray, plans)
-                try:
-                    run.run()
-                finally:
-                    run.stop()
+            yield ray, record.token, own_ray
         finally:
             if connected_here:
                 ray.shutdown()
