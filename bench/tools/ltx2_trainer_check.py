@@ -17,7 +17,13 @@ script
    patchifier to [B, F'H'W', 128] tokens (equal to the file's, rearranged), the positions built from num_frames,
    height, width and fps.
 4. does the same with the flexible strategy of the trainer's shipped configs (configs/t2v_lora.yaml), its video
-   block only.
+   block only;
+5. where the export holds `audio_latents/` (a cache with LTX-2 audio latents), links them into the data root too
+   and loads them with the sources of the shipped configs' full strategy (configs/t2v_lora.yaml: video and audio
+   generated) and of the text-to-video strategy with `with_audio`: every batch's audio latents equal to the file's,
+   patchified by the trainer's audio patchifier to [B, T, 128] tokens equal to the file's [8, T, 16] rearranged,
+   and the strategies' audio inputs (noised latents, targets, positions) built from them. A sample without an audio
+   file is left out of those datasets, as the trainer's own preprocessing leaves out a video without sound.
 It prints a table and exits 1 when a check fails.
 """
 
@@ -53,6 +59,40 @@ def stand_in_conditions(latents: Path, conditions: Path) -> int:
                     "prompt_attention_mask": torch.ones(TEXT_TOKENS, dtype=torch.bool)}, target)
         count += 1
     return count
+
+
+def audio_rows(root: Path, sampler: object) -> list[tuple[str, str, bool]]:
+    """Step 5: the audio latents through the shipped full strategy and text-to-video with audio."""
+    from ltx_trainer.datasets import PrecomputedDataset
+    from ltx_trainer.training_strategies.flexible import FlexibleStrategy, FlexibleStrategyConfig, ModalityConfig
+    from ltx_trainer.training_strategies.text_to_video import TextToVideoConfig, TextToVideoStrategy
+
+    files = sorted((root / "audio_latents").glob("**/*.pt"))
+    full = FlexibleStrategyConfig(name="flexible", video=ModalityConfig(is_generated=True, latents_dir="latents"),
+                                  audio=ModalityConfig(is_generated=True, latents_dir="audio_latents"))
+    with_audio = TextToVideoConfig(with_audio=True)
+    rows: list[tuple[str, str, bool]] = []
+    for name, config, strategy in (("flexible strategy, video and audio", full, FlexibleStrategy(full)),
+                                   ("text-to-video with audio", with_audio, TextToVideoStrategy(with_audio))):
+        dataset = PrecomputedDataset(str(root), data_sources=config.get_data_sources())
+        shapes, tokens, positions = set(), set(), set()
+        same = 0
+        for batch, path in zip(DataLoader(dataset, batch_size=1, shuffle=False), files):
+            audio = batch["audio_latents"]
+            mine = torch.load(path, map_location="cpu", weights_only=True)
+            shapes.add(f"{list(audio['latents'].shape)} {audio['latents'].dtype}")
+            patchified = strategy._audio_patchifier.patchify(audio["latents"])  # what the strategy noises
+            flat = mine["latents"].transpose(0, 1).flatten(1, 2)  # [C, T, F] -> [T, C*F]
+            inputs = strategy.prepare_training_inputs(batch, sampler)
+            tokens.add(f"{list(inputs.audio.latent.shape)}")
+            positions.add(f"{list(inputs.audio.positions.shape)}")
+            same += (torch.equal(audio["latents"][0], mine["latents"]) and torch.equal(patchified[0], flat)
+                     and inputs.audio.latent.shape == inputs.audio_targets.shape == patchified.shape)
+        rows.append((name, f"{len(dataset)} samples of {len(files)} audio files; audio latents "
+                     f"{', '.join(sorted(shapes))}; audio tokens {', '.join(sorted(tokens))} (equal to the file's: "
+                     f"{same}); positions {', '.join(sorted(positions))}",
+                     len(dataset) == same == len(files) and all(s.endswith("torch.float32") for s in shapes)))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915  (one check after another)
@@ -118,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915  (one check aft
             shapes.add(f"{list(flexible.prepare_training_inputs(batch, sampler).video.latent.shape)}")
         rows.append(("flexible strategy, video only", f"{len(dataset)} samples; video tokens "
                      f"{', '.join(sorted(shapes))}", len(dataset) == len(files) and shapes == tokens))
+        if (export_dir / "audio_latents").is_dir():
+            (root / "audio_latents").symlink_to(export_dir / "audio_latents", target_is_directory=True)
+            rows += audio_rows(root, sampler)
     print(f"LTX-2 {_commit(args.ltx2_checkout)}, export {export_dir}")
     print("| check | result | as expected |\n|---|---|---|")
     for name, result, ok in rows:

@@ -51,6 +51,7 @@ def test_each_sample_is_the_trainers_latent_dict_with_the_unscaled_normalised_me
     files = sorted((out / "latents").glob("**/*.pt"))  # PrecomputedDataset's glob
     assert (report.samples, report.written, len(files)) == (len(manifest), len(manifest), len(manifest))
     assert not (out / "conditions").exists()  # the trainer's own text preprocessing writes them
+    assert not (out / "audio_latents").exists()  # a cache without audio latents: video only, as before
     factor = json.loads((weights / "config.json").read_text())["scaling_factor"]
     config = json.loads((root / "cache_config.json").read_text())
     for index, (path, row) in enumerate(zip(files, manifest)):

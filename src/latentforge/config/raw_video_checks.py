@@ -84,8 +84,6 @@ def _audio(config: BuildConfig) -> None:
         raise ConfigError("audio.enabled with frames.fps=source needs audio.max_seconds: windows then last "
                           "num_frames / each video's own rate, and the cache stores every window's sound at one "
                           "length; set audio.max_seconds (e.g. 4) or a target frames.fps")
-    if audio.enabled and config.frames.buckets:
-        raise ConfigError("audio.enabled does not combine with frames.buckets yet; build each shape on its own")
     if audio.tokenizer != "none" and not audio.enabled:
         raise ConfigError(f"audio.tokenizer={audio.tokenizer} encodes each window's sound, which needs "
                           "audio.enabled=true; enable it or set audio.tokenizer=none")

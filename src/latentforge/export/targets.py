@@ -10,7 +10,8 @@
   zero-padded, text_length, text_mask bool [max_length], prompt}. No trainer's own layout (the LTX-2 trainer's is
   `ltx2-trainer`).
 - `musubi-hunyuanvideo`: musubi-tuner's HunyuanVideo latent files, no text (musubi_hunyuanvideo.py).
-- `ltx2-trainer`: the LTX-2 trainer's precomputed video latents, no text conditions (ltx2_trainer.py).
+- `ltx2-trainer`: the LTX-2 trainer's precomputed video latents and, where the cache holds them, audio latents; no
+  text conditions (ltx2_trainer.py).
 - `ltx-video-trainer`: the LTX-Video trainer's packed precomputed video latents, no text conditions
   (ltx_video_trainer.py).
 `stem` is the sample's dataset_index, nine digits, so file names never depend on ids. Every tensor is written
