@@ -82,7 +82,9 @@ def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, au
         "dataset": {"reader": "table", "path": [str(table)], "id_column": "id"},
         "frames": {"num_frames": args.frames, "height": height, "width": width},
         "modalities": {"names": ["rgb"]},
-        "tokenizer": ({"name": "wan2.1", "checkpoint": str(vae), "precision": "bf16"} if vae
+        # temporal_window 16 as the presets set it: the convolutions the shipped plan books cover (the default 4
+        # would time every kernel candidate first)
+        "tokenizer": ({"name": "wan2.1", "checkpoint": str(vae), "precision": "bf16", "temporal_window": 16} if vae
                       else {"name": "haar-4x8x8", "precision": "fp32"}),
         "text": {"name": "t5", "path": str(text), "precision": "bf16" if cuda else "fp32"},
         "output": {"root": str(root), "unit_size": args.unit_size, "batch_size": 1},

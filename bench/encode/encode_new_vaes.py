@@ -69,8 +69,8 @@ def save_random(name: str, folder: Path, tiny: bool) -> Path:
 
 
 def diffusers_encoder(name: str, folder: Path, precision: str, device: torch.device, tile: list[int] | None):
-    """diffusers' class, whole clip (or its own spatial tiles), then the pipeline's normalisation in float32 (in bf16 with the statistics the
-    model's cast rounded to bf16, as a bf16 pipeline has them)."""
+    """diffusers' class, whole clip (or its own spatial tiles), then the pipeline's normalisation in float32 (in
+    bf16 with the statistics the model's cast rounded to bf16, as a bf16 pipeline has them)."""
     vae = getattr(diffusers, MODELS[name][0]).from_pretrained(folder).to(device, DTYPES[precision]).eval()
     vae.use_framewise_encoding = False  # HunyuanVideo's default tiles clips of more than 16 frames
     if name == "hunyuanvideo1.5":
@@ -137,6 +137,7 @@ def measure(name: str, tiny: bool, device: torch.device, reps: int, budget_s: fl
                 ours = outputs["latentforge"]
                 row["rel_l2_vs_latentforge_same_precision"] = float((out - ours).norm() / ours.norm())
             rows.append(row)
+            print("row", json.dumps(row), flush=True)  # each row as it comes: a run cut short keeps them
     return rows
 
 
