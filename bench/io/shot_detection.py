@@ -1,5 +1,6 @@
 """Shot detection's analysis pass (decode/shot_analysis.py): seconds of video analysed per CPU core-second, at 480p
-and 1080p sources, with the analysis resolution it ran at (docs/long-videos.md).
+and 1080p sources, with the analysis resolution it ran at (docs/long-videos.md), for PySceneDetect's `content` and
+`adaptive` detectors and for TransNetV2 (on the CPU, as the analysis runs it).
 
     python bench/io/shot_detection.py                 # synthetic 8 s clips at 854x480 and 1920x1080, 30 fps
     python bench/io/shot_detection.py --seconds 20    # longer clips
@@ -9,6 +10,10 @@ The clips are written here with x264 (preset veryfast, crf 23): shots of a panni
 hard cut every 2 s and a 12-frame dissolve. CPU seconds are the process's, FFmpeg's decoding threads included, so
 "x real time per core" is video seconds / CPU seconds whatever the thread count; each row is the fastest of the
 repeats. The target is 20x real time per core at 480p.
+
+TransNetV2 runs with seeded random weights (its real ones cannot be downloaded here): its speed does not depend on
+the values, but the cuts it finds do, so its rows say "random weights" where the others list the cuts. Its weights
+are loaded once per process, in the first repeat; torch's CPU threads count in its CPU seconds.
 """
 
 from __future__ import annotations
@@ -31,6 +36,21 @@ from _long_videos import FPS, synthetic_clip  # noqa: E402
 
 from latentforge.decode.shot_analysis import AnalysisSettings, analyse_video  # noqa: E402
 
+WEIGHTS_SEED = 0
+
+
+def seeded_transnetv2_weights(folder: Path) -> tuple[str, str]:
+    """TransNetV2's state dict as torch initialises it under a fixed seed, saved as a state dict: (path, SHA-256)."""
+    import torch
+
+    from latentforge.decode.transnetv2_model import TransNetV2
+    from latentforge.decode.transnetv2_weights import weights_sha256
+
+    torch.manual_seed(WEIGHTS_SEED)
+    path = folder / "transnetv2-seeded.pth"
+    torch.save(TransNetV2().state_dict(), path)
+    return str(path), weights_sha256(str(path))
+
 
 def timed(path: Path, settings: AnalysisSettings, repeats: int):
     best = None
@@ -47,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each synthetic clip")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--analysis-width", type=int, default=AnalysisSettings().analysis_width)
-    parser.add_argument("--detectors", default="content,adaptive")
+    parser.add_argument("--detectors", default="content,adaptive,transnetv2")
     parser.add_argument("--tiny", action="store_true", help="one 64x48 clip of 2 s, one repeat")
     parser.add_argument("--out", type=Path, help="also write the rows here as JSON")
     args = parser.parse_args(argv)
@@ -55,18 +75,23 @@ def main(argv: list[str] | None = None) -> dict:
     seconds = 2.0 if args.tiny else args.seconds
     repeats = 1 if args.tiny else args.repeats
     rows = []
+    detectors = args.detectors.split(",")
     with tempfile.TemporaryDirectory() as scratch:
+        weights, sha256 = seeded_transnetv2_weights(Path(scratch)) if "transnetv2" in detectors else (None, None)
         for label, width, height in sources:
             clip, frames = synthetic_clip(Path(scratch) / f"{label}.mp4", width, height, seconds)
-            for detect in ["none", *args.detectors.split(",")]:
-                settings = AnalysisSettings(detect=detect, analysis_width=args.analysis_width)
+            for detect in ["none", *detectors]:
+                settings = AnalysisSettings(detect=detect, analysis_width=args.analysis_width,
+                                            transnetv2_weights=weights, transnetv2_sha256=sha256)
                 analysis, wall, cpu = timed(clip, settings, repeats)
                 video_s = frames / FPS
+                found = [t.frame for t in analysis.transitions]
                 rows.append({"source": f"{label} {width}x{height}", "detector": detect,
                              "analysis_size": "x".join(map(str, analysis.analysis_size)), "frames": frames,
                              "video_s": video_s, "cpu_s": cpu, "wall_s": wall,
                              "realtime_per_core": video_s / max(cpu, 1e-9),
-                             "cuts": [t.frame for t in analysis.transitions]})
+                             # seeded random weights: what TransNetV2 finds says nothing of its accuracy
+                             "cuts": None if detect == "transnetv2" else found})
     machine = (f"host cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; PyAV {av.__version__}"
                f"; source clips x264 veryfast at {FPS} fps")
     print(machine)
@@ -74,7 +99,8 @@ def main(argv: list[str] | None = None) -> dict:
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['source']} | {r['detector']} | {r['analysis_size']} | {r['video_s']:.1f} | {r['cpu_s']:.2f} | "
-              f"{r['wall_s']:.2f} | {r['realtime_per_core']:.1f} | {r['cuts']} |")
+              f"{r['wall_s']:.2f} | {r['realtime_per_core']:.1f} | "
+              f"{'random weights' if r['cuts'] is None else r['cuts']} |")
     result = {"machine": machine, "rows": rows}
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))

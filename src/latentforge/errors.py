@@ -28,7 +28,8 @@ REJECT_FIXES = {
     "depth_not_finite": "fix the depth sources (NaN or Inf)",
     "duplicate_id": "make the ids unique",
     # text.source pickles*: the sample's t5_xxl pickle is missing, malformed or unsafe
-    "bad_text_pickle": "regenerate the pickles with `latentforge cosmos t5`",
+    "bad_text_pickle": "regenerate the pickles with `latentforge cosmos t5` (Cosmos-Curate: its split with "
+                       "--generate-cosmos-predict-dataset predict2), or use text.source=pickles+encoder",
     # text.on_unknown=reject: more than text.max_unknown_fraction of the caption's tokens are <unk> to the encoder
     "unknown_tokens": "encode such captions with a text encoder that reads their language (text.name=umt5 for "
                       "non-English captions), or keep them with text.on_unknown=warn",

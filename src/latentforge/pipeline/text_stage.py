@@ -1,13 +1,14 @@
 """Where a build's text rows come from (`text.source`): the encoder, Cosmos T5 pickles, or pickles first.
 
 - `encoder`: every prompt goes through the text encoder (behind the rank's PromptCache).
-- `pickles`: every row is the sample's precomputed `t5_xxl/<stem>.pickle`; no encoder runs in the units.
+- `pickles`: every row is the sample's precomputed Cosmos T5 pickle; no encoder runs in the units.
   A missing, malformed or unsafe pickle rejects the sample (`bad_text_pickle`).
 - `pickles+encoder`: the pickle when the sample has one, else the encoder; a malformed or unsafe pickle
   still rejects the sample (a broken file is a data problem, not a reason to silently re-encode).
 
-Lookup (docs/text.md): cosmos_dir reader -> `<dataset root>/t5_xxl/<video stem>.pickle`; table reader ->
-the path in `dataset.t5_pickle_column` (relative to the table's folder), an empty cell meaning "no pickle".
+Lookup (docs/text.md): cosmos_dir reader -> `<dataset root>/t5_xxl/<video stem>.pickle`; cosmos_curate reader ->
+the window's `cosmos_predict2_video2world_dataset/t5_xxl/<clip-uuid>_<start>_<end>.pickle`; table reader -> the path in
+`dataset.t5_pickle_column` (relative to the table's folder), an empty cell meaning "no pickle".
 """
 
 from __future__ import annotations
@@ -30,9 +31,6 @@ from ..text.prompt_cache import PromptCache
 
 if TYPE_CHECKING:
     import torch
-
-_FIX = "write it with `latentforge cosmos t5 DATASET_DIR --t5 PATH`, or use text.source=pickles+encoder"
-
 
 @dataclass(frozen=True)
 class PickledText:
@@ -100,7 +98,8 @@ class TextSource:
             if self.mode == "pickles+encoder":
                 return None
             where = "its dataset.t5_pickle_column cell is empty" if path is None else f"{path} does not exist"
-            raise SampleRejected("bad_text_pickle", sample.sample_id, f"no T5 pickle: {where}; {_FIX}")
+            raise SampleRejected("bad_text_pickle", sample.sample_id, f"no T5 pickle: {where}; "
+                                 f"{self.reader.pickle_fix}")
         try:
             data = path.read_bytes()
             array = load_cosmos_pickle(data, path, dim=self.dim, max_tokens=self.max_length)

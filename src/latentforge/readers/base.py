@@ -23,6 +23,9 @@ class Reader:
     modalities: ClassVar[tuple[str, ...]] = ("rgb",)
     # Its own keys in the dataset section (dataset.KEY), a dataclass parsed by config/loading/backend_options.py.
     options_class: ClassVar[type] = NoOptions
+    # How to make a missing pickle, in a `bad_text_pickle` reject's detail (text.source=pickles).
+    pickle_fix: ClassVar[str] = ("write it with `latentforge cosmos t5 DATASET_DIR --t5 PATH`, or use "
+                                 "text.source=pickles+encoder")
 
     def __init__(self, config: DatasetConfig):
         self.config = config

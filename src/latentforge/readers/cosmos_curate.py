@@ -4,6 +4,12 @@
 Each window of a clip is one entry: its caption and its frames as a segment of the clip, [start_frame, end_frame + 1)
 (Cosmos-Curate's end_frame is the window's last frame), which the plan turns into windows as it does a table row's
 segment (pipeline/segments.py). A clip whose metadata cannot be used is a `bad_clip_meta` plan reject naming the clip.
+
+Its T5 pickles (text.source=pickles): with `--generate-cosmos-predict-dataset predict2` the split pipeline encodes
+each window's `<captioning-algorithm>_caption` with T5-XXL and writes it, as Cosmos-Predict2's own script does
+(`pickle.dump([float16 (n_tokens, 1024)])`), to `cosmos_predict2_video2world_dataset/t5_xxl/<window key>.pickle`
+(cosmos_curate/pipelines/video/read_write/metadata_writer_stage.py, `_write_per_window_data`). A window's pickle is
+read as any Cosmos pickle (text/pickles.py). The enhanced captions have none.
 """
 
 from __future__ import annotations
@@ -11,17 +17,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import DatasetConfig
 from ..errors import ConfigError
-from ..records import Reject, SourceEntry
+from ..records import Reject, Sample, SourceEntry
+from ..text.pickles import PICKLE_FOLDER, uses_pickles
 from .base import Reader
+
+if TYPE_CHECKING:
+    from ..config.schema import BuildConfig
 
 CLIPS = "clips"
 FILTERED_CLIPS = "filtered_clips"  # clips Cosmos-Curate's own filters dropped: their metas are written too
 METAS = "metas"
 CAPTION_SUFFIX = "_caption"  # a window's captions: "<model>_caption", "<model>_enhanced_caption"
+ENHANCED = "_enhanced"  # "<model>_enhanced": a caption source that has no T5 pickles
+PREDICT_DATASET = "cosmos_predict2_video2world_dataset"  # per-window videos, metas and t5_xxl pickles
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,8 @@ class CosmosCurateReader(Reader):
 
     name = "cosmos_curate"
     options_class = CosmosCurateOptions
+    pickle_fix = ("run Cosmos-Curate's split with --generate-cosmos-predict-dataset predict2 (it writes no pickle "
+                  "for a window whose caption failed), or use text.source=pickles+encoder")
 
     def __init__(self, config: DatasetConfig):
         super().__init__(config)
@@ -62,6 +76,25 @@ class CosmosCurateReader(Reader):
     @classmethod
     def claims(cls, paths: list[str]) -> bool:
         return len(paths) == 1 and Path(paths[0]).is_dir() and looks_like_curate_output(Path(paths[0]))
+
+    @classmethod
+    def check_config(cls, config: BuildConfig) -> None:
+        super().check_config(config)
+        source = curate_options(config.dataset).caption_source
+        if uses_pickles(config.text) and source is not None and source.endswith(ENHANCED):
+            raise ConfigError(f"dataset.caption_source={source!r} with text.source={config.text.source!r}: "
+                              f"Cosmos-Curate's T5 pickles encode the `{source[:-len(ENHANCED)]}{CAPTION_SUFFIX}` "
+                              f"captions, not the enhanced ones; set dataset.caption_source="
+                              f"{source[:-len(ENHANCED)]!r}, or text.source=encoder to encode the enhanced captions")
+
+    @classmethod
+    def pickle_lookup_rule(cls, config: BuildConfig) -> str:
+        return f"<dataset>/{PREDICT_DATASET}/{PICKLE_FOLDER}/<clip-uuid>_<start_frame>_<end_frame>.pickle"
+
+    @classmethod
+    def pickle_path(cls, sample: Sample, config: BuildConfig) -> Path:
+        """The window's pickle: Cosmos-Curate names it by the window's key, `<clip-uuid>_<start>_<end>`."""
+        return Path(config.dataset.path[0]) / PREDICT_DATASET / PICKLE_FOLDER / f"{sample.entry.key}.pickle"
 
     def entries(self) -> list[SourceEntry]:
         self.rejects = []
