@@ -159,6 +159,27 @@ def test_an_empty_answer_is_asked_again_with_the_fallback_then_rejected(world, c
     assert [row["sample_id"] for row in read_manifest(root)] == ["clip002"]
 
 
+def test_out_of_memory_lowers_the_batch_says_so_and_every_window_is_captioned(world, cli, tmp_path, monkeypatch):
+    folder, rows, t5, qwen = world
+    real, asked = QwenVLCaptioner.generate, []
+
+    def one_fits(self, windows, prompt, max_new_tokens):
+        asked.append(len(windows))
+        if len(windows) > 1:  # this GPU holds one window's generation at a time
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return real(self, windows, prompt, max_new_tokens)
+
+    monkeypatch.setattr(QwenVLCaptioner, "generate", one_fits)
+    root = tmp_path / "cache"
+    done = cli(_args(_table(folder, rows[:3], "tight.csv"), root, t5, "--set", "captions.mode=generate_missing",
+                     "--set", f"captions.model={qwen}"))
+    assert done.returncode == 0, done.stderr
+    assert asked == [2, 1, 1]
+    assert "ran out of GPU memory on 2 windows at once; captioning 1 at a time" in done.stderr
+    manifest = {row["sample_id"]: row["prompt"] for row in read_manifest(root)}
+    assert manifest == {"clip000": DECODED, "clip001": DECODED, "clip002": KNOWN}
+
+
 def test_mode_keep_changes_no_byte(world, cli, tmp_path):
     folder, rows, t5, qwen = world
     table = _table(folder, rows[2:3], "kept.csv")

@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .. import registry
-from ..captions.base import Captioner, Generation
+from ..captions.base import Generation
+from ..captions.fitting_batches import FittingBatches
 from ..captions.templates import FALLBACK_BUDGET, Prompt, fallback_prompt, resolve_prompt
 from ..config import BuildConfig, CaptionsConfig
 from ..errors import SampleRejected
@@ -64,7 +65,7 @@ class CaptionGeneration(DeviceWork):
 
     def batches(self, device: str) -> Iterator[BatchResults]:
         captions = self.config.captions
-        captioner: Captioner | None = None
+        captioner: FittingBatches | None = None
         for start in range(0, len(self.windows), captions.batch_size):
             out: BatchResults = {}
             ready, frames = [], []
@@ -77,11 +78,12 @@ class CaptionGeneration(DeviceWork):
                 ready.append(sample.source_index)
             if ready:
                 if captioner is None:  # only once a caption is missing: a rerun with all recorded loads none
-                    captioner = registry.resolve("captioner", captions.name).load(captions, device)
+                    captioner = FittingBatches(registry.resolve("captioner", captions.name).load(captions, device),
+                                               captions.batch_size)
                 out.update(zip(ready, self._outcomes(captioner, frames)))
             yield out
 
-    def _outcomes(self, captioner: Captioner, windows: list[np.ndarray]) -> list[CaptionOutcome]:
+    def _outcomes(self, captioner: FittingBatches, windows: list[np.ndarray]) -> list[CaptionOutcome]:
         """Each window's answer to the prompt; an unusable one asked once more with the fallback."""
         prompt, fallback, budget = self.prompt, self.fallback, self.config.captions.max_new_tokens
         first = captioner.generate(windows, prompt.text, budget)
