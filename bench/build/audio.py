@@ -19,13 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _build_data as data  # noqa: E402
 import _build_run as runner  # noqa: E402
+from _rgb_build import rgb_build_config, write_config  # noqa: E402
 
 TINY = dict(clips=2, rows=8, src_size="96x64", src_frames=12, frames=9, size="48x64", unit_size=2, warmup=0.0,
             duration=120.0, text="tiny", tiny_vae=True)
@@ -74,30 +73,8 @@ def make_audio_vae(folder: Path, tiny: bool) -> Path:
     return folder
 
 
-def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, audio: dict[str, Any] | None
-                 ) -> dict[str, Any]:
-    height, width = (int(v) for v in args.size.split("x"))
-    cuda = args.device == "cuda"
-    return {
-        "dataset": {"reader": "table", "path": [str(table)], "id_column": "id"},
-        "frames": {"num_frames": args.frames, "height": height, "width": width},
-        "modalities": {"names": ["rgb"]},
-        # temporal_window 16 as the presets set it: the convolutions the shipped plan books cover (the default 4
-        # would time every kernel candidate first)
-        "tokenizer": ({"name": "wan2.1", "checkpoint": str(vae), "precision": "bf16", "temporal_window": 16} if vae
-                      else {"name": "haar-4x8x8", "precision": "fp32"}),
-        "text": {"name": "t5", "path": str(text), "precision": "bf16" if cuda else "fp32"},
-        "output": {"root": str(root), "unit_size": args.unit_size, "batch_size": 1},
-        "run": {"gpus": "0"} if cuda else {"device": "cpu"},
-        **({"audio": audio} if audio else {}),
-    }
-
-
 def steady_build(name: str, config: dict[str, Any], args) -> dict[str, Any]:
-    path = args.work / "configs" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    (args.work / "logs").mkdir(parents=True, exist_ok=True)
+    path = write_config(args.work, name, config)
     root = Path(config["output"]["root"])
     run = runner.run_build(name, path, root, 1, args.unit_size, args.rows, args.warmup + args.duration, 1.0,
                            args.work / "logs" / f"{name}.log")
@@ -127,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     audio = {"enabled": True, "sample_rate": 16000, "channels": 2, "max_seconds": args.frames / spec.fps + 0.05,
              "tokenizer": "ltx2-audio",
              "checkpoint": str(audio_vae), "precision": "bf16" if args.device == "cuda" else "fp32"}
-    results["builds"] = {
-        name: steady_build(name, build_config(args, table, vae, text, work / "caches" / name, section), args)
-        for name, section in (("video", None), ("video+audio", audio))}
+    results["builds"] = {}
+    for name, section in (("video", None), ("video+audio", audio)):
+        config = rgb_build_config(args.size, args.frames, args.device, table, vae, text, work / "caches" / name,
+                                  args.unit_size, {"audio": section} if section else {})
+        results["builds"][name] = steady_build(name, config, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, default=str))
     print_table(results)

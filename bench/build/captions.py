@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 import _build_data as data  # noqa: E402
 import _build_run as runner  # noqa: E402
 from _random_qwen_vl import make_random_qwen_vl  # noqa: E402
+from _rgb_build import rgb_build_config, write_config  # noqa: E402
 
 TINY = dict(clips=2, rows=4, src_size="96x64", src_frames=12, frames_out=9, size="48x64", caption_tokens=8,
             resolution=56, batches=[1, 2], build_batch=2, reps=1, frames=2, text="tiny")
@@ -132,30 +132,8 @@ def time_generate(folder: Path, windows: list[np.ndarray], args) -> list[dict[st
     return rows
 
 
-def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, captions: dict[str, Any] | None
-                 ) -> dict[str, Any]:
-    height, width = _wh(args.size)
-    cuda = args.device == "cuda"
-    return {
-        "dataset": {"reader": "table", "path": [str(table)], "id_column": "id"},
-        "frames": {"num_frames": args.frames_out, "height": height, "width": width},
-        "modalities": {"names": ["rgb"]},
-        # temporal_window 16 as the presets set it: the convolutions the shipped plan books cover (the default 4
-        # would time every kernel candidate first)
-        "tokenizer": ({"name": "wan2.1", "checkpoint": str(vae), "precision": "bf16", "temporal_window": 16} if vae
-                      else {"name": "haar-4x8x8", "precision": "fp32"}),
-        "text": {"name": "t5", "path": str(text), "precision": "bf16" if cuda else "fp32"},
-        "output": {"root": str(root), "unit_size": 8, "batch_size": 1},
-        "run": {"gpus": "0"} if cuda else {"device": "cpu"},
-        **({"captions": captions} if captions else {}),
-    }
-
-
 def timed_build(name: str, config: dict[str, Any], args) -> dict[str, Any]:
-    path = args.work / "configs" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    (args.work / "logs").mkdir(parents=True, exist_ok=True)
+    path = write_config(args.work, name, config)
     root = Path(config["output"]["root"])
     run = runner.run_build(name, path, root, 1, 8, args.rows, None, 1.0, args.work / "logs" / f"{name}.log")
     if run.exit_code != 0:
@@ -182,9 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     results["generate"] = time_generate(vlm, windows_of(table, args), args)
     captions = {"mode": "generate_all", "model": str(vlm), "frames": args.frames, "resolution": args.resolution,
                 "max_new_tokens": args.caption_tokens + 32, "batch_size": args.build_batch}
-    results["builds"] = {} if args.no_builds else {
-        name: timed_build(name, build_config(args, table, vae, text, work / "caches" / name, section), args)
-        for name, section in (("keep", None), ("generate_all", captions))}
+    results["builds"] = {}
+    for name, section in () if args.no_builds else (("keep", None), ("generate_all", captions)):
+        config = rgb_build_config(args.size, args.frames_out, args.device, table, vae, text, work / "caches" / name,
+                                  8, {"captions": section} if section else {})
+        results["builds"][name] = timed_build(name, config, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, default=str))
     print_table(results)
