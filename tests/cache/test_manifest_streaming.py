@@ -15,7 +15,7 @@ import pytest
 from helpers.fake_rows import build_cache
 from latentforge.cache.checksums import write_sha256sums
 from latentforge.cache.rows import ManifestRow, read_manifest, write_manifest
-from latentforge.sinks.hdf5 import manifest_checks
+from latentforge.sinks.hdf5 import manifest_checks, manifest_row_group
 from latentforge.sinks.hdf5 import manifest_table as table_module
 from latentforge.sinks.hdf5.integrity import verify_integrity
 from latentforge.sinks.hdf5.manifest_table import write_manifest_table
@@ -87,6 +87,27 @@ def test_streamed_files_have_the_bytes_of_the_whole_manifest(tmp_path, monkeypat
     pq.write_table(table, want, compression="zstd", row_group_size=min(group, max(count, 1)) if count else None)
     assert (tmp_path / "manifest.parquet").read_bytes() == want.read_bytes()
     assert pq.ParquetFile(want).metadata.num_row_groups == (-(-count // group) if count else 1)
+
+
+@pytest.mark.parametrize("limit", [2**31 - 1, 20_000])
+def test_a_row_group_is_one_chunk_a_column_up_to_one_arrays_limit(monkeypatch, limit):
+    """The writer's pages follow the chunks it is given, so a row group's columns are one chunk each (the values of
+    the whole table, nulls included); past the bytes one string array holds (2 GiB; here 20 KB), a text column keeps
+    the chunks its rows were made in."""
+    monkeypatch.setattr(table_module, "CHUNK_ROWS", 64)
+    monkeypatch.setattr(manifest_row_group, "MAX_TEXT_BYTES", limit)
+    rows = make_rows(700)
+    columns = table_module.manifest_columns(rows)
+    group = manifest_row_group.RowGroup(columns.schema)
+    for batch in table_module.manifest_batches(rows, columns):
+        group.append(batch)
+    got, want = group.table(), reference_table(rows)
+    assert got.equals(want) and want.column("late").null_count == 697
+    past = {name for name in want.column_names if want.column(name).nbytes > limit}
+    assert past == (set() if limit > 2**20 else {"prompt", "provenance", "extra"})
+    for name in got.column_names:
+        lengths = [len(chunk) for chunk in got.column(name).chunks]
+        assert lengths == ([64] * 10 + [60] if name in past else [700]), name
 
 
 def test_verify_reads_lines_split_at_newlines_only(tmp_path):

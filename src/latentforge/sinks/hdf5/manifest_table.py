@@ -27,6 +27,7 @@ from ...cache.layout import MANIFEST_TABLE
 from ...cache.rows import ManifestRow
 from ...errors import REBUILD_OR_FETCH, DamagedFile
 from ...io import atomic_path, canonical_json
+from .manifest_row_group import RowGroup
 
 _FIXED = pa.schema([
     ("dataset_index", pa.int64()),
@@ -180,33 +181,15 @@ def write_manifest_table(root: Path, rows: Iterable[ManifestRow]) -> None:
     schema = columns.schema
     with atomic_path(Path(root) / MANIFEST_TABLE) as tmp, \
             pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        group: list[list[pa.Array]] = [[] for _ in schema]  # per column, its arrays of the row group so far
-        count = written = 0
+        group, written = RowGroup(schema), 0
         for batch in manifest_batches(rows, columns):
-            for arrays, array in zip(group, batch.columns):
-                arrays.append(array)
-            count += batch.num_rows
+            group.append(batch)
             del batch
-            if count == _ROW_GROUP_ROWS:
-                writer.write_table(_row_group(group, schema))
-                group, count, written = [[] for _ in schema], 0, written + 1
-        if count or not written:  # a table of no rows is written as one empty row group, as pq.write_table does
-            writer.write_table(_row_group(group, schema))
-
-
-def _row_group(group: list[list[pa.Array]], schema: pa.Schema) -> pa.Table:
-    """One row group's table with one chunk per column, as pa.array makes it: the writer's dictionary and page
-    decisions follow the chunks, so chunked columns would change the bytes. Each column's pieces are let go as soon
-    as they are joined, so the row group is held about once."""
-    joined = []
-    for i, field in enumerate(schema):
-        pieces, group[i] = group[i], []
-        try:
-            joined.append(pa.concat_arrays(pieces) if pieces else pa.array([], type=field.type))
-        except pa.ArrowInvalid:  # over 2 GiB of text in one column: pa.array itself makes several chunks there
-            joined.append(pa.chunked_array(pieces, type=field.type))
-        del pieces
-    return pa.table(joined, schema=schema)
+            if group.num_rows == _ROW_GROUP_ROWS:
+                writer.write_table(group.table())
+                group, written = RowGroup(schema), written + 1
+        if group.num_rows or not written:  # a table of no rows is written as one empty row group, as pq.write_table
+            writer.write_table(group.table())
 
 
 def open_manifest_table(root: Path) -> pq.ParquetFile:
