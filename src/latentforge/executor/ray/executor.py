@@ -1,10 +1,11 @@
 """The Ray executor (`--executor ray`): the same run_unit in Ray actors, one per GPU or CPU slot of a cluster.
 
-Each part of a build joins the cluster (connection.py) and places its work there: the units in actors
-(unit_run.py), the kernel plan pass and the caption and near-duplicate passes in one Ray task each
-(kernel_plan_task.py, device_work_task.py). The driver only moves plan records and counters, then commits as the
-local executor does, so the cache is byte-identical. A driver that starts its own Ray marks every Ray process with
-its lock token (session.py), so the next build can kill them if this driver dies. See docs/execution.md.
+Each part of a build joins the cluster (connection.py) and places its work there: the probe in CPU tasks, one per
+video (probe_task.py), the units in actors (unit_run.py), the kernel plan pass and the caption and near-duplicate
+passes in one Ray task each (kernel_plan_task.py, device_work_task.py). The driver only moves plan records and
+counters, then commits as the local executor does, so the cache is byte-identical. A driver that starts its own
+Ray marks every Ray process with its lock token (session.py), so the next build can kill them if this driver dies.
+See docs/execution.md.
 """
 
 from __future__ import annotations
@@ -16,11 +17,16 @@ from ...config import BuildConfig
 from ...errors import ConfigError
 from ...pipeline.device_work import BatchResults, DeviceWork
 from ...pipeline.kernel_plan_pass import PlanRequest
+from ...pipeline.probe import probe_all
 from ...pipeline.unit import Unit
+from ...progress import Advance, uncounted
+from ...records import Sample
 from ..base import Executor
 from ..events import RankEvent
+from ..parallel_probe import Probed, by_video, probe_in_main
 from .connection import RayOptions, import_ray, joined, ray_options, signals_noted
 from .device_work_task import ray_device_work
+from .probe_task import ray_probe
 from .unit_run import UnitRun, uses_gpus, worker_shape
 
 
@@ -78,3 +84,12 @@ class RayExecutor(Executor):
         with joined(self.config, self.build_dir, self.quiet) as (ray, token, _), signals_noted() as noted:
             shape = worker_shape(ray, self.config, 1)  # refuses a cluster without the GPUs asked for
             ray_device_work(ray, work, on_batch, token, shape.device, shape.num_gpus, lambda: noted.signum)
+
+    def run_probe(self, samples: list[Sample], advance: Advance = uncounted) -> Probed:
+        """In CPU tasks on the cluster's workers, one per video (executor/ray/probe_task.py): they read the sources
+        as the units will, and the driver may be a small machine. A plan the local executor would probe in its main
+        process (few videos, or run.probe_workers=1) is probed in the driver, without joining the cluster."""
+        if probe_in_main(self.config, len(by_video(samples))):
+            return probe_all(samples, self.config, advance)
+        with joined(self.config, self.build_dir, self.quiet) as (ray, token, _), signals_noted() as noted:
+            return ray_probe(ray, samples, self.config, advance, token, lambda: noted.signum)
