@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from helpers.exec_world import exec_config, make_table
-from latentforge.builder import probe_record
 from latentforge.builder.run import build
+from latentforge.executor.base import Executor
 from latentforge.sinks.hdf5 import integrity
 
 from .test_extend import _subset
@@ -28,17 +28,17 @@ def world(tmp_path_factory):
 def counted(monkeypatch):
     """The sample ids each probe and integrity verify of this test met, call by call."""
     calls: dict[str, list] = {"probe": [], "verify": []}
-    probe, verify = probe_record.probe_plan, integrity.verify_integrity
+    probe, verify = Executor.run_probe, integrity.verify_integrity
 
-    def counted_probe(samples, *args, **kwargs):
+    def counted_probe(self, samples, *args, **kwargs):
         calls["probe"].append(sorted(s.sample_id for s in samples))
-        return probe(samples, *args, **kwargs)
+        return probe(self, samples, *args, **kwargs)
 
     def counted_verify(*args, **kwargs):
         calls["verify"].append(args[0])
         return verify(*args, **kwargs)
 
-    monkeypatch.setattr(probe_record, "probe_plan", counted_probe)
+    monkeypatch.setattr(Executor, "run_probe", counted_probe)
     monkeypatch.setattr(integrity, "verify_integrity", counted_verify)
     return calls
 

@@ -1,11 +1,12 @@
 """The Ray executor on a local CPU cluster: same SHA256SUMS as the local executor (tests/conftest.py's `ray_world`),
-a killed worker's unit is rescheduled, and a unit that keeps failing stops the build with its error after
-run.max_unit_tries."""
+the probe runs in Ray tasks and the driver records the results a local probe gives, a killed worker's unit is
+rescheduled, and a unit that keeps failing stops the build with its error after run.max_unit_tries."""
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 from pathlib import Path
 
@@ -14,13 +15,16 @@ import pytest
 from helpers.exec_world import sums
 from helpers.ray_nodes import local_ray
 from latentforge.builder.run import build
+from latentforge.cache.layout import PROBE_RECORD
 from latentforge.cli.build import config_from_args
 from latentforge.cli.main import make_parser
 from latentforge.config.loading import load_config
 from latentforge.errors import ConfigError, LatentforgeError
+from latentforge.executor.base import Executor
 from latentforge.executor.events import UnitStaged
 from latentforge.executor.ray.dispatch import QueuedUnit, UnitDispatcher
-from latentforge.pipeline.plan import make_plan
+from latentforge.pipeline import probe
+from latentforge.pipeline.plan import make_plan, plan_samples
 from latentforge.pipeline.unit import cut_units
 from latentforge.records import SourceEntry
 from latentforge.staging.staged_units import completed_units
@@ -68,6 +72,31 @@ def test_ray_build_equals_local_build(table, local_sums, cluster, tmp_path):
     ranks = stats["ranks"]
     assert len({r["pid"] for r in ranks}) == 2 and os.getpid() not in {r["pid"] for r in ranks}
     assert sum(r["samples"] for r in ranks) == CLIPS  # which worker ran what is up to the race for units
+
+
+@pytest.mark.slow
+def test_the_probe_runs_in_ray_tasks_and_the_driver_records_what_a_local_probe_gives(table, local_sums, cluster,
+                                                                                     tmp_path, monkeypatch):
+    # Ray's worker processes import latentforge afresh: the probe fails where it runs in this process, the driver,
+    # and the local executor's placement (whose spawned processes would import it afresh too) fails at once
+    def in_the_driver(sample, config):
+        raise AssertionError(f"{sample.sample_id} was probed in the driver")
+
+    def placed_locally(self, samples, advance):
+        raise AssertionError("the probe was placed in processes of the driver's machine")
+
+    root = tmp_path / "cache"
+    config = _config(table, root, "run.executor=ray", "run.procs=1", "run.workers_per_gpu=0", "run.probe_workers=2")
+    with monkeypatch.context() as patched:
+        patched.setattr(probe, "probe_sample", in_the_driver)
+        patched.setattr(Executor, "run_probe", placed_locally)
+        build(config, quiet=True)
+    assert sums(root) == local_sums
+    samples, _ = plan_samples(config)
+    local = probe.probe_all(samples, config)
+    recorded = pickle.loads((root / "build" / PROBE_RECORD).read_bytes())["results"]
+    assert {sample_id: result for sample_id, (_, result) in recorded.items()} == \
+        {s.sample_id: local[s.source_index] for s in samples}
 
 
 @pytest.mark.slow

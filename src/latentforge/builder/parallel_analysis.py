@@ -10,11 +10,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from ..config import BuildConfig
+from ..executor.parallel_probe import probe_workers
 from ..executor.process_setup import child_process_setup
 from ..pipeline.analysis_records import Analyser, Analyses, analyse_recorded, analysis_settings, recorded_analysis
 from ..progress import Advance, uncounted
 from ..records import SourceEntry
-from .parallel_probe import probe_workers
 
 
 def analyser(config: BuildConfig, build_dir: Path, advance_for=None) -> Analyser:

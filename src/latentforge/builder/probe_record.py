@@ -9,7 +9,8 @@ reads (the build's resume key without the dataset's paths, which `--extend` may 
 `--recheck` probes everything again.
 
 The record is written whole, atomically, after each probe (a kill mid-probe leaves the last one); it is the build's
-own file, read back by the build only, as the probe's worker processes already hand results over (pickle).
+own file, read back by the build only, as the probe's worker processes already hand results over (pickle). The
+driver records it wherever the executor ran the probe (Executor.run_probe).
 """
 
 from __future__ import annotations
@@ -18,19 +19,17 @@ import dataclasses
 import hashlib
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..cache.layout import PROBE_RECORD
-from ..config import BuildConfig
+from ..executor.parallel_probe import Probed
 from ..io import canonical_json, write_bytes_atomic
 from ..pipeline.plan import content_key
 from ..pipeline.probe import ProbeResult
 from ..progress import Advance, uncounted
 from ..records import Reject, Sample
-from .parallel_probe import probe_plan
 
 _FORMAT = 1
-Probed = dict[int, ProbeResult | Reject]
 
 
 def settings_digest(resume_key: dict[str, Any]) -> str:
@@ -60,11 +59,12 @@ def _read(build_dir: Path, settings: str) -> dict[str, tuple[str, ProbeResult | 
     return data.get("results", {})
 
 
-def probe_remembered(samples: list[Sample], config: BuildConfig, build_dir: Path, resume_key: dict[str, Any],
-                     advance: Advance = uncounted, recheck: bool = False) -> Probed:
+def probe_remembered(samples: list[Sample], build_dir: Path, resume_key: dict[str, Any],
+                     probe: Callable[[list[Sample], Advance], Probed], advance: Advance = uncounted,
+                     recheck: bool = False) -> Probed:
     """{source_index: probe result or reject} of every sample, as pipeline.probe gives them and in their order:
-    recorded results whose sample and settings are unchanged, the rest probed (in parallel_probe's processes) and
-    recorded with them."""
+    recorded results whose sample and settings are unchanged, the rest probed by `probe` (the executor's run_probe)
+    and recorded with them here."""
     settings = settings_digest(resume_key)
     known = {} if recheck else _read(build_dir, settings)
     keys = {sample.sample_id: _sample_key(sample) for sample in samples}
@@ -78,7 +78,7 @@ def probe_remembered(samples: list[Sample], config: BuildConfig, build_dir: Path
             todo.append(sample)
     advance(len(samples) - len(todo))
     if todo or len(known) != len(samples):
-        probes.update(probe_plan(todo, config, advance))
+        probes.update(probe(todo, advance))
         results = {s.sample_id: (keys[s.sample_id], probes[s.source_index]) for s in samples}
         write_bytes_atomic(Path(build_dir) / PROBE_RECORD,
                            pickle.dumps({"format": _FORMAT, "settings": settings, "results": results}, protocol=5))

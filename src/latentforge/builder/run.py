@@ -171,7 +171,7 @@ def _build_locked(config: BuildConfig, executor: Executor, root: Path, overwrite
     check_inputs(build_dir, key, plan_fingerprint(samples))
     write_plan(build_dir, samples, plan_rejects)
     with progress.task("probe", len(samples)) as advance:
-        probes = probe_remembered(samples, config, build_dir, key, advance, recheck)
+        probes = probe_remembered(samples, build_dir, key, executor.run_probe, advance, recheck)
     _note_vfr(samples, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
     probes = _curated(config, executor, samples, probes, progress, stats, extending=False)
@@ -250,7 +250,7 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     done = staged_units(build_dir, config.output.staging_url, set(unit_of.values()))
     todo = [s for s in extension.samples if unit_of[s.source_index] not in done]
     with progress.task("probe", len(todo)) as advance:
-        probes = probe_remembered(todo, config, build_dir, key, advance, recheck)
+        probes = probe_remembered(todo, build_dir, key, executor.run_probe, advance, recheck)
     _note_vfr(todo, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
     probes = _curated(config, executor, todo, probes, progress, stats, extending=True)

@@ -32,7 +32,6 @@ from .bucket_run import bucket_config
 from .estimate import conditioning_values, estimate_output_bytes, output_shapes, side_values
 from .lock import BuildLock
 from .parallel_analysis import analyser
-from .parallel_probe import probe_plan
 from .placement import executor_for
 from .preflight import preflight
 from .progress import BuildProgress
@@ -103,7 +102,7 @@ def scan(config: BuildConfig, calibrate: int = 0, quiet: bool = False) -> ScanRe
         samples, plan_rejects = plan_samples(config, analyser(
             config, build_dir, lambda videos: BuildProgress(quiet).task("shots", videos)))
         with BuildProgress(quiet).task("probe", len(samples)) as advance:
-            probes = probe_plan(samples, config, advance)
+            probes = executor.run_probe(samples, advance)
         notice = vfr_notice(samples, probes)
         if notice is not None:
             warnings.warn(notice, InputNotice, stacklevel=2)

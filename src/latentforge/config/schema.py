@@ -269,7 +269,7 @@ class RunConfig:
     # Prometheus endpoints: the main process on metrics_port, rank r on metrics_port + 1 + r; 0 serves none
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"  # the address they bind; 0.0.0.0 lets other machines scrape them
-    # the executor's own keys (run.ray_address, run.max_unit_tries for ray: executor/ray/executor.RayOptions)
+    # the executor's own keys (run.ray_address, run.max_unit_tries for ray: executor/ray/connection.RayOptions)
     options: Any = field(default_factory=NoOptions)
 
 

@@ -15,7 +15,10 @@ from ..config.schema import NoOptions
 from ..pipeline.device_work import BatchResults, DeviceWork
 from ..pipeline.kernel_plan_pass import PlanRequest
 from ..pipeline.unit import Unit
+from ..progress import Advance, uncounted
+from ..records import Sample
 from .events import RankEvent
+from .parallel_probe import Probed, probe_plan
 
 
 class Executor(ABC):
@@ -43,6 +46,12 @@ class Executor(ABC):
     @abstractmethod
     def main_device(self) -> str:
         """Where the main process runs models when it must: commit without a model record, scan --calibrate."""
+
+    def run_probe(self, samples: list[Sample], advance: Advance = uncounted) -> Probed:
+        """{source_index: probe result or reject} of every sample (pipeline/probe.py), in the order of `samples`,
+        the same wherever it runs; `advance` counts probed samples on the calling thread. Here: in processes of this
+        machine (executor/parallel_probe.py)."""
+        return probe_plan(samples, self.config, advance)
 
     def run_device_work(self, work: DeviceWork, on_batch: Callable[[BatchResults], None]) -> None:
         """Run the device half of a pass before the units (pipeline/device_work.py) where the build's models run;

@@ -7,7 +7,7 @@ output.staging_url, where units go to object storage), the dataset (a few
 sources of the plan, spread over it, open and with the size the driver sees), and the models (the tokenizer
 checkpoint's SHA-256 equals the build's recorded one; the text encoder's weight and tokenizer files are there
 with the driver's sizes). A failed check raises NodeCheckFailed; the driver then excludes that node and
-gives its units to the others (executor/ray/executor.py).
+gives its units to the others (executor/ray/unit_run.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Which Ray nodes a build places workers on: every node but those its node check excluded.
 
-Kept by the driver (executor/ray/executor.py). An excluded node gets no worker again in this build (a label
+Kept by the driver (executor/ray/unit_run.py). An excluded node gets no worker again in this build (a label
 selector on Ray's node id); when no alive node with room for a worker is left, the build stops before any
 unit runs there, listing each excluded node and its failed check."""
 
