@@ -43,7 +43,8 @@ def spec(rows: int, rows_per_shard: int):
                               content="noise")
 
 
-UNIT_ROWS = 4096  # rows per staged unit of the manifest-only caches
+DEFAULT_UNIT_ROWS = 4096  # rows per staged unit of the manifest-only caches (--unit-rows; a build's default: 256)
+UNIT_ROWS = DEFAULT_UNIT_ROWS
 
 
 def stage(root: Path, rows: int, rows_per_shard: int) -> None:
@@ -115,7 +116,8 @@ def child(step: str, root: Path, rows: int, rows_per_shard: int) -> dict:
 def run_step(step: str, root: Path, rows: int, rows_per_shard: int) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, __file__, "--child", step, "--root", str(root), "--rows-one", str(rows),
-                           "--rows-per-shard", str(rows_per_shard)], capture_output=True, text=True, env=env)
+                           "--rows-per-shard", str(rows_per_shard), "--unit-rows", str(UNIT_ROWS)],
+                          capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{step} at {rows} rows failed:\n{done.stderr[-3000:]}")
     return {"step": step, "rows": rows, **json.loads(done.stdout.strip().splitlines()[-1])}
@@ -135,11 +137,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--complete-max", type=int, default=20000, help="largest size also built as a whole cache")
     parser.add_argument("--tiny", action="store_true", help="300 rows: seconds on CPU")
     parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--unit-rows", type=int, default=DEFAULT_UNIT_ROWS,
+                        help="rows per staged unit of the manifest-only caches (the commit holds two units' rows)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--rows-one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--rows-per-shard", type=int, default=3000, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global UNIT_ROWS
+    UNIT_ROWS = args.unit_rows
     if args.child:
         print(json.dumps(child(args.child, Path(args.root), args.rows_one, args.rows_per_shard)))
         return {}
