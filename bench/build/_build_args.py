@@ -19,6 +19,14 @@ TINY = dict(clips=2, rows=8, src_size="96x64", src_frames=20, frames=9, size="48
             long_videos=1, long_seconds=4.0, long_shot_seconds=1.0, long_stride=8)
 
 
+def tiny_defaults(args: argparse.Namespace, argv: list[str] | None, values: dict) -> None:
+    """--tiny: `values` for every option the command line did not name itself."""
+    explicit = {a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv or sys.argv[1:]) if a.startswith("--")}
+    for key, value in values.items():
+        if key not in explicit:
+            setattr(args, key, value)
+
+
 def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--tiny", action="store_true", help="CPU, haar-4x8x8, tiny T5, 2 clips, 1 vs 2 procs")
@@ -58,10 +66,7 @@ def parse_args(argv: list[str] | None, description: str) -> argparse.Namespace:
     p.add_argument("--tick", type=float, default=2.0, help="seconds between RSS/CPU/unit samples")
     args = p.parse_args(argv)
     if args.tiny:
-        explicit = {a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv or sys.argv[1:]) if a.startswith("--")}
-        for key, value in TINY.items():
-            if key not in explicit:
-                setattr(args, key, value)
+        tiny_defaults(args, argv, TINY)
         args.device = args.device or "cpu"
     import torch
 

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _build_data as data  # noqa: E402
 import _build_run as runner  # noqa: E402
+from _build_args import tiny_defaults  # noqa: E402
 from _rgb_build import rgb_build_config, write_config  # noqa: E402
 
 TINY = dict(clips=2, rows=8, src_size="96x64", src_frames=12, frames=9, size="48x64", unit_size=2, warmup=0.0,
@@ -48,10 +49,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tiny-vae", action="store_true", help="the audio VAE shrunk (the architecture's own layers)")
     args = p.parse_args(argv)
     if args.tiny:
-        explicit = {a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv or sys.argv[1:]) if a.startswith("--")}
-        for key, value in TINY.items():
-            if key not in explicit:
-                setattr(args, key, value)
+        tiny_defaults(args, argv, TINY)
     import torch
 
     args.device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"

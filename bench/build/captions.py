@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 import _build_data as data  # noqa: E402
 import _build_run as runner  # noqa: E402
+from _build_args import tiny_defaults  # noqa: E402
 from _random_qwen_vl import make_random_qwen_vl  # noqa: E402
 from _rgb_build import rgb_build_config, write_config  # noqa: E402
 
@@ -59,10 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-builds", action="store_true", help="time the captioner only")
     args = p.parse_args(argv)
     if args.tiny:
-        explicit = {a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv or sys.argv[1:]) if a.startswith("--")}
-        for key, value in TINY.items():
-            if key not in explicit:
-                setattr(args, key, value)
+        tiny_defaults(args, argv, TINY)
     import torch
 
     args.device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
