@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from .files import ExportFile, own
 
 LTX2_TRAINER = "ltx2-trainer"
-LTX2_CHANNELS = 128  # the LTX-2 video VAE's latent channels, which its DiT's patchify_proj takes
+LTX2_CHANNELS = 128  # the LTX-2 (and LTX-Video) VAE latent channels, which their transformers' patchify_proj takes
 LATENTS_DIR = "latents"  # PrecomputedDataset's default source for the video latents (and "conditions" for text)
 TRAINER_DTYPE = torch.bfloat16  # process_videos.py loads the VAE in bfloat16 and saves its output uncast
 # the normalisation an ltx2 cache records (tokenizers/ltx/channel_stats.py): what the conversion undoes
@@ -69,18 +69,27 @@ def cache_scaling_factor(config: CacheConfig, target: str) -> float:
     return float(factor)
 
 
-def ltx2_trainer_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float) -> list[ExportFile]:
-    factor = cache_scaling_factor(config, LTX2_TRAINER)
+def trainer_latent(config: CacheConfig, target: str, item: dict[str, Any], stem: str, fps: float, takes: str,
+                   which: str, why_fps: str) -> torch.Tensor:
+    """The sample's latent as the LTX trainers store it: `latent / scaling_factor` in bfloat16, a tensor of its own.
+    Refuses a latent of other than LTX2_CHANNELS channels (`takes`: the model that takes them; `which`: the advice
+    on which modality) and an unknown frame rate (`why_fps`: what the trainer uses it for)."""
+    factor = cache_scaling_factor(config, target)
     latent = item["latent"]
-    stem = f"{index:09d}"
     if latent.shape[0] != LTX2_CHANNELS:
         raise ConfigError(f"sample {stem} ({item['sample_id']}): the exported latent has {latent.shape[0]} channels, "
-                          f"and the LTX-2 video DiT takes {LTX2_CHANNELS}, one modality of an ltx2 cache; export "
-                          "one (--modality rgb)")
+                          f"and {takes} takes {LTX2_CHANNELS}{which} (--modality rgb)")
     if not math.isfinite(fps) or fps <= 0:
-        raise ConfigError(f"sample {stem} ({item['sample_id']}): its frame rate is unknown, and the LTX-2 trainer "
-                          "places latent frames in time by fps; build the cache with frames.fps set")
-    latents = (latent.to(torch.float32) / factor).to(TRAINER_DTYPE).contiguous()  # a new tensor: owns its storage
+        raise ConfigError(f"sample {stem} ({item['sample_id']}): its frame rate is unknown, and {why_fps}; build "
+                          "the cache with frames.fps set")
+    return (latent.to(torch.float32) / factor).to(TRAINER_DTYPE).contiguous()  # a new tensor: owns its storage
+
+
+def ltx2_trainer_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float) -> list[ExportFile]:
+    stem = f"{index:09d}"
+    latents = trainer_latent(config, LTX2_TRAINER, item, stem, fps, "the LTX-2 video DiT",
+                             ", one modality of an ltx2 cache; export one",
+                             "the LTX-2 trainer places latent frames in time by fps")
     _, frames, height, width = latents.shape
     files = [ExportFile(f"{LATENTS_DIR}/{stem}.pt", {"latents": latents, "num_frames": int(frames),
                                                       "height": int(height), "width": int(width), "fps": float(fps)})]

@@ -18,20 +18,16 @@ from its own caption preprocessing, which no cache holds.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
 from ..cache.config_file import CacheConfig
-from ..errors import ConfigError
 from .files import ExportFile
-from .ltx2_trainer import cache_scaling_factor
+from .ltx2_trainer import trainer_latent
 
 LTX_VIDEO_TRAINER = "ltx-video-trainer"
-LTX_VIDEO_CHANNELS = 128  # the LTX-Video VAE's latent channels, which its transformer's patchify_proj takes
 LATENTS_DIR = "latents"  # PrecomputedDataset's source for the video latents ("conditions" for the text)
-TRAINER_DTYPE = torch.bfloat16
 
 
 def pack(latent: torch.Tensor) -> torch.Tensor:
@@ -40,17 +36,11 @@ def pack(latent: torch.Tensor) -> torch.Tensor:
 
 
 def ltx_video_trainer_files(config: CacheConfig, index: int, item: dict[str, Any], fps: float) -> list[ExportFile]:
-    factor = cache_scaling_factor(config, LTX_VIDEO_TRAINER)
-    latent = item["latent"]
     stem = f"{index:09d}"
-    if latent.shape[0] != LTX_VIDEO_CHANNELS:
-        raise ConfigError(f"sample {stem} ({item['sample_id']}): the exported latent has {latent.shape[0]} channels, "
-                          f"and the LTX-Video transformer takes {LTX_VIDEO_CHANNELS}; export the ltx-video "
-                          "tokenizer's modality (--modality rgb)")
-    if not math.isfinite(fps) or fps <= 0:
-        raise ConfigError(f"sample {stem} ({item['sample_id']}): its frame rate is unknown, and the LTX-Video "
-                          "trainer scales its rotary positions by fps; build the cache with frames.fps set")
+    latent = trainer_latent(config, LTX_VIDEO_TRAINER, item, stem, fps, "the LTX-Video transformer",
+                            "; export the ltx-video tokenizer's modality",
+                            "the LTX-Video trainer scales its rotary positions by fps")
     _, frames, height, width = latent.shape
-    tokens = pack((latent.to(torch.float32) / factor).to(TRAINER_DTYPE)).contiguous()  # a new tensor of its own
+    tokens = pack(latent).contiguous()
     return [ExportFile(f"{LATENTS_DIR}/{stem}.pt", {"latents": tokens, "num_frames": int(frames),
                                                      "height": int(height), "width": int(width), "fps": float(fps)})]
