@@ -30,7 +30,6 @@ It prints a table and exits 1 when a check fails.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -38,13 +37,11 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peer_checkout import checkout_commit  # noqa: E402  (a sibling module)
+
 CHANNELS = 128  # the LTX-2 video latent's channels
 TEXT_TOKENS, TEXT_WIDTH = 8, 3840  # stand-in text: Gemma-3's width, a few tokens
-
-
-def _commit(checkout: Path) -> str:
-    done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else "unknown (not a git work tree)"
 
 
 def stand_in_conditions(latents: Path, conditions: Path) -> int:
@@ -161,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915  (one check aft
         if (export_dir / "audio_latents").is_dir():
             (root / "audio_latents").symlink_to(export_dir / "audio_latents", target_is_directory=True)
             rows += audio_rows(root, sampler)
-    print(f"LTX-2 {_commit(args.ltx2_checkout)}, export {export_dir}")
+    print(f"LTX-2 {checkout_commit(args.ltx2_checkout)}, export {export_dir}")
     print("| check | result | as expected |\n|---|---|---|")
     for name, result, ok in rows:
         print(f"| {name} | {result} | {'yes' if ok else 'NO'} |")

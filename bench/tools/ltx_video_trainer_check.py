@@ -36,7 +36,6 @@ architecture; exit status 0:
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -44,13 +43,11 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peer_checkout import checkout_commit  # noqa: E402  (a sibling module)
+
 CHANNELS = 128  # the LTX-Video latent's channels
 TEXT_TOKENS, TEXT_WIDTH = 128, 4096  # the trainer's T5-XXL features: 128 tokens of 4096
-
-
-def _commit(checkout: Path) -> str:
-    done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else "unknown (not a git work tree)"
 
 
 def stand_in_conditions(latents: Path, conditions: Path) -> int:
@@ -119,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                      all(s.endswith(f", {CHANNELS}] torch.bfloat16") for s in shapes)))
         rows.append(("latents as exported", f"{same} of {len(files)} equal to the file's tensor", same == len(files)))
         rows.append(("standard strategy batches", "; ".join(sorted(batches)), fits == len(files)))
-    print(f"LTX-Video-Trainer {_commit(args.trainer_checkout)}, export {export_dir}")
+    print(f"LTX-Video-Trainer {checkout_commit(args.trainer_checkout)}, export {export_dir}")
     print("| check | result | as expected |\n|---|---|---|")
     for name, result, ok in rows:
         print(f"| {name} | {result} | {'yes' if ok else 'NO'} |")

@@ -22,10 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peer_checkout import checkout_commit  # noqa: E402  (a sibling module)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "export.md"
 TOML_FENCE = "```toml"
@@ -86,11 +88,6 @@ def _musubi_dataset_group(config_path: Path, architecture: str = "wan"):
                                                             shared_epoch=Value("i", 0))
 
 
-def _commit(checkout: Path) -> str:
-    done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else "unknown (not a git work tree)"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("musubi_checkout", type=Path)
@@ -129,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as error:  # voluptuous' MultipleInvalid: the entry was validated as an image dataset
             refused = f"{type(error).__name__}: {error}"
             rows.append(("without video_directory", f"refused: {refused}", "extra keys not allowed" in refused))
-    print(f"musubi-tuner {_commit(args.musubi_checkout)}, export {export_dir}")
+    print(f"musubi-tuner {checkout_commit(args.musubi_checkout)}, export {export_dir}")
     return print_checks(rows)
 
 

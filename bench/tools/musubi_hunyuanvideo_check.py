@@ -29,7 +29,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from musubi_check import _commit, _musubi_dataset_group, for_export, print_checks  # noqa: E402  (a sibling script)
+from _peer_checkout import checkout_commit  # noqa: E402  (a sibling module)
+from musubi_check import _musubi_dataset_group, for_export, print_checks  # noqa: E402  (a sibling script)
 
 ARCHITECTURE = "hv"  # musubi-tuner's ARCHITECTURE_HUNYUAN_VIDEO
 LLM_TOKENS, LLM_WIDTH, CLIP_WIDTH = 8, 4096, 768  # LLaVA-Llama-3's hidden states, CLIP-L's pooled output
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if cached is not None:
             rows.append((f"latents x {SCALING_FACTOR} (scale_shift_latents)", f"{equal} of {samples} equal to the "
                          f"cache's, in {cached.config.storage_dtype}", equal == samples))
-    print(f"musubi-tuner {_commit(args.musubi_checkout)}, export {export_dir}")
+    print(f"musubi-tuner {checkout_commit(args.musubi_checkout)}, export {export_dir}")
     return print_checks(rows)
 
 

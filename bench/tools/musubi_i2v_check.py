@@ -41,7 +41,8 @@ from latentforge.export.write import write_verified
 from latentforge.pipeline.conditioning import wan_i2v_mask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from musubi_check import _commit, _musubi_dataset_group, for_export, print_checks  # noqa: E402  (a sibling script)
+from _peer_checkout import checkout_commit  # noqa: E402  (a sibling module)
+from musubi_check import _musubi_dataset_group, for_export, print_checks  # noqa: E402  (a sibling script)
 
 FRAMES, WIDTH, HEIGHT = 9, 64, 48
 LATENT_GRID = (3, 6, 8)  # Wan VAE: (9 - 1) / 4 + 1 frames, 48 / 8 x 64 / 8
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         for task in MUSUBI_I2V_TASKS:
             rows += check_task(samples, task, Path(scratch))
-    print(f"musubi-tuner {_commit(args.musubi_checkout)}; torch {torch.__version__}, numpy {np.__version__}")
+    print(f"musubi-tuner {checkout_commit(args.musubi_checkout)}; torch {torch.__version__}, numpy {np.__version__}")
     return print_checks(rows)
 
 
