@@ -82,6 +82,8 @@ def steady_build(name: str, config: dict[str, Any], args) -> dict[str, Any]:
     peak = max((stats.get("metrics", {}).get("gpu_memory_bytes") or {"": 0}).values())
     return {"exit_code": run.exit_code, "units_staged": len(run.events),
             "steady": runner.steady_state(run, args.warmup),
+            # seconds by stage (preflight and probe included): where a build that staged nothing spent its time
+            "stage_seconds": stats.get("stage_seconds"),
             "stage_seconds_per_sample": stats.get("stage_seconds_per_sample"), "peak_gpu_gib": peak / 2**30,
             "rejects": stats.get("rejects_by_reason")}
 

@@ -107,6 +107,7 @@ def test_endpoints_serve_nonzero_counters_during_a_build_and_the_run_stats_agree
         assert ("latentforge_stage_seconds_total", (("stage", "encoder_wait"),)) in values
         assert values[("latentforge_gpu_memory_bytes", (("rank", "0"),))] == 0  # a CPU build
     assert main[("latentforge_rejects_total", (("reason", "missing_source"),))] == 1
+    assert main[("latentforge_stage_seconds_total", (("stage", "preflight"),))] > 0  # a slow start shows where
     assert main[("latentforge_queue_depth", (("queue", "units"),))] == 2  # 3 units (5 samples), 1 staged
     assert main[("latentforge_rss_bytes", (("process", "main"),))] > 50e6  # torch alone is more
     assert rank[("latentforge_rss_bytes", (("process", "rank0"),))] > 50e6
@@ -121,6 +122,7 @@ def test_endpoints_serve_nonzero_counters_during_a_build_and_the_run_stats_agree
     assert metrics["rejects"] == {"missing_source": 1}
     assert metrics["stage_seconds"]["encode"] == main[("latentforge_stage_seconds_total", (("stage", "encode"),))]
     assert metrics["queue_depth"] == {"units": 2}
+    assert metrics["stage_seconds"]["preflight"] == main[("latentforge_stage_seconds_total", (("stage", "preflight"),))]
 
 
 def test_a_port_outside_the_range_is_a_config_error():

@@ -105,9 +105,11 @@ def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, ext
     in_root = records_in_root(config)
     build_dir = build_records_dir(config)
     arm_main_process()
+    started = time.perf_counter()
     executor = executor_for(config, build_dir, quiet)
     preflight(config, executor)
     stats = RunStats(settings=executor.settings())
+    stats.main_seconds["preflight"] = time.perf_counter() - started  # models loaded and checked: a slow start shows
     on_main_thread = threading.current_thread() is threading.main_thread()
     guard = stop_on_signals() if on_main_thread else contextlib.nullcontext()
     try:
