@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .errors import REJECT_REASONS
+from .packed_numbers import PackedFloats
 
 if TYPE_CHECKING:
     from .errors import SampleRejected
@@ -70,7 +71,7 @@ class VideoInfo:
     height: int  # coded height of frame 0
     rotation: int  # degrees to rotate the coded frame counter-clockwise to show it upright (0/90/180/270)
     fps: float  # the stream's average frame rate, or the shown frames' rate where the two disagree
-    pts: tuple[float, ...]  # presentation time in seconds of every shown frame, in presentation order
+    pts: Sequence[float]  # presentation time in seconds of every shown frame, in presentation order (packed)
     codec: str
     pix_fmt: str
     lossless: bool  # true for codecs/containers that cannot lose information (PNG, FFV1, ...)
@@ -84,6 +85,10 @@ class VideoInfo:
     # (first frame index, coded width, coded height) of every mid-stream change of the frame size
     size_changes: tuple[tuple[int, int, int], ...] = ()
     notes: tuple[str, ...] = ()  # what the probe read differently from what the file says, for the rows
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pts, PackedFloats):
+            object.__setattr__(self, "pts", PackedFloats(self.pts))
 
     @property
     def num_frames(self) -> int:

@@ -14,8 +14,8 @@ from latentforge import registry
 
 # Bottom to top; a module may import its own layer (without circles) and anything below it.
 LAYERS = [
-    {"version", "errors", "records", "registry", "io", "hashing", "testing", "devices", "hub", "progress",
-     "locations", "storage"},
+    {"version", "errors", "records", "packed_numbers", "registry", "io", "hashing", "testing", "devices", "hub",
+     "progress", "locations", "storage"},
     {"config"},
     {"readers", "decode", "text", "tokenizers", "conditioning", "captions"},
     {"transforms"},

@@ -29,7 +29,7 @@ from ..pipeline.probe import ProbeResult
 from ..progress import Advance, uncounted
 from ..records import Reject, Sample
 
-_FORMAT = 1
+_FORMAT = 2  # 2: frame times and window indices packed (packed_numbers.py)
 
 
 def settings_digest(resume_key: dict[str, Any]) -> str:

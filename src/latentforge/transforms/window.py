@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import FramesConfig, target_fps
 from ..errors import SampleRejected
+from ..packed_numbers import PackedFloats, PackedInts
 from ..records import VideoInfo
 
 # Absorbs float rounding of timestamps such as 1/30 s; far below any real frame interval.
@@ -22,8 +24,15 @@ PTS_EPSILON = 1e-6
 
 @dataclass(frozen=True)
 class FrameWindow:
-    indices: tuple[int, ...]  # source frame indices in presentation order, one per output frame
-    timestamps: tuple[float, ...]  # their presentation times in seconds
+    # packed: a build holds every planned window until its commit
+    indices: Sequence[int]  # source frame indices in presentation order, one per output frame
+    timestamps: Sequence[float]  # their presentation times in seconds
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.indices, PackedInts):
+            object.__setattr__(self, "indices", PackedInts(self.indices))
+        if not isinstance(self.timestamps, PackedFloats):
+            object.__setattr__(self, "timestamps", PackedFloats(self.timestamps))
 
     @property
     def start_frame(self) -> int:
