@@ -25,7 +25,7 @@ from ..pipeline.models import load_models, model_record
 from ..pipeline.probe import ProbeResult
 from ..pipeline.run_record import read_run_record
 from ..pipeline.side_streams import side_stream_records
-from ..pipeline.unit import Unit, cut_units
+from ..pipeline.unit_inputs import Unit, cut_units
 from ..records import Reject, Sample
 from ..sinks.base import SinkCommit, StagedCache
 from ..staging.remote_staging import staged_units
