@@ -35,7 +35,6 @@ import json
 import math
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import time
@@ -53,6 +52,7 @@ import _build_data as data  # noqa: E402
 import _build_probes as probes  # noqa: E402
 import _build_report as report  # noqa: E402
 import _build_run as runner  # noqa: E402
+import _build_subset_commit as subset  # noqa: E402
 from _build_args import parse_args  # noqa: E402
 
 
@@ -233,64 +233,6 @@ class Bench:
             result["efficiency"] = rate / (n * base) if base and rate else None
         return results
 
-    def sha(self) -> dict[str, Any]:
-        digests = {}
-        for n in self.args.gpus_list:
-            source = self.runs.get("perception" if n == 1 else f"perception-{n}gpu")
-            if source is None:
-                raise RuntimeError(f"no {n}-GPU perception run in this invocation to take staged units from")
-            digests[n] = self.subset_commit(source, n)
-        base = digests[self.args.gpus_list[0]]
-        return {"digests": digests,
-                "all_shards_equal": all(d["shards"] == base["shards"] for d in digests.values()),
-                "sha256sums_equal": all(d["sha256sums"] == base["sha256sums"] for d in digests.values())}
-
-    def subset_commit(self, source: runner.BuildRun, gpus: int) -> dict[str, Any]:
-        from latentforge.cache.layout import MODEL_EMPTY_PROMPT, MODEL_RECORD, SHARD_DIGESTS
-        from latentforge.hashing import sha256_file
-
-        a = self.args
-        name = f"subset-{gpus}"
-        path, root = self.config_file(name, gpus, False, 2 * a.unit_size)
-        if root.exists():
-            shutil.rmtree(root)
-        staging = root / "build" / "staging"
-        staging.mkdir(parents=True)
-        (root / "build" / "lock").touch()  # build records of latentforge's: a root it may write
-        retired = False
-        for unit in (0, 1):
-            staged = Path(source.root) / "build" / "staging" / f"unit-{unit:06d}.h5"
-            if staged.is_file():  # a run stopped before its commit
-                for suffix in ("", ".done.json"):
-                    shutil.copy2(staged.with_name(staged.name + suffix), staging)
-            else:  # a run that ran to its end retired its units: their rows are read back from its shards
-                shutil.copy2(staged.with_name(f"unit-{unit:06d}.committed.json"), staging)
-                retired = True
-        if retired:
-            shutil.copytree(Path(source.root) / "shards", root / "shards")
-            shutil.copy2(Path(source.root) / "build" / SHARD_DIGESTS, root / "build")
-        # with the record of the models that run's ranks encoded with (and its empty prompt), as a resume has it:
-        # without it the commit loads the tokenizer and text model only to describe them again
-        for record in (MODEL_RECORD, MODEL_EMPTY_PROMPT):
-            if (Path(source.root) / "build" / record).is_file():
-                shutil.copy2(Path(source.root) / "build" / record, root / "build")
-        log = a.out / "logs" / f"{name}.log"
-        if a.tiny:  # nothing of it is measured: the CLI's main() here, without a process start that costs seconds
-            run = runner.run_build_in_process(name, path, root, gpus, a.unit_size, 2 * a.unit_size, log,
-                                              overwrite=False)
-        else:
-            run = runner.run_build(name, path, root, gpus, a.unit_size, 2 * a.unit_size, None, a.tick, log,
-                                   overwrite=False)
-        if run.exit_code != 0:
-            raise RuntimeError(f"subset commit from {source.name} exited {run.exit_code}:\n{run.output_tail}")
-        shards = {p.name: sha256_file(p) for p in sorted((root / "shards").glob("*.h5"))}
-        encoded = (run.stats or {}).get("samples_encoded_this_run")
-        if encoded:
-            raise RuntimeError(f"the subset build encoded {encoded} samples itself instead of committing the "
-                               f"units staged by {source.name}; see {a.out / 'logs' / (name + '.log')}")
-        return {"from_run": source.name, "shards": shards,
-                "sha256sums": sha256_file(root / "SHA256SUMS")}
-
 
 def machine(args) -> dict[str, Any]:
     import torch
@@ -327,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         "long": bench.long,
         "i2v": bench.i2v,
         "scaling": bench.scaling,
-        "sha": bench.sha,
+        "sha": lambda: subset.sha(bench),
     }
     for name in args.phase_list:
         bench.phase(name, phases[name])

@@ -52,7 +52,7 @@ def stage(root: Path, rows: int, rows_per_shard: int) -> None:
     import numpy as np
 
     from latentforge.dataset.synthetic_cache import _Rows
-    from latentforge.staging.staged_units import write_staged_unit
+    from latentforge.staging.staged_unit_writer import write_staged_unit
     make = _Rows(spec(rows, rows_per_shard))
     for unit, start in enumerate(range(0, rows, UNIT_ROWS)):
         kept = range(start, min(start + UNIT_ROWS, rows))

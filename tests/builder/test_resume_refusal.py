@@ -18,7 +18,8 @@ from latentforge.builder.scan import scan
 from latentforge.errors import LatentforgeError
 from latentforge.executor import local
 from latentforge.sinks.hdf5.integrity import verify_integrity
-from latentforge.staging.staged_units import completed_units, read_staged_unit, sidecar_path, write_staged_unit
+from latentforge.staging.staged_unit_writer import write_staged_unit
+from latentforge.staging.staged_units import completed_units, read_staged_unit, sidecar_path
 
 
 @pytest.fixture()

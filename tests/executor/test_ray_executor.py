@@ -25,7 +25,7 @@ from latentforge.executor.events import UnitStaged
 from latentforge.executor.ray.dispatch import QueuedUnit, UnitDispatcher
 from latentforge.pipeline import probe
 from latentforge.pipeline.plan import make_plan, plan_samples
-from latentforge.pipeline.unit import cut_units
+from latentforge.pipeline.unit_inputs import cut_units
 from latentforge.records import SourceEntry
 from latentforge.staging.staged_units import completed_units
 

@@ -17,7 +17,7 @@ from latentforge.config.loading import load_config
 from latentforge.executor.lock_record import LockRecord
 from latentforge.executor.ray.node_check import NodeCheckFailed, check_node, node_facts
 from latentforge.pipeline.plan import make_plan
-from latentforge.pipeline.unit import cut_units
+from latentforge.pipeline.unit_inputs import cut_units
 from latentforge.readers.table import TableReader
 
 

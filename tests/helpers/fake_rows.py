@@ -13,7 +13,8 @@ from latentforge.cache.config_sections import LatentSection, ModalityEntry, Text
 from latentforge.cache.layout import ShardSchema
 from latentforge.records import Reject
 from latentforge.sinks.hdf5.commit import CommitResult, commit_cache
-from latentforge.staging.staged_units import StagedRow, write_staged_unit
+from latentforge.staging.staged_unit_writer import write_staged_unit
+from latentforge.staging.staged_units import StagedRow
 from latentforge.version import __version__
 
 LATENT_SHAPE = (48, 3, 6, 8)

@@ -34,7 +34,8 @@ from latentforge.records import Reject
 from latentforge.sinks.hdf5 import commit as commit_module
 from latentforge.sinks.hdf5.inspect import inspect_cache
 from latentforge.sinks.hdf5.integrity import verify_integrity
-from latentforge.staging.staged_units import completed_units, read_staged_unit, staged_unit_path, write_staged_unit
+from latentforge.staging.staged_unit_writer import write_staged_unit
+from latentforge.staging.staged_units import completed_units, read_staged_unit, staged_unit_path
 
 SEED_000 = SEED_000_FILES[0] if SEED_000_FILES else None
 

@@ -7,7 +7,8 @@ import h5py
 import numpy as np
 
 from helpers.fake_rows import make_samples, stage_units
-from latentforge.staging.staged_units import StagedRow, read_staged_unit, write_staged_unit
+from latentforge.staging.staged_unit_writer import write_staged_unit
+from latentforge.staging.staged_units import StagedRow, read_staged_unit
 
 
 def test_staged_text_is_trimmed_and_reads_back_padded(tmp_path):

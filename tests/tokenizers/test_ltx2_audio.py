@@ -15,7 +15,7 @@ from diffusers.pipelines.ltx2.pipeline_ltx2 import LTX2Pipeline
 from safetensors.torch import load_file, save_file
 
 from helpers.tiny_audio_vae import MEL_BINS, tiny_audio_vae
-from latentforge.config.schema import AudioConfig
+from latentforge.config.raw_video_sections import AudioConfig
 from latentforge.errors import ConfigError
 from latentforge.tokenizers.checkpoints import CheckpointError, checkpoint_sha256, diffusers_folder
 from latentforge.tokenizers.ltx.audio_mel import LOG_FLOOR, MelSettings, log_mel, mel_filterbank

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from .. import registry
-from ..cache.config_file import CacheConfig
+from ..cache.build_records import cache_config_for_build
 from ..cache.curation import curation_sections
 from ..cache.layout import STAGING_DIR, TMP_LEFTOVER
 from ..cache.model_record import ModelRecord, read_model_record, write_model_record
@@ -25,7 +25,7 @@ from ..pipeline.models import load_models, model_record
 from ..pipeline.probe import ProbeResult
 from ..pipeline.run_record import read_run_record
 from ..pipeline.side_streams import side_stream_records
-from ..pipeline.unit import Unit, cut_units
+from ..pipeline.unit_inputs import Unit, cut_units
 from ..records import Reject, Sample
 from ..sinks.base import SinkCommit, StagedCache
 from ..staging.remote_staging import staged_units
@@ -153,9 +153,9 @@ def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], 
         empty_prompt = (text.empty_prompt.embeddings.astype(config.output.storage_dtype), text.empty_prompt.lengths)
     run_record = read_run_record(build_dir)  # the settings the staged units were made with (written before any)
     curation = curation_sections(config, run_record["key"]) if run_record is not None else None
-    cache_config = CacheConfig.for_build(config, total_shape, record.tokenizer_fingerprint, text,
-                                         record.latent_channels, record.conditioning, side_stream_records(config),
-                                         curation, audio_section(config))
+    cache_config = cache_config_for_build(config, total_shape, record.tokenizer_fingerprint, text,
+                                          record.latent_channels, record.conditioning, side_stream_records(config),
+                                          curation, audio_section(config))
     cache_config = dataclasses.replace(cache_config, conv_plans=recorded_books(build_dir) or None)
     unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]  # pulled just before
     readme_context = {"text_note": text.provenance_note if text is not None else None}

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from .. import registry
-from ..cache.config_file import CacheConfig
+from ..cache.build_records import cache_config_for_build
 from ..cache.curation import curation_sections
 from ..cache.root import CacheRoot, sink_in
 from ..cache.text_rows import PADDED
@@ -52,7 +52,7 @@ def check_remote_cache(config: BuildConfig, key: dict[str, Any]) -> None:
 def _settings(config: BuildConfig) -> dict[str, Any]:
     """What this build will write in those sections, plus the text model's name and length and the sink's own
     section."""
-    written = CacheConfig.for_build(config, (0,), {}, None, 0).to_json()
+    written = cache_config_for_build(config, (0,), {}, None, 0).to_json()
     settings = {name: written.get(name) for name in _SETTINGS}
     settings["sink"] = registry.resolve("sink", config.output.sink).record(config.output)
     return json.loads(json.dumps(settings))  # as the cache's JSON holds them (lists, not tuples)

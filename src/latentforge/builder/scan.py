@@ -25,7 +25,8 @@ from ..io import write_jsonl_atomic, write_text_atomic
 from ..pipeline.models import load_models
 from ..pipeline.plan import plan_samples
 from ..pipeline.probe import ProbeResult, vfr_notice
-from ..pipeline.unit import Unit, UnitContext, decode_sample, run_unit
+from ..pipeline.unit import UnitContext, run_unit
+from ..pipeline.unit_inputs import Unit, decode_sample
 from ..records import Reject
 from ..text.prompt_cache import PromptCache
 from .bucket_run import bucket_config

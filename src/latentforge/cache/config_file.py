@@ -1,5 +1,6 @@
 """cache_config.json, typed: everything a reader needs to use a cache and to check it fits its trainer
-(docs/cache-format.md). Builds write it with `CacheConfig.for_build`; everything else reads it with `load`.
+(docs/cache-format.md). Builds write it from `cache_config_for_build` (cache/build_records.py); everything else
+reads it with `load`.
 
 Nothing in it may depend on time, host, output path, worker count or executor: the file is checksummed and
 must be byte-identical across reruns.
@@ -13,19 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import BuildConfig
-from ..config.schema import single_shape_frames
 from ..errors import REBUILD_OR_FETCH, CacheIntegrityError, ConfigError, DamagedFile
 from ..io import write_text_atomic
-from ..text.base import POSITIONS
-from ..version import __version__
 from .audio_section import AudioSection
-from .build_records import dataset_record, modality_keys, text_section, token_section
 from .conditioning_streams import ConditioningSection, ConditioningStream
-from .config_sections import CONDITIONING_ROLE, LatentSection, ModalityEntry, TextSection, TokenSection
+from .config_sections import LatentSection, ModalityEntry, TextSection, TokenSection
 from .encoded_by import EncodedBy
 from .layout import CACHE_CONFIG, ShardSchema
-from .model_record import TextRecord
 from .text_rows import PADDED
 
 FORMAT = "latentforge-cache"
@@ -162,44 +157,6 @@ class CacheConfig:
         return found
 
     # --------------------------------------------------------------------------------- writing
-    @classmethod
-    def for_build(cls, config: BuildConfig, latent_shape: tuple[int, ...], tokenizer_fingerprint: dict[str, Any],
-                  text: TextRecord | None, latent_channels: int,
-                  conditioning: ConditioningSection | None = None,
-                  side_streams: tuple[ConditioningStream, ...] = (),
-                  curation: dict[str, dict[str, Any]] | None = None,
-                  audio: AudioSection | None = None) -> CacheConfig:
-        """What a build writes, with num_samples/num_shards at 0 until commit counts them. `curation`: the captions
-        and dedup sections (cache/curation.py)."""
-        names = list(config.modalities.names)
-        modalities = tuple(ModalityEntry(name, (i * latent_channels, (i + 1) * latent_channels),
-                                         CONDITIONING_ROLE if name == "rgb" else "target")
-                           for i, name in enumerate(names))
-        return cls(
-            latentforge_version=__version__,
-            preset=config.preset,
-            num_samples=0,
-            num_shards=0,
-            rows_per_shard=config.output.rows_per_shard,
-            storage_dtype=config.output.storage_dtype,
-            latent=LatentSection(config.output.latent_dataset, tuple(latent_shape), modalities, "rgb", (0, 1),
-                                 "tokenizer", token_section(tokenizer_fingerprint, latent_shape)),
-            tokenizer=dict(tokenizer_fingerprint),
-            text=None if text is None else text_section(config, text),
-            frames={**single_shape_frames(config.frames), "pixel_range": PIXEL_RANGE},
-            modalities={"names": names,
-                        "mask": modality_keys(config.modalities.mask) if "mask" in names else None,
-                        "depth": modality_keys(config.modalities.depth) if "depth" in names else None},
-            dataset=dataset_record(config),
-            build={"unit_size": config.output.unit_size, "batch_size": config.output.batch_size,
-                   "seed": config.run.seed},
-            conditioning=conditioning,
-            side_streams=side_streams,
-            captions=(curation or {}).get("captions"),
-            dedup=(curation or {}).get("dedup"),
-            audio=audio,
-        )
-
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "format": FORMAT,
@@ -315,34 +272,6 @@ class CacheConfig:
         if conditioning is not None and conditioning not in self.modality_names:
             raise CacheIntegrityError(f"{CACHE_CONFIG}: conditioning modality {conditioning!r} is not one of the "
                                       f"cached modalities {list(self.modality_names)}")
-
-    # ----------------------------------------------------------------------- back to a build config
-    def build_config_data(self) -> dict[str, Any]:
-        """The build config as far as this file records it (no paths: a re-encode supplies them)."""
-        text = self.text
-        return {
-            "preset": self.preset,
-            "dataset": dict(self.dataset or {}),
-            "frames": {k: v for k, v in self.frames.items() if k != "pixel_range"},
-            "modalities": {k: v for k, v in (self.modalities or {}).items() if v is not None},
-            "tokenizer": {"name": self.tokenizer_name, "precision": self.precision},
-            "text": {"name": "none"} if text is None else {
-                "name": text.name, "max_length": text.max_length, "empty_prompt": text.empty_prompt,
-                "precision": text.precision, "padding": _text_padding(text)},
-            "output": {"latent_dataset": self.latent.dataset, "rows_per_shard": self.rows_per_shard,
-                       "storage_dtype": self.storage_dtype, "unit_size": (self.build or {})["unit_size"],
-                       "batch_size": (self.build or {})["batch_size"]},
-            "run": {"seed": (self.build or {})["seed"]},
-            **({} if self.conditioning is None else {"conditioning": {
-                "image_latent": self.conditioning.image_latent, "image_embeds": self.conditioning.image_embeds,
-                "precision": self.conditioning.precision}}),
-        }
-
-
-def _text_padding(text: TextSection) -> str:
-    """text.padding from the encoder's recorded positions (caches from before the key ran each prompt alone)."""
-    padding = {positions: setting for setting, positions in POSITIONS.items()}
-    return padding.get(text.details.get("positions"), "none")
 
 
 def _count(data: dict[str, Any], key: str) -> int:

@@ -14,10 +14,8 @@ from ..errors import ConfigError
 from ..locations import is_url
 from .buckets import parse_buckets
 from .raw_video_checks import validate_raw_video_sections
+from .raw_video_sections import AUDIO_PARTIAL, AUDIO_PRECISIONS, AUDIO_RESAMPLERS
 from .schema import (
-    AUDIO_PARTIAL,
-    AUDIO_PRECISIONS,
-    AUDIO_RESAMPLERS,
     CONDITIONING_PRECISIONS,
     IMAGE_LATENTS,
     MODALITIES,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from .. import registry
 from ..errors import ConfigError
-from .schema import CAPTION_MODES, CAPTION_TEMPLATES, BuildConfig, SegmentsConfig
+from .raw_video_sections import CAPTION_MODES, CAPTION_TEMPLATES, SegmentsConfig
+from .schema import BuildConfig
 
 
 def validate_raw_video_sections(config: BuildConfig) -> None:

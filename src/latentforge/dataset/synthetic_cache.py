@@ -24,7 +24,8 @@ from ..config.checks import token_storage_dtype
 from ..errors import ConfigError
 from ..records import Reject
 from ..sinks.hdf5.commit import commit_cache
-from ..staging.staged_units import StagedRow, write_staged_unit
+from ..staging.staged_unit_writer import write_staged_unit
+from ..staging.staged_units import StagedRow
 from ..version import __version__
 
 CLASSES = ("red circle", "blue square", "yellow circle", "green square")

@@ -14,7 +14,7 @@ from ..config import BuildConfig
 from ..config.schema import NoOptions
 from ..pipeline.device_work import BatchResults, DeviceWork
 from ..pipeline.kernel_plan_pass import PlanRequest
-from ..pipeline.unit import Unit
+from ..pipeline.unit_inputs import Unit
 from ..progress import Advance, uncounted
 from ..records import Sample
 from .events import RankEvent

@@ -29,7 +29,7 @@ from ..config import BuildConfig
 from ..devices import wait_for_device
 from ..pipeline.probe import ProbeResult
 from ..pipeline.sample import SamplePixels
-from ..pipeline.unit import Decoded, Unit, decode_sample
+from ..pipeline.unit_inputs import Decoded, Unit, decode_sample
 from ..records import Reject, Sample
 from .frame_slots import FrameSlots, SlotArray, SlotWriter, slot_bytes_for
 from .process_setup import child_process_setup, child_signals_held, dump_stacks_on_sigusr1, stacks_file

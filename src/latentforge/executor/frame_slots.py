@@ -27,7 +27,7 @@ from ..config import BuildConfig
 from ..decode.modality_frames import ModalityFrames
 from ..decode.yuv_format import YuvFormat
 from ..pipeline.probe import ProbeResult
-from ..pipeline.unit import Unit
+from ..pipeline.unit_inputs import Unit
 
 _ALIGN = 4096
 # Bytes per output pixel of each modality's compact frames, at most: RGB uint8 x 3; masks as 8/16-bit ids or,

@@ -20,7 +20,7 @@ from ..devices import CPU_ADVICE, check_device_present, no_gpu_reason
 from ..errors import ConfigError, LatentforgeError
 from ..pipeline.environment import environment_record
 from ..pipeline.kernel_plan_pass import PlanRequest
-from ..pipeline.unit import Unit
+from ..pipeline.unit_inputs import Unit
 from .base import Executor
 from .events import RankEvent, RankFinished
 from .frame_slots import source_frame_bytes

@@ -20,7 +20,8 @@ from ..errors import LatentforgeError, UnitFailed, as_os_error, environment_mess
 from ..pipeline.kernel_plan_pass import DecidedPlans
 from ..pipeline.models import load_models, record_models
 from ..pipeline.probe import ProbeResult
-from ..pipeline.unit import StagedPayload, Unit, UnitContext, run_unit
+from ..pipeline.unit import StagedPayload, UnitContext, run_unit
+from ..pipeline.unit_inputs import Unit
 from ..text.prompt_cache import PromptCache
 from ..text.prompt_repeats import PromptRepeats
 from .decode_stream import DecodeStream

@@ -27,7 +27,8 @@ from ..progress import Progress
 from ..sinks.dispatch import local_hdf5_cache
 from ..sinks.hdf5.structure import check_cache_structure
 from ..tokenizers.base import pixels_to_input
-from ..verification.deep import spot_indices, stored_row
+from ..verification.deep import spot_indices
+from ..verification.deep_checks import stored_row
 from ..verification.reencode import Overrides, SampleFinder, load_recorded_tokenizer, recorded_config, recorded_pixels
 from .preview_sheet import SheetSample, contact_sheet
 from .preview_sound import Sound, add_sound_track, mux_sound, stored_sound

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..cache.audio_section import AUDIO, AUDIO_LENGTH
 from ..cache.rows import ManifestRow
-from ..verification.deep import stored_row
+from ..verification.deep_checks import stored_row
 
 AAC = "aac"
 PCM = "pcm_s16le"

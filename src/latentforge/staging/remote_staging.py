@@ -29,14 +29,8 @@ from ..hashing import sha256_file
 from ..io import canonical_json, write_text_atomic
 from ..storage import Storage
 from ..testing.fault_points import fault_point
-from .staged_units import (
-    completed_units,
-    is_retired,
-    retire_staged_units,
-    sidecar_path,
-    staged_unit_path,
-    write_staged_unit,
-)
+from .staged_unit_writer import write_staged_unit
+from .staged_units import completed_units, is_retired, retire_staged_units, sidecar_path, staged_unit_path
 
 CLAIM = "staging.json"  # which build stages under the URL
 

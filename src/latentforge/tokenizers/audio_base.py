@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from ..config.schema import AudioConfig
+from ..config.raw_video_sections import AudioConfig
 
 
 class AudioTokenizer(ABC):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import registry
+from ..cache.build_records import build_config_data
 from ..cache.conditioning_streams import CLIP_IMAGE_EMBEDS
 from ..cache.config_file import CacheConfig
 from ..cache.layout import RUN_RECORD, RUN_RECORDS_DIR
@@ -50,7 +51,7 @@ def recorded_config(root: Path, overrides: Overrides) -> BuildConfig:
         record, unread = read_run_record(root / RUN_RECORDS_DIR), "has no"
     except DamagedFile:  # what it held is what cache_config.json records, less the dataset's location
         record, unread = None, "has a damaged"
-    data = record["key"]["config"] if record is not None else cache_config.build_config_data()
+    data = record["key"]["config"] if record is not None else build_config_data(cache_config)
     # execution settings the fingerprint records (run.json of early versions left them out): run as built
     backend = registry.resolve("tokenizer", data["tokenizer"]["name"])
     for key in sorted(keys_with_role(backend.options_class, EXECUTION)):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..events import UnitStaged
 
 if TYPE_CHECKING:
-    from ...pipeline.unit import Unit
+    from ...pipeline.unit_inputs import Unit
 
 
 @dataclass(frozen=True)

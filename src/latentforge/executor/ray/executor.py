@@ -18,7 +18,7 @@ from ...errors import ConfigError
 from ...pipeline.device_work import BatchResults, DeviceWork
 from ...pipeline.kernel_plan_pass import PlanRequest
 from ...pipeline.probe import probe_all
-from ...pipeline.unit import Unit
+from ...pipeline.unit_inputs import Unit
 from ...progress import Advance, uncounted
 from ...records import Sample
 from ..base import Executor

@@ -21,7 +21,7 @@ from ... import registry
 from ...cache.layout import LOCK, RUN_RECORD, STAGING_DIR
 from ...config import BuildConfig
 from ...errors import LatentforgeError
-from ...pipeline.unit import Unit
+from ...pipeline.unit_inputs import Unit
 from ...version import __version__
 from ..lock_record import read_lock_record
 

@@ -20,7 +20,7 @@ from typing import Any
 from ...config import BuildConfig
 from ...errors import ConfigError, LatentforgeError, StopRequested
 from ...pipeline.kernel_plan_pass import PlanRequest
-from ...pipeline.unit import Unit
+from ...pipeline.unit_inputs import Unit
 from ...testing.fault_points import FAULT_ENV, MAIN_PID_ENV
 from ..events import RankEvent, RankFinished
 from ..frame_slots import source_frame_bytes

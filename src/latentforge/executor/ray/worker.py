@@ -21,7 +21,8 @@ import torch
 
 from ...cache.layout import MODEL_RECORD
 from ...pipeline.models import load_models, record_models
-from ...pipeline.unit import StagedPayload, Unit, UnitContext, run_unit, stage_now
+from ...pipeline.unit import StagedPayload, UnitContext, run_unit, stage_now
+from ...pipeline.unit_inputs import Unit
 from ...text.prompt_cache import PromptCache
 from ..decode_stream import DecodeStream
 from ..events import RankFinished, UnitStaged

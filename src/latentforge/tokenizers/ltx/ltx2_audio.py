@@ -16,7 +16,7 @@ from typing import Any
 import diffusers
 import torch
 
-from ...config.schema import AudioConfig
+from ...config.raw_video_sections import AudioConfig
 from ...devices import tf32_off
 from ...errors import ConfigError
 from ..audio_base import AudioTokenizer
