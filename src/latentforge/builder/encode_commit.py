@@ -32,6 +32,7 @@ from ..staging.remote_staging import staged_units
 from ..staging.staged_units import completed_units, read_staged_rejects
 from .committed import committed_before, record_commit
 from .estimate import check_free_disk, conditioning_values, estimate_output_bytes, output_shapes, side_values
+from .extend import planned_units
 from .progress import BuildProgress
 from .reject_limit import reject_problem
 from .resume import check_environment
@@ -125,10 +126,7 @@ def _planned(units: list[Unit], unit_of: dict[int, int] | None) -> dict[int, tup
     unit `unit_of` numbers (also those staged before, whose samples are not passed again)."""
     if unit_of is None:
         return {unit.index: tuple(sample.source_index for sample in unit.samples) for unit in units}
-    grouped: dict[int, list[int]] = {}
-    for source_index, unit in sorted(unit_of.items()):
-        grouped.setdefault(unit, []).append(source_index)
-    return {unit: tuple(sources) for unit, sources in sorted(grouped.items())}
+    return planned_units(unit_of)
 
 
 def _check_rejects(candidates: int, rejects: list[Reject], config: BuildConfig, when: str) -> None:
