@@ -88,7 +88,6 @@ def test_an_hdf5_cache_at_the_root_is_refused(built, tmp_path, capfd, no_model_w
 @pytest.mark.parametrize("extra, named", [
     (WDS, "output.sink='webdataset' replaces every object at commit"),
     (("--overwrite",), "give one of the two"),
-    (("--set", "frames.buckets=[[9,32,48]]"), "frames.buckets=[[9, 32, 48]] builds one cache per bucket"),
 ])
 def test_extend_refusals_name_what_they_cannot_grow(built, tmp_path, capfd, no_model_work, extra, named):
     _, table, _ = built

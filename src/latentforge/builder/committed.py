@@ -58,6 +58,21 @@ def record_commit(config: BuildConfig, build_dir: Path, planned: Mapping[int, Se
     retire_units(build_dir, config.output.staging_url)
 
 
+def _recorded(build_dir: Path) -> tuple[str, dict[str, list[int]] | None] | None:
+    """(plan digest, file stats) of build/committed.json; None without a readable one."""
+    try:
+        record = json.loads((Path(build_dir) / COMMITTED_RECORD).read_text(encoding="utf-8"))
+        return record["plan_sha256"], record.get("files")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def committed_from(build_dir: Path, planned: Mapping[int, Sequence[int]], plan_rejects: list[Reject]) -> bool:
+    """Was the cache at the root last committed from exactly this plan?"""
+    recorded = _recorded(build_dir)
+    return recorded is not None and recorded[0] == _plan_digest(planned, plan_rejects)
+
+
 def committed_before(config: BuildConfig, build_dir: Path, planned: Mapping[int, Sequence[int]],
                      plan_rejects: list[Reject], recheck: bool = False) -> SinkCommit | None:
     """What the cache at the root holds when it was committed from exactly this plan and still passes its integrity
@@ -65,13 +80,10 @@ def committed_before(config: BuildConfig, build_dir: Path, planned: Mapping[int,
     do, which is also how a committed cache that no longer verifies is mended: the commit takes retired units' rows
     from the shards that still hold them as written (staging/committed_rows.py) and refuses, naming the fix, when
     one is gone. Unchanged sizes and mtimes of the cache's files stand for its verify unless `recheck`."""
-    try:
-        record = json.loads((Path(build_dir) / COMMITTED_RECORD).read_text(encoding="utf-8"))
-        recorded, files = record["plan_sha256"], record.get("files")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    recorded = _recorded(build_dir)
+    if recorded is None or recorded[0] != _plan_digest(planned, plan_rejects):
         return None
-    if recorded != _plan_digest(planned, plan_rejects):
-        return None
+    files = recorded[1]
     sink = registry.resolve("sink", config.output.sink)
     root = CacheRoot.of(config.output.root)
     if not root.is_url:

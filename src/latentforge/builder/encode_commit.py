@@ -32,6 +32,7 @@ from ..staging.remote_staging import staged_units
 from ..staging.staged_units import completed_units, read_staged_rejects
 from .committed import committed_before, record_commit
 from .estimate import check_free_disk, conditioning_values, estimate_output_bytes, output_shapes, side_values
+from .extend import planned_units
 from .progress import BuildProgress
 from .reject_limit import reject_problem
 from .resume import check_environment
@@ -51,7 +52,7 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
                       probes: dict[int, ProbeResult | Reject], progress: BuildProgress, stats: RunStats,
                       earlier_rejects: tuple[list[Reject], int] = ([], 0),
                       unit_of: dict[int, int] | None = None, allow_empty: bool = False,
-                      recheck: bool = False) -> SinkCommit:
+                      recheck: bool = False, publish: bool = True) -> SinkCommit:
     """Encode the probed samples that are not staged yet and commit the cache at config.output.root with the
     configured sink (output.sink).
     `earlier_rejects`: rejects (and their candidates) found before this cache's plan, counted against
@@ -59,7 +60,8 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     (builder/extend.py); the commit takes every staged unit, also those of samples not passed here, and fails
     unless they cover the whole plan. `allow_empty`: a cache of no sample may be committed (one bucket's).
     `recheck`: a cache committed from this plan before is verified whole, not trusted by its files' sizes and
-    mtimes (builder/committed.py)."""
+    mtimes (builder/committed.py). `publish`: False leaves a new commit in ROOT/build/next, unrecorded, for its
+    bucketed root's commit to move in; record_commit follows once it is in (a bucket an --extend grows)."""
     build_dir = executor.build_dir
     earlier, earlier_candidates = earlier_rejects
     probe_rejects = [p for p in probes.values() if isinstance(p, Reject)]
@@ -99,8 +101,10 @@ def encode_and_commit(config: BuildConfig, executor: Executor, samples: list[Sam
     _check_rejects(candidates, earlier + plan_rejects + staged_rejects, config, "in all")
     stats.unknown_tokens.add_units(staged.values(), config.text.max_unknown_fraction)  # said when the build ends
     started = time.perf_counter()
-    result = _commit(config, build_dir, total_shape, planned, plan_rejects, executor.main_device(), allow_empty)
-    record_commit(config, build_dir, planned, plan_rejects)
+    result = _commit(config, build_dir, total_shape, planned, plan_rejects, executor.main_device(), allow_empty,
+                     publish)
+    if publish:
+        record_commit(config, build_dir, planned, plan_rejects)
     stats.main_seconds["commit"] = stats.main_seconds.get("commit", 0.0) + time.perf_counter() - started
     return result
 
@@ -125,10 +129,7 @@ def _planned(units: list[Unit], unit_of: dict[int, int] | None) -> dict[int, tup
     unit `unit_of` numbers (also those staged before, whose samples are not passed again)."""
     if unit_of is None:
         return {unit.index: tuple(sample.source_index for sample in unit.samples) for unit in units}
-    grouped: dict[int, list[int]] = {}
-    for source_index, unit in sorted(unit_of.items()):
-        grouped.setdefault(unit, []).append(source_index)
-    return {unit: tuple(sources) for unit, sources in sorted(grouped.items())}
+    return planned_units(unit_of)
 
 
 def _check_rejects(candidates: int, rejects: list[Reject], config: BuildConfig, when: str) -> None:
@@ -138,7 +139,7 @@ def _check_rejects(candidates: int, rejects: list[Reject], config: BuildConfig, 
 
 
 def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], planned: dict[int, tuple[int, ...]],
-            plan_rejects: list[Reject], device: str, allow_empty: bool) -> SinkCommit:
+            plan_rejects: list[Reject], device: str, allow_empty: bool, publish: bool) -> SinkCommit:
     """Every unit is staged: the sink writes shards, manifest, SHA256SUMS and, last, the marker. Fingerprints
     and the empty prompt come from the record the first rank wrote (cache/model_record.py); only without one do
     the models load here, on the executor's main device, so the result is the same for any split."""
@@ -159,5 +160,6 @@ def _commit(config: BuildConfig, build_dir: Path, total_shape: tuple[int, ...], 
     cache_config = dataclasses.replace(cache_config, conv_plans=recorded_books(build_dir) or None)
     unit_paths = [path for _, path in sorted(completed_units(build_dir).items())]  # pulled just before
     readme_context = {"text_note": text.provenance_note if text is not None else None}
-    staged = StagedCache(unit_paths, planned, plan_rejects, cache_config, empty_prompt, readme_context, allow_empty)
+    staged = StagedCache(unit_paths, planned, plan_rejects, cache_config, empty_prompt, readme_context, allow_empty,
+                         publish)
     return registry.resolve("sink", config.output.sink).commit(config.output, build_dir, staged)

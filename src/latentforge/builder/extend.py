@@ -124,13 +124,22 @@ def _disagreement(plan: dict[str, Sample], record: dict[str, Any]) -> str | None
 
 
 def unit_numbers(samples: list[Sample], unit_size: int, segment_starts: list[int]) -> dict[int, int]:
-    """{source_index: unit}: each segment cut into units of unit_size, numbered after the previous segment's."""
-    bounds = [*segment_starts, max((s.source_index for s in samples), default=-1) + 1]
-    first_unit = [0]
-    for start, end in zip(bounds, bounds[1:]):
-        first_unit.append(first_unit[-1] + -(-(end - start) // unit_size))
-    numbers = {}
-    for sample in samples:
-        segment = max(i for i, start in enumerate(segment_starts) if start <= sample.source_index)
-        numbers[sample.source_index] = first_unit[segment] + (sample.source_index - bounds[segment]) // unit_size
+    """{source_index: unit}: the samples of each segment, in source_index order, cut into units of unit_size and
+    numbered after the previous segment's units. `samples`: a plan (dense source_index values), or the members a
+    bucketed root's plan gave one bucket (a subset of them, whose segments may hold few samples or none)."""
+    ordered = sorted(s.source_index for s in samples)
+    numbers: dict[int, int] = {}
+    first_unit = 0
+    for start, end in zip(segment_starts, [*segment_starts[1:], None]):
+        inside = [i for i in ordered if start <= i and (end is None or i < end)]
+        numbers.update((index, first_unit + position // unit_size) for position, index in enumerate(inside))
+        first_unit += -(-len(inside) // unit_size)
     return numbers
+
+
+def planned_units(unit_of: dict[int, int]) -> dict[int, tuple[int, ...]]:
+    """{unit: source_index of its samples} of a plan numbered by unit_numbers."""
+    grouped: dict[int, list[int]] = {}
+    for source_index, unit in sorted(unit_of.items()):
+        grouped.setdefault(unit, []).append(source_index)
+    return {unit: tuple(sources) for unit, sources in sorted(grouped.items())}

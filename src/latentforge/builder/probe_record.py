@@ -19,7 +19,7 @@ import dataclasses
 import hashlib
 import pickle
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from ..cache.layout import PROBE_RECORD
 from ..executor.parallel_probe import Probed
@@ -61,10 +61,11 @@ def _read(build_dir: Path, settings: str) -> dict[str, tuple[str, ProbeResult | 
 
 def probe_remembered(samples: list[Sample], build_dir: Path, resume_key: dict[str, Any],
                      probe: Callable[[list[Sample], Advance], Probed], advance: Advance = uncounted,
-                     recheck: bool = False) -> Probed:
+                     recheck: bool = False, kept: Collection[str] = ()) -> Probed:
     """{source_index: probe result or reject} of every sample, as pipeline.probe gives them and in their order:
     recorded results whose sample and settings are unchanged, the rest probed by `probe` (the executor's run_probe)
-    and recorded with them here."""
+    and recorded with them here. `kept`: ids whose recorded result stands whatever their sources are now (the ids an
+    --extend keeps although the input no longer lists them: their rows stay as they were)."""
     settings = settings_digest(resume_key)
     known = {} if recheck else _read(build_dir, settings)
     keys = {sample.sample_id: _sample_key(sample) for sample in samples}
@@ -72,7 +73,8 @@ def probe_remembered(samples: list[Sample], build_dir: Path, resume_key: dict[st
     todo = []
     for sample in samples:
         hit = known.get(sample.sample_id)
-        if hit is not None and hit[0] == keys[sample.sample_id]:
+        if hit is not None and (hit[0] == keys[sample.sample_id] or sample.sample_id in kept):
+            keys[sample.sample_id] = hit[0]
             probes[sample.source_index] = _reused(hit[1], sample)
         else:
             todo.append(sample)

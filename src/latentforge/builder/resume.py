@@ -176,10 +176,12 @@ def check_existing_cache(root: Path, config: BuildConfig, key: dict[str, Any], b
                                + "\n  ".join(differences) + f"\n{RESTART}")
 
 
-def check_inputs(build_dir: Path, key: dict[str, Any], fingerprint: dict[str, Any]) -> None:
-    """Refuse when the inputs changed ("N added, M removed, K changed"); record key and inputs on a first run."""
+def check_inputs(build_dir: Path, key: dict[str, Any], fingerprint: dict[str, Any], may_grow: bool = False) -> None:
+    """Refuse when the inputs changed ("N added, M removed, K changed"); record key and inputs on a first run.
+    `may_grow`: inputs that hold every recorded one unchanged, and more, are recorded too (a bucket's members when
+    --extend adds to them)."""
     previous = read_run_record(build_dir)
-    if previous is None:
+    if previous is None or (may_grow and _only_added(previous["inputs"], fingerprint)):
         write_run_record(build_dir, key, fingerprint)
         return
     diff = diff_fingerprints(previous["inputs"], fingerprint)

@@ -84,9 +84,6 @@ def _refuse_extend(config: BuildConfig, overwrite: bool) -> None:
     if overwrite:
         raise ConfigError("--extend keeps the cache's rows and adds new ones, --overwrite starts the cache over; "
                           "give one of the two")
-    if config.frames.buckets:
-        raise ConfigError(f"--extend grows a single-shape cache, but frames.buckets={config.frames.buckets} builds "
-                          "one cache per bucket; rebuild the bucketed root from the grown input with --overwrite")
     if not registry.resolve("sink", config.output.sink).grows_in_place:
         raise ConfigError(f"--extend grows a cache in place, but output.sink={config.output.sink!r} replaces "
                           "every object at commit; rebuild it from the grown input with --overwrite (or into a new "
@@ -238,7 +235,8 @@ def _analyser(config: BuildConfig, build_dir: Path, progress: BuildProgress):
 
 def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress: BuildProgress,
                    stats: RunStats, recheck: bool) -> BuildResult:
-    """Merge the input into the recorded plan, encode the units not staged yet, commit all staged units."""
+    """Merge the input into the recorded plan, encode the units not staged yet, commit all staged units (a bucketed
+    root: each bucket that gains members grows as a single-shape cache does, then the root commits again)."""
     build_dir = executor.build_dir
     remove_tmp_leftovers(build_dir)
     key = resume_key(config)
@@ -250,17 +248,24 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     extension = plan_extension(build_dir, key, listing, plan_rejects)
     unit_of = unit_numbers(extension.samples, config.output.unit_size, extension.segment_starts)
     done = staged_units(build_dir, config.output.staging_url, set(unit_of.values()))
-    todo = [s for s in extension.samples if unit_of[s.source_index] not in done]
+    # a bucketed root stages nothing itself: every sample's probe, the old ones' as recorded, says its bucket
+    todo = [s for s in extension.samples if config.frames.buckets or unit_of[s.source_index] not in done]
     with progress.task("probe", len(todo)) as advance:
-        probes = probe_remembered(todo, build_dir, key, executor.run_probe, advance, recheck)
+        probes = probe_remembered(todo, build_dir, key, executor.run_probe, advance, recheck,
+                                  kept=set(extension.removed))
     _note_vfr(todo, probes)
     stats.main_seconds["probe"] = time.perf_counter() - started
-    probes = _curated(config, executor, todo, probes, progress, stats, extending=True)
+    probes = _curated(config, executor, todo, probes, progress, stats, extending=not config.frames.buckets)
     stats.samples_planned = len(extension.samples)
     staged = len(extension.samples) - len(todo)
-    committed = encode_and_commit(config, executor, todo, plan_rejects, probes, progress, stats,
-                                  earlier_rejects=([], staged), unit_of=unit_of, recheck=recheck)
-    num_samples, rejects = committed.num_samples, committed.rejects_by_reason
+    if config.frames.buckets:
+        bucketed = build_buckets(config, root, extension.samples, plan_rejects, probes, progress, stats,
+                                 tuple(extension.segment_starts))
+        num_samples, rejects = bucketed.num_samples, bucketed.rejects_by_reason
+    else:
+        committed = encode_and_commit(config, executor, todo, plan_rejects, probes, progress, stats,
+                                      earlier_rejects=([], staged), unit_of=unit_of, recheck=recheck)
+        num_samples, rejects = committed.num_samples, committed.rejects_by_reason
     stats.rejects_by_reason = dict(rejects)
     stats.outcome = "complete"
     return BuildResult(root, num_samples, rejects, time.time() - stats.started_unix, stats.summary(),

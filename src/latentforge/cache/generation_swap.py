@@ -9,9 +9,10 @@ a published copy of the old one alone), and build/swap is renamed build/retired 
 again, so a build that finds build/swap, left by a kill, finishes it before it writes anything.
 
 The same swap serves every local cache: an HDF5 cache, a WebDataset cache in a local folder (shards/ of tars), and
-a bucketed root, whose new generation holds no shards/ but links to every file of its buckets (each bucket a cache
-committed, and swapped, before the root): the links make build/swap a whole bucketed root for readers, and the swap
-moves only the root's own files, since the bucket files it links are already the root's.
+a bucketed root, whose new generation holds no shards/ but links to every file of its buckets: the links make
+build/swap a whole bucketed root for readers. A bucket committed and swapped before the root (a build's) is in place
+already; one whose commit an `--extend` left in the bucket's build/next, so that the old root stayed whole, moves
+into its folder through the bucket's own swap first (its readers find it whole too), before the root's own files.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from ..io import atomic_path, fsync_dir
 from ..testing.fault_points import fault_point
 from .layout import (
+    BUCKETS_DIR,
     COMPLETE_MARKER,
     NEXT_GENERATION,
     RETIRED_GENERATION,
@@ -50,6 +52,13 @@ def next_generation(root: Path, shards: bool = True) -> Path:
     return folder
 
 
+def waiting_folder(root: Path) -> Path:
+    """Where the cache at `root` is as its last commit left it: its build/next when the commit left it there,
+    complete, to move in with its bucketed root (a bucket an `--extend` grows), else `root`."""
+    folder = Path(root) / RUN_RECORDS_DIR / NEXT_GENERATION
+    return folder if (folder / COMPLETE_MARKER).is_file() else Path(root)
+
+
 def swap_in(root: Path) -> None:
     """Make the complete, verified cache in build/next the one at `root`."""
     records = Path(root) / RUN_RECORDS_DIR
@@ -67,6 +76,8 @@ def finish_swap(root: Path) -> bool:
     swap = swap_folder(root)
     if not swap.is_dir():
         return False
+    for bucket in sorted((swap / BUCKETS_DIR).iterdir()) if (swap / BUCKETS_DIR).is_dir() else ():
+        _move_bucket_in(bucket, root / BUCKETS_DIR / bucket.name)
     has_shards = (swap / SHARDS_DIR).is_dir()
     new_shards = sorted(path.name for path in (swap / SHARDS_DIR).iterdir()) if has_shards else []
     if has_shards:
@@ -93,6 +104,32 @@ def finish_swap(root: Path) -> bool:
     fsync_dir(retired.parent)
     shutil.rmtree(retired, ignore_errors=True)
     return True
+
+
+def _cache_files(folder: Path) -> list[str]:
+    """Relative paths of a bucket's cache files: all but its build records."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        here = Path(dirpath)
+        if here == folder:
+            dirnames[:] = [name for name in dirnames if name != RUN_RECORDS_DIR]
+        found += [(here / name).relative_to(folder).as_posix() for name in filenames]
+    return sorted(found)
+
+
+def _move_bucket_in(new: Path, bucket_root: Path) -> None:
+    """A bucketed root's swap: the bucket's files as its new generation links them (`new`) become the bucket's, by
+    the bucket's own swap, unless they are its files already."""
+    finish_swap(bucket_root)  # one a kill cut short
+    files = _cache_files(new)
+    if bucket_root.is_dir() and _cache_files(bucket_root) == files and \
+            all(os.path.samefile(new / rel, bucket_root / rel) for rel in files):
+        return
+    folder = next_generation(bucket_root)
+    for rel in files:
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.link(new / rel, folder / rel)
+    swap_in(bucket_root)
 
 
 def _move_in(source: Path, final: Path) -> None:

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 class StagedCache:
     """Everything a commit needs: the staged units (in unit order), the plan they must cover ({unit: source_index
     of its samples}), the plan's rejects and the cache's description. `allow_empty`: a cache of no sample may be
-    committed (a bucket of a bucketed build whose samples were all rejected)."""
+    committed (a bucket of a bucketed build whose samples were all rejected). `publish`: False leaves the verified
+    cache in ROOT/build/next for its bucketed root's commit to move in (an HDF5 bucket that `--extend` grows)."""
 
     unit_paths: list[Path]
     planned: Mapping[int, Sequence[int]]
@@ -41,6 +42,7 @@ class StagedCache:
     empty_prompt: tuple[np.ndarray, np.ndarray] | None
     readme_context: dict[str, Any]
     allow_empty: bool = False
+    publish: bool = True
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ written the root is not complete, whichever buckets are.
 
 The root's new files are written into ROOT/build/next beside hard links to every file of its buckets, checked
 there as a whole bucketed root, and swapped in (cache/generation_swap.py): a rerun never leaves the root without
-its _CACHE_COMPLETE, and readers read build/swap meanwhile."""
+its _CACHE_COMPLETE, and readers read build/swap meanwhile. A bucket that an `--extend` committed again waits,
+complete, in its own build/next, so the old root stays whole until then; it is linked from there and moves into its
+folder with the root's swap."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 from ...cache.bucket_index import BucketIndex
 from ...cache.check_report import CheckRecorder
 from ...cache.checksums import write_bucketed_sha256sums
-from ...cache.generation_swap import finish_swap, next_generation, swap_in
+from ...cache.generation_swap import finish_swap, next_generation, swap_in, waiting_folder
 from ...cache.layout import BUCKETS_DIR, COMPLETE_MARKER, RUN_RECORDS_DIR
 from ...cache.rows import write_rejects
 from ...errors import CacheIntegrityError
@@ -49,14 +51,16 @@ def commit_bucketed_root(root: Path, index: BucketIndex, rejects: list[Reject]) 
 
 def _link_buckets(root: Path, folder: Path) -> None:
     """Hard links in `folder` to every file of the root's buckets but their run records: the bucket caches as their
-    commits left them, so `folder` is a whole bucketed root without a byte copied."""
-    buckets = root / BUCKETS_DIR
-    for dirpath, dirnames, filenames in os.walk(buckets):
-        here = Path(dirpath)
-        if here.parent == buckets:  # a bucket's root: its build/ holds run records, not the cache
-            dirnames[:] = [name for name in dirnames if name != RUN_RECORDS_DIR]
-        target = folder / here.relative_to(root)
-        target.mkdir(parents=True, exist_ok=True)
-        for name in filenames:
-            os.link(here / name, target / name)
-        fsync_dir(target)  # the links are in build/next before it is renamed build/swap
+    commits left them (in the bucket's build/next when complete there), so `folder` is a whole bucketed root without
+    a byte copied."""
+    for bucket in sorted((root / BUCKETS_DIR).iterdir()) if (root / BUCKETS_DIR).is_dir() else ():
+        source = waiting_folder(bucket)
+        for dirpath, dirnames, filenames in os.walk(source):
+            here = Path(dirpath)
+            if here == source:  # a bucket's root: its build/ holds run records, not the cache
+                dirnames[:] = [name for name in dirnames if name != RUN_RECORDS_DIR]
+            target = folder / BUCKETS_DIR / bucket.name / here.relative_to(source)
+            target.mkdir(parents=True, exist_ok=True)
+            for name in filenames:
+                os.link(here / name, target / name)
+            fsync_dir(target)  # the links are in build/next before it is renamed build/swap

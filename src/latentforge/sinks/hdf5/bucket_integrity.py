@@ -9,7 +9,7 @@ from ...cache.bucket_index import BucketIndex
 from ...cache.check_report import Check, CheckRecorder, VerifyReport
 from ...cache.checksums import find_sum_problems
 from ...cache.config_file import CacheConfig
-from ...cache.layout import BUCKETED_ROOT_ENTRIES, BUCKETS_DIR, COMPLETE_MARKER
+from ...cache.layout import BUCKETED_ROOT_ENTRIES, BUCKETS_DIR, COMPLETE_MARKER, RUN_RECORDS_DIR
 from ...errors import CacheIntegrityError
 from ...progress import Progress
 from .integrity import check_markers, check_rejects, verify_integrity
@@ -24,11 +24,12 @@ def _check_entries(root: Path, rec: CheckRecorder) -> None:
 
 
 def _check_buckets(root: Path, index: BucketIndex, rec: CheckRecorder) -> None:
-    """Every bucket with samples is a complete cache of the index's shape and count; nothing else is there."""
+    """Every bucket with samples is a complete cache of the index's shape and count; nothing else is there but the
+    build records of a bucket an `--extend` is filling (its cache moves in with the next index)."""
     listed = {entry.name for entry in index.filled}
     folder = root / BUCKETS_DIR
     for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if path.name not in listed:
+        if path.name not in listed and (not path.is_dir() or {p.name for p in path.iterdir()} - {RUN_RECORDS_DIR}):
             rec.fail("buckets", f"{BUCKETS_DIR}/{path.name} is not a bucket of the index")
     for entry in index.filled:
         bucket_root = root / str(entry.path)

@@ -68,7 +68,7 @@ class CommitResult:
     root: Path
     num_samples: int
     num_shards: int
-    num_rejects: int
+    rejects: list[Reject]
     shard_paths: list[str]  # relative to root
     report: VerifyReport
 
@@ -179,11 +179,13 @@ def commit_cache(
     planned: Planned,
     allow_empty: bool = False,
     records: Path | None = None,
+    publish: bool = True,
 ) -> CommitResult:
     """Turn staged units into a complete, checksummed, verified cache under `root`; the counts of
     `cache_config` are filled in here. `planned` ({unit: source_index of its samples}) is the plan the staged
     units must cover exactly (gather_staged). `records`: the build's records folder, where the SHA-256 of every shard
-    this commit writes is kept, so a later commit may copy the rows of units retired after it (committed_rows.py)."""
+    this commit writes is kept, so a later commit may copy the rows of units retired after it (committed_rows.py).
+    `publish`: False leaves the verified cache in ROOT/build/next (a bucket its bucketed root's commit moves in)."""
     root = Path(root)
     finish_swap(root)  # a swap a kill cut short: the root holds one whole cache again
     for leftover in root.glob(".*.tmp*"):  # tmp siblings of a commit that was killed; they would be checksummed
@@ -197,13 +199,13 @@ def commit_cache(
             if any(map(is_retired, unit_paths)) else \
             contextlib.nullcontext() as committed:
         return _commit(root, unit_paths, plan_rejects, cache_config, schema, empty_prompt, readme_context, planned,
-                       allow_empty, committed, (records, digests))
+                       allow_empty, committed, (records, digests), publish)
 
 
 def _commit(root: Path, unit_paths: list[Path], plan_rejects: list[Reject], cache_config: CacheConfig,
             schema: ShardSchema, empty_prompt: tuple[np.ndarray, np.ndarray] | None, readme_context: dict[str, Any],
             planned: Planned, allow_empty: bool, committed: CommittedRows | None,
-            trusted: tuple[Path | None, dict[str, str]]) -> CommitResult:
+            trusted: tuple[Path | None, dict[str, str]], publish: bool) -> CommitResult:
     records, digests = trusted
     placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty, committed)
     shards = schema.shard_paths(len(placed))
@@ -234,6 +236,7 @@ def _commit(root: Path, unit_paths: list[Path], plan_rejects: list[Reject], cach
              "num_samples": len(placed), "num_shards": len(written)}
     fault_point("marker")
     write_text_atomic(folder / COMPLETE_MARKER, canonical_json(stamp) + "\n")
-    swap_in(root)
-    _record_digests(records, root, new)
-    return CommitResult(root, len(placed), len(written), len(rejects), written, report)
+    if publish:
+        swap_in(root)
+        _record_digests(records, root, new)
+    return CommitResult(root, len(placed), len(written), rejects, written, report)

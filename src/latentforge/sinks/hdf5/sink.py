@@ -13,7 +13,6 @@ from ...cache.check_report import VerifyReport
 from ...cache.layout import BUCKETED_ROOT_ENTRIES, ROOT_ENTRIES, shard_rows
 from ...cache.ownership import RootLayout
 from ...cache.root import CacheRoot
-from ...cache.rows import read_rejects
 from ...cache.whole_read import read_whole
 from ...config.schema import OutputConfig
 from ...errors import ConfigError
@@ -50,8 +49,9 @@ class Hdf5Sink(Sink):
     def commit(output: OutputConfig, build_dir: Path, staged: StagedCache) -> SinkCommit:
         root = Path(output.root)
         result = commit_cache(root, staged.unit_paths, staged.plan_rejects, staged.cache_config, staged.empty_prompt,
-                              staged.readme_context, staged.planned, staged.allow_empty, records=build_dir)
-        return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in read_rejects(root)).items())))
+                              staged.readme_context, staged.planned, staged.allow_empty, records=build_dir,
+                              publish=staged.publish)
+        return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in result.rejects).items())))
 
     @classmethod
     def verify(cls, root: CacheRoot, require_complete: bool, progress: Progress | None) -> VerifyReport:
