@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 from ...cache.check_report import CheckRecorder, VerifyReport
@@ -32,10 +31,8 @@ from ...errors import CacheIntegrityError, ConfigError
 from ...hashing import compare_sums, parse_sums
 from ...progress import Progress, start_step
 from ...storage import Storage
-from .layout import EMPTY_PROMPT_TAR, READER_INDEX_DIR, SINK, TAR_INDEX_SUFFIX, reader_index_files
+from .layout import EMPTY_PROMPT_TAR, READER_INDEX_DIR, SINK, TAR_INDEX_SUFFIX, reader_index_files, tar_shard_numbers
 from .tar_checks import HashingReader, check_empty_prompt, check_tar
-
-_TAR_NAME = re.compile(r"^shards/part-(\d{5})-of-(\d{5})-(\d{9})-(\d{9})\.tar$")
 
 
 def verify_webdataset(url: str, require_complete: bool = True, progress: Progress | None = None,
@@ -141,15 +138,16 @@ def _load_config(store: Storage, present: dict[str, int], rec: CheckRecorder) ->
 
 
 def _shard_ranges(listed: dict[str, str], config: CacheConfig, rec: CheckRecorder) -> dict[str, tuple[int, int]]:
-    """{shard: (start, end)} of the shards SHA256SUMS lists, failing names and gaps."""
+    """{shard: (start, end)} of the shards SHA256SUMS lists, failing names and gaps. A name's count N is the shard
+    count of the commit that wrote the tar: the cache's, or a smaller one for a tar an --extend kept."""
     shards: dict[str, tuple[int, int]] = {}
     for rel in sorted(r for r in listed if r.startswith("shards/")):
-        match = _TAR_NAME.match(rel)
-        if match is None:
+        numbers = tar_shard_numbers(rel)
+        if numbers is None:
             rec.fail("shard_files", f"{rel} is not a shard name of this layout (shards/part-K-of-N-START-END.tar)")
             continue
-        k, n, start, end = map(int, match.groups())
-        if n != config.num_shards or k != len(shards) or start != sum(e - s for s, e in shards.values()):
+        k, n, start, end = numbers
+        if not k < n <= config.num_shards or k != len(shards) or start != sum(e - s for s, e in shards.values()):
             rec.fail("shard_files", f"{rel} does not follow shard {len(shards)} of {config.num_shards}", start)
         shards[rel] = (start, end)
     if len(shards) != config.num_shards or sum(e - s for s, e in shards.values()) != config.num_samples:

@@ -95,7 +95,7 @@ class WebDatasetSink(Sink):
         options = WebDatasetOptions(build_dir / TARS_DIR, shard_bytes=sink_options(output).shard_bytes)
         result = commit_webdataset(Destination(output.root), staged.unit_paths, staged.plan_rejects,
                                    staged.cache_config, staged.empty_prompt, options, staged.planned,
-                                   staged.allow_empty)
+                                   staged.allow_empty, records=build_dir)
         unit_rejects = [r for path in staged.unit_paths for r in read_staged_rejects(path)]
         rejects = ordered_rejects(staged.plan_rejects, unit_rejects)
         return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in rejects).items())))
