@@ -87,10 +87,8 @@ def _refuse_extend(config: BuildConfig, overwrite: bool) -> None:
     if config.frames.buckets:
         raise ConfigError(f"--extend grows a single-shape cache, but frames.buckets={config.frames.buckets} builds "
                           "one cache per bucket; rebuild the bucketed root from the grown input with --overwrite")
-    if not registry.resolve("sink", config.output.sink).grows_in_place:
-        raise ConfigError(f"--extend grows a cache in place, but output.sink={config.output.sink!r} replaces "
-                          "every object at commit; rebuild it from the grown input with --overwrite (or into a new "
-                          "output root)")
+    if (refusal := registry.resolve("sink", config.output.sink).extend_refusal(config.output)) is not None:
+        raise ConfigError(refusal)
 
 
 def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, extend: bool = False,
@@ -240,7 +238,10 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     build_dir = executor.build_dir
     remove_tmp_leftovers(build_dir)
     key = resume_key(config)
-    check_existing_cache(root, config, key, build_dir)
+    if records_in_root(config):
+        check_existing_cache(root, config, key, build_dir)
+    else:  # its records are node-local: compare with the cache at the root itself
+        check_remote_cache(config, key)
     check_config(build_dir, key, may_differ=("config.dataset.path",))
     claim_staging(config.output, key, overwrite=False)
     started = time.perf_counter()
