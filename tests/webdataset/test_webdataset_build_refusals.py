@@ -1,7 +1,8 @@
 """What a WebDataset build refuses before any model loads: a root that already holds a cache of another
 tokenizer, another sink or other settings (its build records are node-local, so a rerun elsewhere has no
-run.json to compare with: the cache at the root is the record), and --extend, which grows HDF5 caches only.
-In-process builds of three tiny clips with the analytic tokenizer, into a file:// URL."""
+run.json to compare with: the cache at the root is the record), and --extend of a cache at a store URL, which
+only a local folder's swap can grow. In-process builds of three tiny clips with the analytic tokenizer, into a
+file:// URL."""
 
 from __future__ import annotations
 
@@ -86,7 +87,6 @@ def test_an_hdf5_cache_at_the_root_is_refused(built, tmp_path, capfd, no_model_w
 
 
 @pytest.mark.parametrize("extra, named", [
-    (WDS, "output.sink='webdataset' replaces every object at commit"),
     (("--overwrite",), "give one of the two"),
 ])
 def test_extend_refusals_name_what_they_cannot_grow(built, tmp_path, capfd, no_model_work, extra, named):
@@ -95,3 +95,12 @@ def test_extend_refusals_name_what_they_cannot_grow(built, tmp_path, capfd, no_m
     err = capfd.readouterr().err
     assert code == 2 and named in err and "--extend" in err, err
     assert not (tmp_path / "root").exists()
+
+
+def test_extend_at_a_store_url_is_refused_naming_the_local_folder_way(built, capfd, no_model_work):
+    _, table, _ = built
+    url = "memory://wds-refusals/cache"
+    code = main(build_args(table, url, "--extend", *WDS))
+    err = capfd.readouterr().err
+    assert code == 2 and f"output.root={url!r} is a store URL" in err and "--extend" in err, err
+    assert "in a local folder (--out DIR)" in err and "--overwrite" in err, err

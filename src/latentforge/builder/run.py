@@ -80,14 +80,13 @@ def _clear_root(root: Path, layout: RootLayout | None) -> None:
 
 
 def _refuse_extend(config: BuildConfig, overwrite: bool) -> None:
-    """--extend grows a single-shape HDF5 cache in place, keeping its rows' bytes; these cannot be grown so."""
+    """--extend grows a cache, keeping its rows' bytes: refused with --overwrite and where the sink cannot (its
+    extend_refusal)."""
     if overwrite:
         raise ConfigError("--extend keeps the cache's rows and adds new ones, --overwrite starts the cache over; "
                           "give one of the two")
-    if not registry.resolve("sink", config.output.sink).grows_in_place:
-        raise ConfigError(f"--extend grows a cache in place, but output.sink={config.output.sink!r} replaces "
-                          "every object at commit; rebuild it from the grown input with --overwrite (or into a new "
-                          "output root)")
+    if (refusal := registry.resolve("sink", config.output.sink).extend_refusal(config.output)) is not None:
+        raise ConfigError(refusal)
 
 
 def build(config: BuildConfig, overwrite: bool = False, quiet: bool = False, extend: bool = False,
@@ -240,7 +239,10 @@ def _extend_locked(config: BuildConfig, executor: Executor, root: Path, progress
     build_dir = executor.build_dir
     remove_tmp_leftovers(build_dir)
     key = resume_key(config)
-    check_existing_cache(root, config, key, build_dir)
+    if records_in_root(config):
+        check_existing_cache(root, config, key, build_dir)
+    else:  # its records are node-local: compare with the cache at the root itself
+        check_remote_cache(config, key)
     check_config(build_dir, key, may_differ=("config.dataset.path",))
     claim_staging(config.output, key, overwrite=False)
     started = time.perf_counter()

@@ -71,6 +71,7 @@ STAGING_DIR = "staging"
 COMMITTED_RECORD = "committed.json"  # which plan the cache at the root was last committed from
 SHARD_DIGESTS = "shard_digests.json"  # the SHA-256 of each shard as its commit wrote it: whose rows a commit may copy
 SHARD_STATS = "shard_stats.json"  # the size and mtime of each shard with a recorded digest, as its commit left it
+TAR_STATS = "tar_stats.json"  # a local WebDataset cache's tars as its commit left them: size, mtime, SHA-256
 PROBE_RECORD = "probes.pickle"  # each sample's probe result with the content key and settings it was made from
 # A commit's new cache files, beside the cache until they replace it whole (cache/generation_swap.py): written
 # under build/next, made the copy readers read by renaming it build/swap, moved into the root, then retired.

@@ -59,7 +59,6 @@ class Sink:
     # True: output.root may be an fsspec URL and the commit owns every object under it, so the build records
     # (plan, staged units, run.json, lock) live in a node-local staging folder instead of ROOT/build.
     remote_root: ClassVar[bool] = False
-    grows_in_place: ClassVar[bool] = False  # `build --extend` may add samples to a committed cache of this sink
     # what a root of this format holds: a build writes only into an empty root or one of its own with nothing else in
     # it; None (a sink that declares none): any root latentforge made, whatever it holds
     root_layout: ClassVar[RootLayout | None] = None
@@ -69,6 +68,13 @@ class Sink:
     @classmethod
     def check_config(cls, config: BuildConfig) -> None:
         """The sink's part of the config checks (run before any model loads); ConfigError naming the key."""
+
+    @classmethod
+    def extend_refusal(cls, output: OutputConfig) -> str | None:
+        """Why `build --extend` cannot add samples to a committed cache of this sink at output.root, naming the fix
+        (a ConfigError says it before anything is read); None when it can."""
+        return (f"--extend grows a cache in place, but output.sink={output.sink!r} replaces every object at commit; "
+                "rebuild it from the grown input with --overwrite (or into a new output root)")
 
     @classmethod
     def record(cls, output: OutputConfig) -> dict[str, Any] | None:

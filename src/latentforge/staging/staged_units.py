@@ -242,7 +242,7 @@ class _CommittedOnly:
 
     def __getattr__(self, name: str) -> Any:
         raise CacheIntegrityError(f"{self.path}: this unit was committed and its arrays are in the cache, not in "
-                                  "staging; they are read back only by a commit into that cache (the hdf5 sink). "
+                                  "staging; they are read back only by a commit into that cache in a local folder. "
                                   "Rebuild with --overwrite")
 
     def __getitem__(self, index: Any) -> np.ndarray:

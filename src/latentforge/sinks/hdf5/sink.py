@@ -27,8 +27,11 @@ if TYPE_CHECKING:
 
 class Hdf5Sink(Sink):
     name = NAME
-    grows_in_place = True
     root_layout = RootLayout(ROOT_ENTRIES | BUCKETED_ROOT_ENTRIES, lambda name: shard_rows(name) is not None)
+
+    @classmethod
+    def extend_refusal(cls, output: OutputConfig) -> str | None:
+        return None  # its commit keeps the shards whose rows stay (docs/extend.md)
 
     @classmethod
     def check_config(cls, config: BuildConfig) -> None:

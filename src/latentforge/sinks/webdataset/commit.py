@@ -9,8 +9,10 @@ bytes is kept, so a rerun after a kill uploads only what is missing and leaves i
 
 In a local folder the new cache is written whole into ROOT/build/next and swapped in once confirmed
 (sinks/webdataset/local_swap.py), the root's objects with the same bytes hard-linked rather than copied: the folder
-holds a complete cache throughout. A store URL has no rename, so there the markers are withdrawn first and the
-objects replaced in place.
+holds a complete cache throughout. There the root's tars whose samples stay where they were are kept without being
+written again, and the rows of staged units an earlier commit retired are read back from its tars (shard_layout.py,
+published_tars.py): how `build --extend` grows such a cache. A store URL has no rename, so there the markers are
+withdrawn first and the objects replaced in place.
 """
 
 from __future__ import annotations
@@ -44,13 +46,13 @@ from .layout import (
     ROW,
     SINK,
     TEXT,
-    cut_shards,
     npy_bytes,
     sample_key,
     stream_member,
-    tar_shard_path,
 )
 from .local_swap import NextGeneration
+from .published_tars import PublishedTars, record_tar_stats
+from .shard_layout import plan_shards
 
 MIB = 1 << 20
 
@@ -74,24 +76,37 @@ class WebDatasetCommit:
 
 def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rejects: list[Reject],
                       cache_config: CacheConfig, empty_prompt: tuple[np.ndarray, np.ndarray] | None,
-                      options: WebDatasetOptions, planned: Planned, allow_empty: bool = False) -> WebDatasetCommit:
+                      options: WebDatasetOptions, planned: Planned, allow_empty: bool = False,
+                      records: Path | None = None) -> WebDatasetCommit:
+    """`records`: the build's records folder, where a local root's commit notes its tars as it left them, so the next
+    commit trusts them without reading them again (published_tars.py)."""
     if options.shard_bytes < 1:
         raise ConfigError(f"shard_bytes={options.shard_bytes}; use 1 or more")
     remote = open_remote(destination.url, destination.storage_options, options.part_size, options.server_checksum)
+    published = None
     if isinstance(remote, LocalDirRemote):
         remote = NextGeneration(remote)
+        published = PublishedTars(remote.published.base, cache_config.shard_schema(), records)
     else:
         for marker in (COMPLETE_MARKER, PUBLISHED_MARKER, SUMS):  # nothing may vouch for what is about to change
             remote.delete(marker)
     remote.discard_partials()
+    with contextlib.closing(published) if published is not None else contextlib.nullcontext():
+        result, digests = _commit(remote, published, unit_paths, plan_rejects, cache_config, empty_prompt, options,
+                                  planned, allow_empty)
+    if isinstance(remote, NextGeneration):
+        remote.swap_in()
+        record_tar_stats(records, remote.published.base, {rel: digest.sha256 for rel, digest in digests.items()})
+    return result
+
+
+def _commit(remote: Remote, published: PublishedTars | None, unit_paths: list[Path], plan_rejects: list[Reject],
+            cache_config: CacheConfig, empty_prompt: tuple[np.ndarray, np.ndarray] | None, options: WebDatasetOptions,
+            planned: Planned, allow_empty: bool) -> tuple[WebDatasetCommit, dict[str, FileDigest]]:
+    """Every object of the new cache written and confirmed, the complete-marker last; their digests by path."""
     schema = cache_config.shard_schema()
-    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty)
-    lengths = _text_lengths(placed)
-    text_row = 0 if schema.text_dim is None else schema.text_dim * np.dtype(schema.storage_dtype).itemsize
-    latent_bytes = int(np.prod(schema.latent_shape)) * np.dtype(schema.latent_dtype or schema.storage_dtype).itemsize
-    latent_bytes += sum(int(np.prod(stream.shape)) * np.dtype(stream.dtype).itemsize for stream in schema.conditioning)
-    ranges = cut_shards([latent_bytes + int(n) * text_row for n in lengths], options.shard_bytes)
-    shards = [(tar_shard_path(k, len(ranges), s, e), s, e) for k, (s, e) in enumerate(ranges)]
+    placed, unit_rejects, encoded_by = gather_staged(schema, unit_paths, planned, allow_empty, published)
+    shards, kept = plan_shards(placed, schema, options.shard_bytes, published)
     rejects = ordered_rejects(plan_rejects, unit_rejects)
     config = cache_config.committed(len(placed), len(shards), encoded_by, planned_count(planned, plan_rejects),
                                     len(rejects))
@@ -100,9 +115,13 @@ def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rej
     digests: dict[str, FileDigest] = {}
     options.staging.mkdir(parents=True, exist_ok=True)
     for rel, start, end in shards:
+        if rel in kept and isinstance(remote, NextGeneration):  # its samples stay where they were: so does the tar
+            digests[rel] = remote.keep(rel, kept[rel], options.part_size)
+            result.kept.append(rel)
+            continue
         with contextlib.ExitStack() as stack:  # samples stream into the tar: one shard is never held in memory
-            paths = sorted({r.unit_path for r in placed[start:end]})
-            units = {path: stack.enter_context(open_staged_unit(path)) for path in paths}
+            paths = sorted({placed.unit_path_at(i) for i in range(start, end)})
+            units = {path: stack.enter_context(open_staged_unit(path, published)) for path in paths}
             samples = (_sample(placed[i], units[placed[i].unit_path], rows[i], schema.text_prefix is not None)
                        for i in range(start, end))
             digests[rel] = _put_tar(remote, rel, samples, options, result)
@@ -126,25 +145,15 @@ def commit_webdataset(destination: Destination, unit_paths: list[Path], plan_rej
     sums = format_sums((digests[rel].sha256, rel) for rel in sorted(digests)).encode("utf-8")
     digests[SUMS] = _put_bytes(remote, SUMS, sums, options, result)
     fault_point("sha256sums")
+    # a kept tar is the root's own file, whose bytes were vouched for before it was linked: its size is checked
     failed = [f"{rel}: {reason}" for rel, digest in digests.items()
-              if (reason := remote.problem(rel, digest, deep=not remote.stores_checksums))]
+              if (reason := remote.problem(rel, digest, deep=not remote.stores_checksums and rel not in kept))]
     if failed:
         raise CacheIntegrityError(f"{remote.url}: objects not confirmed; rerun the commit:\n  " + "\n  ".join(failed))
     stamp = canonical_json({"num_samples": len(placed), "num_shards": len(shards), "sink": SINK}) + "\n"
     fault_point("marker")
     _put_bytes(remote, COMPLETE_MARKER, stamp.encode("utf-8"), options, result)
-    if isinstance(remote, NextGeneration):
-        remote.swap_in()
-    return result
-
-
-def _text_lengths(placed: list[PlacedRow]) -> list[int]:
-    """Each placed row's text length (0 without text), read once per staged unit."""
-    by_unit: dict[Path, np.ndarray | None] = {}
-    for path in sorted({p.unit_path for p in placed}):
-        with open_staged_unit(path) as staged:
-            by_unit[path] = None if staged.text_lengths is None else staged.text_lengths[()]
-    return [0 if by_unit[p.unit_path] is None else int(by_unit[p.unit_path][p.position]) for p in placed]
+    return result, digests
 
 
 def _sample(placed: PlacedRow, staged: OpenStagedUnit, row: ManifestRow, text: bool) -> dict[str, Any]:

@@ -52,6 +52,7 @@ def sample_key(dataset_index: int) -> str:
 
 
 _TAR_SHARD = re.compile(r"^part-\d{5}-of-\d{5}-\d{9}-\d{9}\.tar$")
+_TAR_SHARD_PATH = re.compile(rf"^{SHARDS_DIR}/part-(\d{{5}})-of-(\d{{5}})-(\d{{9}})-(\d{{9}})\.tar$")
 
 
 def is_tar_shard_name(name: str) -> bool:
@@ -60,7 +61,15 @@ def is_tar_shard_name(name: str) -> bool:
 
 
 def tar_shard_path(k: int, n: int, start: int, end: int) -> str:
+    """The name of shard k of n, samples [start, end). n is the shard count of the commit that wrote the tar: a
+    later --extend keeps a tar whose samples stay, name and all (its KEY.json members name it)."""
     return f"{SHARDS_DIR}/part-{k:05d}-of-{n:05d}-{start:09d}-{end:09d}.tar"
+
+
+def tar_shard_numbers(rel: str) -> tuple[int, int, int, int] | None:
+    """(k, n, start, end) of a tar shard's path relative to the root; None for any other path."""
+    match = _TAR_SHARD_PATH.match(rel)
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3]), int(match[4]))
 
 
 def npy_bytes(array: np.ndarray) -> bytes:

@@ -34,9 +34,18 @@ class NextGeneration(LocalDirRemote):
         commit writes its own, whose identity tells readers the caches apart."""
         if rel == COMPLETE_MARKER or self.published.problem(rel, digest, deep=True) is not None:
             return False
+        self._link(rel)
+        return True
+
+    def keep(self, rel: str, sha256: str, part_size: int) -> FileDigest:
+        """Hard-link the root's `rel`, whose bytes the caller has vouched are `sha256`, into the new cache unread."""
+        self._link(rel)
+        # no slice digests: they serve S3's multipart checksums alone, which a local folder never asks for
+        return FileDigest((self.base / rel).stat().st_size, sha256, part_size, ())
+
+    def _link(self, rel: str) -> None:
         (self.base / rel).parent.mkdir(parents=True, exist_ok=True)
         os.link(self.published.base / rel, self.base / rel)
-        return True
 
     def swap_in(self) -> None:
         """Make the confirmed new cache the root's; build/, which a WebDataset root keeps for the swap alone, goes."""

@@ -34,7 +34,7 @@ from ...transfer.destinations import Destination
 from ..base import Sink, SinkCommit, StagedCache
 from .commit import WebDatasetOptions, commit_webdataset
 from .layout import EMPTY_PROMPT_TAR, READER_INDEX_DIR, SINK, TAR_INDEX_SUFFIX, is_tar_shard_name
-from .local_swap import read_whole_root
+from .local_swap import local_root, read_whole_root
 
 if TYPE_CHECKING:
     from ...config.schema import BuildConfig
@@ -86,6 +86,16 @@ class WebDatasetSink(Sink):
                               "system temp dir; to stage units in object storage, set output.staging_url")
 
     @classmethod
+    def extend_refusal(cls, output: OutputConfig) -> str | None:
+        if local_root(output.root) is not None:
+            return None  # committed by a swap that keeps the tars whose samples stay (shard_layout.py)
+        return (f"--extend grows a WebDataset cache in a local folder, but output.root={output.root!r} is a store URL, "
+                "where the commit would replace the objects in place: readers would find no complete cache while it "
+                "runs, and a kill could leave old samples only in objects not yet confirmed. Build and extend the "
+                "cache in a local folder (--out DIR) and `latentforge publish DIR URL` each version to a new prefix, "
+                "or rebuild this one from the grown input with --overwrite")
+
+    @classmethod
     def record(cls, output: OutputConfig) -> dict[str, Any]:
         return {"name": SINK, "shard_bytes": sink_options(output).shard_bytes}
 
@@ -95,7 +105,7 @@ class WebDatasetSink(Sink):
         options = WebDatasetOptions(build_dir / TARS_DIR, shard_bytes=sink_options(output).shard_bytes)
         result = commit_webdataset(Destination(output.root), staged.unit_paths, staged.plan_rejects,
                                    staged.cache_config, staged.empty_prompt, options, staged.planned,
-                                   staged.allow_empty)
+                                   staged.allow_empty, records=build_dir)
         unit_rejects = [r for path in staged.unit_paths for r in read_staged_rejects(path)]
         rejects = ordered_rejects(staged.plan_rejects, unit_rejects)
         return SinkCommit(result.num_samples, dict(sorted(Counter(r.reason for r in rejects).items())))
