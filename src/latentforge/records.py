@@ -25,7 +25,7 @@ VFR_MIN_SECONDS = 0.001
 REJECT_STAGES = ("plan", "probe", "decode", "encode")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourceEntry:
     """One row of the input listing as a reader yields it, before windows are cut."""
 
@@ -62,7 +62,7 @@ def displayed_width(width: int, sample_aspect_ratio: tuple[int, int]) -> int:
     return max(1, (2 * width * num + den) // (2 * den))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VideoInfo:
     """What the CPU probe learned from decoding a video: the pictures its decoder shows, in the order it shows them
     (presentation order), and how a player shows them."""
@@ -150,7 +150,7 @@ class VideoInfo:
         return spread > max(VFR_TOLERANCE * median, VFR_MIN_SECONDS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     """A candidate sample: one window of one source entry, with its place in the plan."""
 
@@ -162,7 +162,7 @@ class Sample:
     segment: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reject:
     """A sample that was not cached, and why: one row of rejects.jsonl (keys in field order)."""
 

@@ -17,7 +17,7 @@ from ..errors import ConfigError
 RESIZE_MODES = ("cover_crop", "stretch")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResizeGeometry:
     """Scale the displayed source to (scaled_w, scaled_h), then keep `crop` of it (out_w x out_h)."""
 

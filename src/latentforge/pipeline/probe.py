@@ -20,7 +20,7 @@ from .modality_times import TimedFrames, frames_by_time, source_rate
 from .side_streams import SideRows, probe_side_streams
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProbeResult:
     info: VideoInfo
     window: FrameWindow

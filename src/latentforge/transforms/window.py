@@ -22,7 +22,7 @@ from ..records import VideoInfo
 PTS_EPSILON = 1e-6
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FrameWindow:
     # packed: a build holds every planned window until its commit
     indices: Sequence[int]  # source frame indices in presentation order, one per output frame
