@@ -43,7 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--frames", type=int, default=93)
     p.add_argument("--size", default="480x832", help="output HxW")
     p.add_argument("--unit-size", type=int, default=8)
-    p.add_argument("--warmup", type=float, default=45.0)
+    p.add_argument("--warmup", type=float, default=90.0,
+                   help="seconds of each build not measured (its start: models, plans, probe)")
     p.add_argument("--duration", type=float, default=90.0)
     p.add_argument("--text", choices=("t5-11b", "tiny"), default="t5-11b")
     p.add_argument("--tiny-vae", action="store_true", help="the audio VAE shrunk (the architecture's own layers)")
