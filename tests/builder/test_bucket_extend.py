@@ -17,11 +17,15 @@ import pytest
 
 from helpers.bucket_world import bucket_config
 from helpers.builds import checksummed_bytes
+from helpers.swap_readers import commit_held_in_its_swap
+from helpers.swap_steps import SwapHeld, bucketed_items, hold_before_swap, linked_copy, read_items, swap_steps
 from latentforge.builder.run import build
+from latentforge.cache.generation_swap import finish_swap, swap_in
 from latentforge.cache.layout import SOURCE_INDEX_DATASET
 from latentforge.dataset import BucketedLatentDataset
 from latentforge.errors import LatentforgeError, UnitFailed
 from latentforge.executor.base import Executor
+from latentforge.sinks.hdf5 import bucket_commit
 from latentforge.testing import fault_points
 from latentforge.verification.entry import verify
 
@@ -163,6 +167,47 @@ def test_an_interrupted_extend_resumes_to_the_same_bytes(base, extended, bucket_
     result = _extend(bucket_inputs, root)
     assert result.added_ids == [] and result.num_samples == 8
     assert checksummed_bytes(root) == checksummed_bytes(reference)
+
+
+@pytest.fixture(scope="module")
+def held(base, bucket_inputs, tmp_path_factory) -> Path:
+    """An extend held where its root's swap starts: 9x32x64 filled for the first time, 17x32x64 and 17x48x48 grown,
+    each waiting in its build/next, the new root whole in the root's build/next."""
+    root = _copy(base, tmp_path_factory.mktemp("bucket-extend-held"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bucket_commit, "swap_in", hold_before_swap)
+        with pytest.raises(SwapHeld):
+            _extend(bucket_inputs, root)
+    return root
+
+
+def test_a_dataset_opened_at_any_step_of_the_swap_reads_one_whole_generation(base, extended, held, tmp_path,
+                                                                             monkeypatch):
+    """The held extend's swap stopped after each of its moves: a BucketedLatentDataset opened there reads every item
+    of the old root or of the new one, and one opened there but read once the swap is done reads the new one."""
+    *_, reference = extended
+    old, new = bucketed_items(base), bucketed_items(reference)
+    assert {item[0] for item in new} - {item[0] for item in old} == {"9x32x64"}
+    assert bucketed_items(held) == old
+    steps = 0
+    for root in swap_steps(held, tmp_path, monkeypatch, swap_in):
+        steps += 1
+        opened = BucketedLatentDataset(root)
+        assert bucketed_items(root) == new, steps
+        finish_swap(root)
+        assert read_items(opened) == new, steps
+    assert steps > 10  # the grown and the filled buckets' files, each bucket through its own swap, then the root's
+
+
+def test_a_dataset_read_in_a_loop_through_the_swap_reads_one_whole_generation(base, extended, held, tmp_path,
+                                                                             monkeypatch):
+    *_, reference = extended
+    generations = [bucketed_items(base), bucketed_items(reference)]
+    root = linked_copy(held, tmp_path / "cache")
+    reader = commit_held_in_its_swap(root, lambda: swap_in(root),
+                                     lambda at: generations.index(bucketed_items(at)), tmp_path, monkeypatch)
+    assert reader.errors == []
+    assert reader.samples == {0, 1}
 
 
 def _own_world(bucket_inputs, folder: Path) -> Path:

@@ -18,9 +18,12 @@ from helpers.fake_rows import (
     stage_units,
 )
 from helpers.swap_readers import commit_held_in_its_swap, file_identities
+from helpers.swap_steps import SwapHeld, bucketed_items, hold_before_swap, read_items, swap_steps
 from latentforge import StreamingLatentDataset
 from latentforge.cache.bucket_index import BucketIndex
+from latentforge.cache.generation_swap import finish_swap, swap_in
 from latentforge.cache.rows import read_rejects
+from latentforge.sinks.hdf5 import bucket_commit
 from latentforge.sinks.hdf5.bucket_commit import commit_bucketed_root
 from latentforge.sinks.hdf5.bucketed_dataset import BucketedLatentDataset
 from latentforge.sinks.webdataset.commit import WebDatasetOptions, commit_webdataset
@@ -75,3 +78,20 @@ def test_a_bucketed_root_rerun_is_read_whole_throughout_and_keeps_its_buckets(bu
     assert reader.errors == []
     assert reader.samples == {index.num_samples}
     assert file_identities(bucketed / "buckets") == before
+
+
+def test_a_bucketed_dataset_opened_at_any_step_of_a_rerun_swap_reads_the_whole_root(bucketed, tmp_path, monkeypatch):
+    """The rerun's swap stopped after each of its moves: a BucketedLatentDataset opened there reads every item, and
+    one opened there but read once the swap is done (its shards no longer in build/swap) reads them too."""
+    items = bucketed_items(bucketed)
+    monkeypatch.setattr(bucket_commit, "swap_in", hold_before_swap)
+    with pytest.raises(SwapHeld):
+        commit_bucketed_root(bucketed, BucketIndex.load(bucketed), read_rejects(bucketed))
+    steps = 0
+    for root in swap_steps(bucketed, tmp_path, monkeypatch, swap_in):
+        steps += 1
+        opened = BucketedLatentDataset(root)
+        assert bucketed_items(root) == items, steps
+        finish_swap(root)
+        assert read_items(opened) == items, steps
+    assert steps == 5  # buckets.json, rejects.jsonl, SHA256SUMS, _CACHE_COMPLETE, then the swap run to its end

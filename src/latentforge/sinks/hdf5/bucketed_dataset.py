@@ -2,6 +2,10 @@
 
 Index i runs over the buckets in index order: bucket k holds [offsets[k], offsets[k + 1]). A batch must come
 from one bucket (its tensors have one shape); BucketBatchSampler makes such batches.
+
+The index and the buckets come from one whole generation of the root: while a rerun or an `--extend` swaps a new
+one in (cache/generation_swap.py), both are read from build/swap, which links every file of the new root's
+buckets, those not yet moved into their folders too.
 """
 
 from __future__ import annotations
@@ -30,16 +34,11 @@ class BucketedLatentDataset(Dataset):
                  expect: CacheExpectation | dict[str, Any] | None = None, *, text: bool = True,
                  require_complete: bool = True, max_open_shards: int = MAX_OPEN_SHARDS):
         self.root = Path(root)
-        # the index of one whole root, even while a rerun swaps in its files; the buckets' files are the root's
-        self.index = read_whole(self.root, lambda published: _index(published, require_complete))
-        entries = [e for e in self.index.filled if (self.root / str(e.path) / COMPLETE_MARKER).is_file()
-                   or require_complete]
-        if not entries:
-            raise ConfigError(f"{self.root}: no bucket holds samples")
-        self.buckets: dict[str, LatentCacheDataset] = {
-            e.name: LatentCacheDataset(self.root / str(e.path), modalities, expect, text=text,
-                                       require_complete=require_complete,  # the bound is the whole dataset's
-                                       max_open_shards=max(1, max_open_shards // len(entries))) for e in entries}
+        options = {"modalities": modalities, "expect": expect, "text": text, "require_complete": require_complete}
+        # the index and every bucket it names from one whole generation of the root, even while a rerun or an
+        # extend swaps in a new one
+        self.index, self.buckets = read_whole(self.root, lambda published: _open(self.root, published, options,
+                                                                                 max_open_shards))
         self.names = list(self.buckets)
         self.offsets = [0]
         for dataset in self.buckets.values():
@@ -88,3 +87,19 @@ def _index(top: Path, require_complete: bool) -> BucketIndex:
         raise CacheIntegrityError(f"{top} has no {COMPLETE_MARKER}: the bucketed build has not finished; rerun it, "
                                   "or pass require_complete=False to read the finished buckets")
     return BucketIndex.load(top)
+
+
+def _open(root: Path, published: Path, options: dict[str, Any], max_open_shards: int
+          ) -> tuple[BucketIndex, dict[str, LatentCacheDataset]]:
+    """The index in `published` (the root, or its build/swap while a swap moves a new generation in) and the buckets
+    it names, each read from `published` too: a bucket the swap has not moved into its folder yet is read whole
+    there, and finds its shards in its folder under `root` once the swap is done."""
+    index = _index(published, options["require_complete"])
+    entries = [e for e in index.filled if (published / str(e.path) / COMPLETE_MARKER).is_file()
+               or options["require_complete"]]
+    if not entries:
+        raise ConfigError(f"{root}: no bucket holds samples")
+    share = max(1, max_open_shards // len(entries))  # the bound is the whole dataset's
+    return index, {e.name: LatentCacheDataset(root / str(e.path), max_open_shards=share, **options,
+                                              generation=published / str(e.path) if published != root else None)
+                   for e in entries}

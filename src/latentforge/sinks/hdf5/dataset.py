@@ -47,6 +47,10 @@ class LatentCacheDataset(Dataset):
 
     `where=` keeps only the rows whose manifest satisfies an SQL condition (`latentforge.query_indices`); item i
     is then the i-th of those rows, and its `dataset_index` is still the row's place in the whole cache.
+
+    `generation=` reads the cache from that folder instead: a whole copy of it that a swap is moving into `root`
+    (a bucket in its bucketed root's build/swap, which BucketedLatentDataset reads); a shard is read from `root`
+    once that folder is gone.
     """
 
     def __init__(
@@ -60,12 +64,18 @@ class LatentCacheDataset(Dataset):
         where: str | None = None,
         flatten_tokens: bool = False,
         max_open_shards: int = MAX_OPEN_SHARDS,
+        generation: str | os.PathLike[str] | None = None,
     ):
-        self.root: Path = resolve_cache_root(root)
         self.max_open_shards = max_open_shards
-        # the config, the index and the rows of one whole cache, even while a build swaps in a new one
-        self._folder, self.config, self.index, self.rows = read_whole(
-            self.root, lambda folder: _records(folder, require_complete, where))
+        if generation is None:
+            self.root: Path = resolve_cache_root(root)
+            # the config, the index and the rows of one whole cache, even while a build swaps in a new one
+            self._folder, self.config, self.index, self.rows = read_whole(
+                self.root, lambda folder: _records(folder, require_complete, where))
+        else:  # whoever read the folder made sure it held one whole cache
+            self.root = Path(root)
+            self._folder, self.config, self.index, self.rows = _records(resolve_cache_root(generation),
+                                                                        require_complete, where)
         check_flatten_tokens(self.root, self.config, flatten_tokens)
         self.flatten_tokens = flatten_tokens
         expectation = CacheExpectation.coerce(expect)
@@ -183,7 +193,9 @@ class LatentCacheDataset(Dataset):
     def empty_prompt(self) -> dict[str, torch.Tensor]:
         """The empty prompt's `text_embeddings`, `text_length`, `text_mask`, for caption dropout."""
         if self._empty_prompt is None:
-            path = published_folder(self.root) / EMPTY_PROMPT
+            # the prompt of the cache the rows come from, while the folder they were read from is there
+            folder = self._folder if (self._folder / EMPTY_PROMPT).is_file() else published_folder(self.root)
+            path = folder / EMPTY_PROMPT
             text = self.config.text
             if text is None or not path.is_file():
                 raise ConfigError(
