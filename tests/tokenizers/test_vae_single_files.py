@@ -1,7 +1,8 @@
 """The ltx-video and ltx2 tokenizers from official single files, against diffusers: a tiny model of the released
 architecture written under the official keys (tests/helpers/original_vae_layout.py, checked by diffusers' own
 `from_single_file`) into one .safetensors, loaded through our route, encodes to the bits of the diffusers folder.
-The HunyuanVideo VAEs, which diffusers cannot load from single files, are refused naming why."""
+The HunyuanVideo VAEs' official files, which diffusers cannot convert, are tested in
+tests/tokenizers/test_hunyuanvideo_official.py and test_hunyuanvideo15_official.py."""
 
 from __future__ import annotations
 
@@ -93,13 +94,3 @@ def test_a_file_of_another_model_is_refused_naming_its_keys(tmp_path):
     _, ltx2_file = write_single_file("ltx2", tmp_path)
     with pytest.raises(CheckpointError, match="is not a LTX-Video VAE .*unexpected keys"):
         registry.resolve("tokenizer", "ltx-video")(str(ltx2_file), vae_config=str(folder))
-
-
-@pytest.mark.parametrize(("name", "model_class"), [("hunyuanvideo", "AutoencoderKLHunyuanVideo"),
-                                                   ("hunyuanvideo1.5", "AutoencoderKLHunyuanVideo15")])
-def test_hunyuanvideo_single_files_are_refused_as_diffusers_cannot_convert_them(name, model_class, tmp_path):
-    path = tmp_path / "hunyuan_video_vae_bf16.safetensors"
-    save_file({"encoder.conv_in.conv.weight": torch.zeros(1)}, path)
-    with pytest.raises(CheckpointError, match=f"diffusers {diffusers.__version__} has no conversion of "
-                                              f"{model_class}'s official keys"):
-        registry.resolve("tokenizer", name)(str(path), vae_config=str(tmp_path))

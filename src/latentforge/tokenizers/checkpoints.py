@@ -12,6 +12,7 @@ import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -114,20 +115,32 @@ def check_sha256(source: CheckpointSource, actual: str, expected: str | None, ke
 
 
 def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:  # torch's own text advises weights_only=False, which would run the file's code
-        raise CheckpointError(f"{path} is not a plain state dict of tensors: loading it would run code it "
-                              "holds, which latentforge refuses; pass the official checkpoint file or a diffusers "
-                              "folder") from None
-    except Exception as error:  # torch raises many types for foreign or corrupt files; all mean "unreadable"
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint ({first_line}); the file is truncated "
-                              "or not a checkpoint: download it again and compare `sha256sum` with the published "
-                              "SHA-256") from None
+    state = read_torch_file(path)
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path} does not hold a state dict of tensors (got {type(state).__name__})")
     return state
+
+
+def read_torch_file(path: Path) -> object:
+    """What a PyTorch checkpoint holds, read by torch's weights-only unpickler: tensors, containers and plain
+    values, never code the file names."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:  # torch's text advises weights_only=False, which would run the code
+        if "Unsupported global" in str(error):  # the file names a function or class to call: code, not damage
+            raise CheckpointError(f"{path} is not a plain state dict of tensors: loading it would run code it "
+                                  "holds, which latentforge refuses; pass the official checkpoint file or a "
+                                  "diffusers folder") from None
+        _unreadable(path, error)
+    except Exception as error:  # torch raises many types for foreign or corrupt files; all mean "unreadable"
+        _unreadable(path, error)
+
+
+def _unreadable(path: Path, error: Exception) -> NoReturn:
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint ({first_line}); the file is truncated or not "
+                          "a checkpoint: download it again and compare `sha256sum` with the published "
+                          "SHA-256") from None
 
 
 def read_weight_files(files: tuple[Path, ...]) -> dict[str, torch.Tensor]:

@@ -2,7 +2,8 @@
 the class's official keys, an official single file (single_file_vae.py): what the HunyuanVideo and
 LTX tokenizers share (checkpoint route, SHA-256 pin, architecture and exact key checks, precisions, the whole-clip
 or spatially tiled encode and decode (vae_tiling.py), the fingerprint). Each subclass names its class and its
-latent normalisation.
+latent normalisation; one whose official files diffusers cannot convert (hunyuan/official_vae.py) says where their
+config and tensors come from (resolve, read_config, read_state).
 
 diffusers' `from_pretrained` and `from_single_file` would fill a missing tensor with random values and only warn, so
 the weights are read here and must be exactly the model's tensors.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -140,24 +142,20 @@ class DiffusersVaeTokenizer(Tokenizer):
     def load_model(cls, source: CheckpointSource) -> Any:
         """diffusers' `model_class` holding exactly the checkpoint's tensors in float32, in eval mode."""
         model_class = getattr(diffusers, cls.model_class)
-        folder = config_folder(source, cls.model_class)
-        config = model_class.load_config(folder)
+        config, config_file = cls.read_config(source)
         found = config.get("_class_name")
         if found != cls.model_class:
-            raise CheckpointError(f"{folder / 'config.json'} is a {found} folder, not {cls.model_class} (the "
+            raise CheckpointError(f"{config_file} is a {found} folder, not {cls.model_class} (the "
                                   f"{cls.family} VAE); {cls.checkpoint_advice}")
         wrong = {k: config.get(k) for k, v in cls.required_config.items() if config.get(k, v) != v}
         if wrong:
-            raise CheckpointError(f"{folder / 'config.json'} is not the {cls.family} VAE architecture: it has "
+            raise CheckpointError(f"{config_file} is not the {cls.family} VAE architecture: it has "
                                   f"{wrong}, expected { {k: cls.required_config[k] for k in wrong} }")
         with torch.device("meta"):
             model = model_class.from_config(config)
-        cls.check_model_geometry(folder, model)
-        if source.kind == SINGLE_FILE:
-            state = read_single_file_vae(source, cls.model_class)
-        else:
-            state = read_weight_files(source.weight_files)
-        check_keys(source, state, model.state_dict(), str, cls.family)
+        cls.check_model_geometry(config_file, model)
+        state, shown_as = cls.read_state(source)
+        check_keys(source, state, model.state_dict(), shown_as, cls.family)
         model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True, assign=True)
         # the whole clip at once: diffusers' frame-wise tiles (on by default for HunyuanVideo beyond 16 frames)
         # and spatial tiles blend overlapping encodes, another function (spatial tiles only when configured)
@@ -167,7 +165,20 @@ class DiffusersVaeTokenizer(Tokenizer):
         return model.eval().requires_grad_(False)
 
     @classmethod
-    def check_model_geometry(cls, folder: Path, model: Any) -> None:
+    def read_config(cls, source: CheckpointSource) -> tuple[dict[str, Any], Path]:
+        """The diffusers config of the source's model, and the config.json it comes from."""
+        folder = config_folder(source, cls.model_class)
+        return getattr(diffusers, cls.model_class).load_config(folder), folder / "config.json"
+
+    @classmethod
+    def read_state(cls, source: CheckpointSource) -> tuple[dict[str, torch.Tensor], Callable[[str], str]]:
+        """The source's tensors under diffusers' keys, and how to name such a key as the file names it."""
+        if source.kind == SINGLE_FILE:
+            return read_single_file_vae(source, cls.model_class), str
+        return read_weight_files(source.weight_files), str
+
+    @classmethod
+    def check_model_geometry(cls, config_file: Path, model: Any) -> None:
         """Refuse a config whose model (still on the meta device) does not map a probe clip to this tokenizer's
         latent shape. Measured, not read: the compression attributes diffusers derives are not every class's."""
         clip = (1 + 2 * cls.temporal_factor, 2 * cls.spatial_factor, 3 * cls.spatial_factor)
@@ -176,7 +187,7 @@ class DiffusersVaeTokenizer(Tokenizer):
         wanted = cls.latent_shape(*clip)
         if found != wanted:
             raise CheckpointError(
-                f"{folder / 'config.json'} describes a VAE that encodes a clip of {clip[0]}x{clip[1]}x{clip[2]} "
+                f"{config_file} describes a VAE that encodes a clip of {clip[0]}x{clip[1]}x{clip[2]} "
                 f"(frames x height x width) to a latent of {list(found)}; {cls.name} ({cls.latent_channels} channels, "
                 f"{cls.temporal_factor}x{cls.spatial_factor}x{cls.spatial_factor}) makes {list(wanted)}"
             )

@@ -31,6 +31,12 @@ def single_file_source(source: CheckpointSource, model_class: str, name: str, va
         )
     if vae_config is None:
         return source
+    return CheckpointSource(source.kind, source.path, source.weight_files,
+                            vae_config_folder(vae_config, model_class, source.path))
+
+
+def vae_config_folder(vae_config: str, model_class: str, weights: Path) -> Path:
+    """The folder of tokenizer.vae_config's config.json: the folder, a pipeline folder's vae/, or the file."""
     folder = Path(vae_config).expanduser()
     if folder.is_file() and folder.name == "config.json":
         folder = folder.parent
@@ -40,9 +46,9 @@ def single_file_source(source: CheckpointSource, model_class: str, name: str, va
         raise CheckpointError(
             f"tokenizer.vae_config={vae_config!r} is not a folder with config.json (nor a pipeline folder with "
             f"vae/config.json); pass the folder holding the {model_class} config.json of the same release as "
-            f"{source.path.name}"
+            f"{weights.name}"
         )
-    return CheckpointSource(source.kind, source.path, source.weight_files, folder)
+    return folder
 
 
 def config_folder(source: CheckpointSource, model_class: str) -> Path:
