@@ -41,9 +41,11 @@ def official_folder(root: Path, config: dict | None = None, state: dict | None =
 
 def assert_float32_close(found: torch.Tensor, official: torch.Tensor) -> None:
     """Equal up to float32 rounding: diffusers' class orders a few operations differently from the official module
-    (measured on x86-64: 1.9e-6 on means up to 12, 1.8e-6 on pixels up to 2.6); within 1e-6 of the largest value."""
+    (measured where the fixture was made: 1.9e-6 on means up to 12, 1.8e-6 on pixels up to 2.6), and another CPU's
+    kernels round differently again (1.5e-5 with PyTorch's unvectorised kernels); within 1e-5 of the largest value,
+    where a misplaced tensor is off by the order of the values themselves."""
     assert found.shape == official.shape
-    assert (found - official).abs().max() <= 1e-6 * official.abs().max()
+    assert (found - official).abs().max() <= 1e-5 * official.abs().max()
 
 
 def test_the_official_folder_encodes_and_decodes_as_the_official_module(tmp_path):
