@@ -58,8 +58,9 @@ class RootLayout:
         return False
 
 
-def _ours(text: str | bytes, name: str) -> bool:
-    """Is `text` the content of latentforge's file `name`: a config of its format, or its completion stamp?"""
+def is_own_record(text: str | bytes, name: str) -> bool:
+    """Is `text` the content of latentforge's file `name` (cache_config.json, buckets.json or _CACHE_COMPLETE): a
+    config of its format, or its completion stamp?"""
     try:
         data = json.loads(text)
     except ValueError:
@@ -79,7 +80,7 @@ def made_by_latentforge(root: CacheRoot, records: Path | None) -> bool:
     folder = Path(root.location)
     for name in (*_FORMATS, COMPLETE_MARKER):
         try:
-            if _ours((folder / name).read_bytes(), name):
+            if is_own_record((folder / name).read_bytes(), name):
                 return True
         except OSError:
             continue

@@ -8,8 +8,9 @@ an error no code path expects (a bug's stand-in); `wait` writes `$LATENTFORGE_FA
 the process until the file `$LATENTFORGE_FAULT_RELEASE` exists, so a test can change the world in between (fill
 the disk) and let the build go on. Phases: decode, encode, stage, upload (a
 staged unit sent to output.staging_url, before its sidecar), commit (after each shard of either sink), manifest,
-sha256sums, marker, swap (after each file a commit into a local folder moves from build/swap into the root)
-(docs/execution.md).
+sha256sums, marker, swap (after each file a commit into a local folder moves from build/swap into the root),
+publish (before each object `latentforge publish` uploads or removes at a destination, each `_SUCCESS` included, and
+before the local `_SUCCESS`) (docs/execution.md).
 Without the variable `fault_point` is a dictionary lookup and nothing else, so it stays in production code paths.
 """
 
@@ -23,7 +24,7 @@ import time
 FAULT_ENV = "LATENTFORGE_FAULT"
 MAIN_PID_ENV = "LATENTFORGE_FAULT_MAIN_PID"
 RELEASE_ENV = "LATENTFORGE_FAULT_RELEASE"
-PHASES = ("decode", "encode", "stage", "upload", "commit", "manifest", "sha256sums", "marker", "swap")
+PHASES = ("decode", "encode", "stage", "upload", "commit", "manifest", "sha256sums", "marker", "swap", "publish")
 ACTIONS = ("kill", "sleep", "raise", "wait")
 STALL_SECONDS = 600.0  # longer than any test waits; a forgotten stalled process still ends on its own
 

@@ -39,6 +39,6 @@ class TransferEvent:
 
     destination: str
     path: str
-    action: str  # "uploaded", "confirmed" or "downloaded"
+    action: str  # "uploaded", "confirmed", "removed" (an earlier version's, by publish) or "downloaded"
     size: int
-    reason: str = ""  # why it was uploaded or downloaded, e.g. "missing at destination"; empty when confirmed
+    reason: str = ""  # why it moved, e.g. "missing at destination"; empty when confirmed

@@ -1,24 +1,26 @@
 """`latentforge publish ROOT DEST [DEST ...]`: copy a verified cache to one or more stores.
 
 A rerun uploads only what is missing or wrong. `_SUCCESS` is withdrawn first and written last — at every
-destination, then locally — only after every object at every destination is confirmed.
+destination, then locally — only after every object at every destination is confirmed. A destination that holds an
+earlier version of the cache is updated in place: the new content, then the earlier version's other objects
+removed, then the new SHA256SUMS and markers (earlier_version.py).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..cache.layout import CACHE_CONFIG, COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
-from ..cache.tokenizer_identity import identity_differences, tokenizer_identity
+from ..cache.layout import COMPLETE_MARKER, PUBLISHED_MARKER, SUMS
 from ..cache.whole_read import read_whole
 from ..errors import CacheIntegrityError, ConfigError
 from ..io import write_bytes_atomic
 from ..progress import Progress, start_step
+from ..testing.fault_points import fault_point
 from .destinations import Destination, TransferEvent, open_remote
 from .digests import VerifiedCache, hash_bytes, load_verified_cache
+from .earlier_version import earlier_objects, earlier_version, refuse_other_tokenizer, remove_earlier_objects
 from .pool import run_parallel
 from .stores import LocalDirRemote, Remote
 from .success_marker import success_marker
@@ -48,6 +50,7 @@ class DestinationReport:
     uploaded: dict[str, str] = field(default_factory=dict)  # relative path -> why it was (re)uploaded
     already_confirmed: list[str] = field(default_factory=list)
     bytes_uploaded: int = 0
+    removed: list[str] = field(default_factory=list)  # objects of the earlier version there that this cache dropped
 
 
 @dataclass(frozen=True)
@@ -75,32 +78,44 @@ def _publish(root: Path, published: Path, remotes: list[Remote], options: Publis
     """publish of the cache at `root`, read from `published` (cache/whole_read.py), where its _SUCCESS goes too: a
     swap moves it into the root with the cache it vouches for."""
     cache = load_verified_cache(published, options.part_size, options.workers, options.progress)
+    held = {remote.url: remote.list_files() for remote in remotes}
     for remote in remotes:
-        _refuse_other_tokenizer(remote, published)
+        refuse_other_tokenizer(remote, held[remote.url], cache)
+    earlier = {remote.url: earlier_version(remote, held[remote.url]) for remote in remotes}
     # Withdraw every earlier claim before touching anything it speaks for.
     (published / PUBLISHED_MARKER).unlink(missing_ok=True)
+    stale = {}
     for remote in remotes:
         remote.delete(PUBLISHED_MARKER)
         remote.discard_partials()
-        _refuse_foreign_files(remote, cache)
+        stale[remote.url] = earlier_objects(remote, cache, earlier[remote.url])
 
     reports = {remote.url: DestinationReport(remote.url) for remote in remotes}
     todo = _find_uploads(remotes, cache, options, reports)
     sent = start_step(options.progress, "upload", sum(cache.digests[rel].size for _, rel in todo))
-    for phase in [[job for job in todo if _upload_phase(job[1]) == n] for n in range(3)]:
-        run_parallel(lambda job: _upload(job, cache, options, reports[job[0].url].uploaded[job[1]], sent), phase,
-                     options.workers)
+    phases = [[job for job in todo if _upload_phase(job[1]) == n] for n in range(3)]
+    _upload_all(phases[0], cache, options, reports, sent)
+    confirmed = start_step(options.progress, "confirm", len(remotes) * cache.total_bytes)
+    _confirm(remotes, [rel for rel in cache.digests if _upload_phase(rel) == 0], cache, options, reports, confirmed)
+    # Only now that the new content is confirmed everywhere; the earlier listings stay until this is done.
+    for remote in remotes:
+        remove_earlier_objects(remote, stale[remote.url], options.workers, options.on_event)
+        reports[remote.url].removed = stale[remote.url]
+    for phase in phases[1:]:
+        _upload_all(phase, cache, options, reports, sent)
+    _confirm(remotes, [rel for rel in cache.digests if _upload_phase(rel) > 0], cache, options, reports, confirmed)
     for report in reports.values():
         report.bytes_uploaded = sum(cache.digests[rel].size for rel in report.uploaded)
-    _confirm_all(remotes, cache, options, reports)
 
     marker = success_marker(cache)
     marker_digest = hash_bytes(marker, options.part_size)
     for remote in remotes:
+        fault_point("publish")  # test-only: a kill before this _SUCCESS
         remote.upload(PUBLISHED_MARKER, marker, marker_digest)
         reason = remote.problem(PUBLISHED_MARKER, marker_digest, deep=not remote.stores_checksums)
         if reason:
             raise CacheIntegrityError(f"{remote.url}/{PUBLISHED_MARKER}: {reason}; rerun publish")
+    fault_point("publish")
     write_bytes_atomic(published / PUBLISHED_MARKER, marker)
     return PublishReport(root, len(cache.digests) + 1, cache.total_bytes, [reports[remote.url] for remote in remotes])
 
@@ -132,34 +147,6 @@ def _refuse_local_overlap(remote: Remote, root: Path) -> None:
         raise ConfigError(f"{remote.url} overlaps the cache root {root}; publish to a directory outside it")
 
 
-def _refuse_other_tokenizer(remote: Remote, root: Path) -> None:
-    """A remote cache of another tokenizer or checkpoint is never overwritten file by file (a reader in between
-    would see shards of two functions); checked before anything there is touched."""
-    if remote.size(CACHE_CONFIG) is None:
-        return
-    with remote.open_read(CACHE_CONFIG) as handle:
-        data = handle.read()
-    try:
-        theirs = json.loads(data.decode("utf-8")).get("tokenizer") or {}
-    except ValueError:  # a damaged copy (UnicodeDecodeError is one): the checks below replace it like any object
-        return
-    ours = json.loads((root / CACHE_CONFIG).read_text(encoding="utf-8")).get("tokenizer") or {}
-    differences = identity_differences(tokenizer_identity(theirs), tokenizer_identity(ours), remote.url, str(root))
-    if differences:
-        raise ConfigError(f"{remote.url} holds a cache encoded by another tokenizer; refusing to publish over it:\n  "
-                          + "\n  ".join(differences) + "\npublish to another prefix, or delete the remote cache first")
-
-
-def _refuse_foreign_files(remote: Remote, cache: VerifiedCache) -> None:
-    foreign = [rel for rel in remote.list_files() if rel not in cache.digests and rel != PUBLISHED_MARKER]
-    if foreign:
-        shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
-        raise CacheIntegrityError(
-            f"{remote.url} holds files that are not part of this cache ({shown}); "
-            "publish into an empty prefix or remove them"
-        )
-
-
 def _deep(remote: Remote, options: PublishOptions) -> bool:
     """Whether checking an object means reading it back: always where the store keeps no checksums."""
     return options.verify_remote or not remote.stores_checksums
@@ -186,21 +173,23 @@ def _find_uploads(
     return [job for job, reason in zip(jobs, reasons) if reason is not None]
 
 
-def _upload(job: tuple[Remote, str], cache: VerifiedCache, options: PublishOptions, reason: str,
-            sent: Callable[[int], None]) -> None:
-    remote, rel = job
-    digest = cache.digests[rel]
-    remote.upload(rel, cache.root / rel, digest, sent)
-    if options.on_event:
-        options.on_event(TransferEvent(remote.url, rel, "uploaded", digest.size, reason))
+def _upload_all(jobs: list[tuple[Remote, str]], cache: VerifiedCache, options: PublishOptions,
+                reports: dict[str, DestinationReport], sent: Callable[[int], None]) -> None:
+    def upload(job: tuple[Remote, str]) -> None:
+        remote, rel = job
+        digest = cache.digests[rel]
+        fault_point("publish")  # test-only: a kill between two objects
+        remote.upload(rel, cache.root / rel, digest, sent)
+        if options.on_event:
+            options.on_event(TransferEvent(remote.url, rel, "uploaded", digest.size, reports[remote.url].uploaded[rel]))
+
+    run_parallel(upload, jobs, options.workers)
 
 
-def _confirm_all(
-    remotes: list[Remote], cache: VerifiedCache, options: PublishOptions, reports: dict[str, DestinationReport]
-) -> None:
-    """Check every object again; read back only what this run uploaded (the rest was just checked that deep)."""
-    jobs = [(remote, rel) for remote in remotes for rel in cache.digests]
-    confirmed = start_step(options.progress, "confirm", len(remotes) * cache.total_bytes)
+def _confirm(remotes: list[Remote], rels: list[str], cache: VerifiedCache, options: PublishOptions,
+             reports: dict[str, DestinationReport], confirmed: Callable[[int], None]) -> None:
+    """Check `rels` again everywhere; read back only what this run uploaded (the rest was just checked that deep)."""
+    jobs = [(remote, rel) for remote in remotes for rel in rels]
 
     def confirm(job: tuple[Remote, str]) -> str | None:
         remote, rel = job

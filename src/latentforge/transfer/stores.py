@@ -111,7 +111,14 @@ class LocalDirRemote(Remote):
             copy_counted(reader, writer, sent)
 
     def delete(self, rel: str) -> None:
-        (self.base / rel).unlink(missing_ok=True)
+        path = self.base / rel
+        path.unlink(missing_ok=True)
+        # A folder left empty goes too (an earlier version's bucket), so the folder holds the cache's layout only.
+        for folder in path.parents[: len(Path(rel).parts) - 1]:
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (or gone already)
+                break
 
     def discard_partials(self) -> None:
         for rel in self.list_files():

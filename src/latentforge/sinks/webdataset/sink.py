@@ -92,8 +92,8 @@ class WebDatasetSink(Sink):
         return (f"--extend grows a WebDataset cache in a local folder, but output.root={output.root!r} is a store URL, "
                 "where the commit would replace the objects in place: readers would find no complete cache while it "
                 "runs, and a kill could leave old samples only in objects not yet confirmed. Build and extend the "
-                "cache in a local folder (--out DIR) and `latentforge publish DIR URL` each version to a new prefix, "
-                "or rebuild this one from the grown input with --overwrite")
+                "cache in a local folder (--out DIR) and `latentforge publish DIR URL`: publishing the extended cache "
+                "again to the same prefix updates it there. Or rebuild this one from the grown input with --overwrite")
 
     @classmethod
     def record(cls, output: OutputConfig) -> dict[str, Any]:
