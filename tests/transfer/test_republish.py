@@ -91,9 +91,11 @@ def test_files_of_the_user_are_refused_and_never_deleted(hdf5_pair, tmp_path):
     (dest / "notes.txt").write_text("mine")
     (dest / "shards" / "mine.h5").write_bytes(b"mine too")
     before = folder_objects(dest)
+    published = (dest / "_SUCCESS").read_bytes()
     with pytest.raises(CacheIntegrityError, match=r"not part of this cache.*notes.txt, shards/mine.h5\); publish"):
         publish(v2, [Destination(str(dest))])
-    assert folder_objects(dest) == before  # nothing sent, nothing removed; only _SUCCESS was withdrawn
+    assert folder_objects(dest) == before  # nothing sent, nothing removed
+    assert (dest / "_SUCCESS").read_bytes() == published  # refused before any claim was withdrawn
 
     (dest / "notes.txt").unlink()
     (dest / "shards" / "mine.h5").unlink()

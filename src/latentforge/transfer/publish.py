@@ -82,16 +82,17 @@ def _publish(root: Path, published: Path, remotes: list[Remote], options: Publis
     for remote in remotes:
         refuse_other_tokenizer(remote, held[remote.url], cache)
     earlier = {remote.url: earlier_version(remote, held[remote.url]) for remote in remotes}
+    for remote in remotes:  # refused before any claim is withdrawn: a destination with files of the user's
+        remote.discard_partials()
+    stale = {remote.url: earlier_objects(remote, cache, earlier[remote.url]) for remote in remotes}
     # Withdraw every earlier claim before touching anything it speaks for.
     (published / PUBLISHED_MARKER).unlink(missing_ok=True)
-    stale = {}
     for remote in remotes:
         remote.delete(PUBLISHED_MARKER)
-        remote.discard_partials()
-        stale[remote.url] = earlier_objects(remote, cache, earlier[remote.url])
 
     reports = {remote.url: DestinationReport(remote.url) for remote in remotes}
     todo = _find_uploads(remotes, cache, options, reports)
+    _withdraw_replaced_markers(todo)
     sent = start_step(options.progress, "upload", sum(cache.digests[rel].size for _, rel in todo))
     phases = [[job for job in todo if _upload_phase(job[1]) == n] for n in range(3)]
     _upload_all(phases[0], cache, options, reports, sent)
@@ -171,6 +172,16 @@ def _find_uploads(
         else:
             reports[remote.url].uploaded[rel] = reason
     return [job for job, reason in zip(jobs, reasons) if reason is not None]
+
+
+def _withdraw_replaced_markers(todo: list[tuple[Remote, str]]) -> None:
+    """The _CACHE_COMPLETE markers (the root's, each bucket's) that this publish replaces go before any object
+    changes, not when their new bytes arrive last: a reader that trusts the marker alone (a dataset streaming from
+    the URL) never meets a mix of an earlier version and this one. A marker confirmed already (the same cache,
+    a damaged object repaired) stays."""
+    for remote, rel in todo:
+        if rel.rsplit("/", 1)[-1] == COMPLETE_MARKER:
+            remote.delete(rel)
 
 
 def _upload_all(jobs: list[tuple[Remote, str]], cache: VerifiedCache, options: PublishOptions,

@@ -189,5 +189,6 @@ def _records(location: str, url: str, storage_options: dict[str, Any]) -> tuple[
                           f"StreamingLatentDataset cannot read: read it with latentforge.LatentCacheDataset"
                           f"({url!r}) (a local folder; `latentforge fetch` one from object storage)")
     if not store.exists(COMPLETE_MARKER):
-        raise CacheIntegrityError(f"{url}: no {COMPLETE_MARKER}, so the cache is not committed; finish its build")
+        raise CacheIntegrityError(f"{url}: no {COMPLETE_MARKER}, so no whole cache is there: a build or a publish "
+                                  "is writing it; finish it (or wait for its _SUCCESS) and open it again")
     return location, data, store.read(SUMS).decode("utf-8").splitlines()
