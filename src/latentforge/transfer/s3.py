@@ -3,7 +3,8 @@
 Every object carries its hex SHA-256 as user metadata (x-amz-meta-sha256) and, unless disabled, a server-side
 SHA-256 checksum (ChecksumAlgorithm SHA256): the sender passes the checksum it computed from the bytes it read,
 so a server that checks it refuses bytes damaged on the way. A multipart object's server checksum is the SHA-256
-of its parts' SHA-256s, which FileDigest predicts from the same part size.
+of its parts' SHA-256s, which FileDigest predicts from the same part size. A copy within the bucket (an earlier
+version's object with the bytes a new one needs) is made in the same parts, so it carries the same checksums.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class S3Remote(Remote):
         self.url = url
         self.part_size = part_size
         self.server_checksum = server_checksum
+        # Without server checksums a copy's only vouch is the x-amz-meta-sha256 the copier wrote: read it back.
+        self.checksums_copies = server_checksum
         # No listing cache: publish must see what is on the server now, not what it saw a moment ago.
         self.fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **storage_options)
         bucket, prefix, _ = self.fs.split_path(url)
@@ -96,37 +99,64 @@ class S3Remote(Remote):
     def upload(self, rel: str, source: Path | bytes, digest: FileDigest,
                sent: Callable[[int], None] = uncounted) -> None:
         target = {"Bucket": self.bucket, "Key": self._key(rel)}
-        metadata = {METADATA_KEY: digest.sha256}
         with open_source(source) as handle:
             if not digest.multipart:
                 body = _read_checked(handle, digest, 0, rel)
                 checksum = self._checksum_args(digest.part_digests[0])
-                self.fs.call_s3("put_object", Body=body, Metadata=metadata, **target, **checksum)
+                self.fs.call_s3("put_object", Body=body, Metadata={METADATA_KEY: digest.sha256}, **target, **checksum)
                 sent(len(body))
                 return
+
+            def send_part(upload: dict[str, Any], index: int) -> str:
+                body = _read_checked(handle, digest, index, rel)
+                checksum = self._checksum_args(digest.part_digests[index])
+                done = self.fs.call_s3("upload_part", Body=body, **upload, **checksum)
+                sent(len(body))
+                return done["ETag"]
+
+            self._multipart(target, digest, send_part)
+
+    def copy(self, source: str, rel: str, digest: FileDigest) -> None:
+        """CopyObject, or for an object that an upload sends in parts UploadPartCopy of the same parts: the copy's
+        checksums are those an upload would give it, and the server computes them from the copied bytes."""
+        target = {"Bucket": self.bucket, "Key": self._key(rel)}
+        origin = {"Bucket": self.bucket, "Key": self._key(source)}
+        if not digest.multipart:
             algorithm = {"ChecksumAlgorithm": "SHA256"} if self.server_checksum else {}
-            upload_id = self.fs.call_s3("create_multipart_upload", Metadata=metadata, **target, **algorithm)["UploadId"]
-            try:
-                parts = []
-                for index, part_digest in enumerate(digest.part_digests):
-                    body = _read_checked(handle, digest, index, rel)
-                    checksum = self._checksum_args(part_digest)
-                    done = self.fs.call_s3(
-                        "upload_part", Body=body, UploadId=upload_id, PartNumber=index + 1, **target, **checksum
-                    )
-                    sent(len(body))
-                    part = {"ETag": done["ETag"], "PartNumber": index + 1}
-                    if self.server_checksum:
-                        part["ChecksumSHA256"] = _b64(part_digest)
-                    parts.append(part)
-                self.fs.call_s3(
-                    "complete_multipart_upload", UploadId=upload_id, MultipartUpload={"Parts": parts}, **target
-                )
-            except BaseException:
-                # An unfinished multipart upload is invisible but billed; do not leave it behind.
-                with contextlib.suppress(Exception):
-                    self.fs.call_s3("abort_multipart_upload", UploadId=upload_id, **target)
-                raise
+            self.fs.call_s3("copy_object", CopySource=origin, MetadataDirective="REPLACE",
+                            Metadata={METADATA_KEY: digest.sha256}, **target, **algorithm)
+            return
+
+        def copy_part(upload: dict[str, Any], index: int) -> str:
+            first = index * digest.part_size
+            last = min(first + digest.part_size, digest.size) - 1
+            done = self.fs.call_s3("upload_part_copy", CopySource=origin, CopySourceRange=f"bytes={first}-{last}",
+                                   **upload)
+            return done["CopyPartResult"]["ETag"]
+
+        self._multipart(target, digest, copy_part)
+
+    def _multipart(self, target: dict[str, str], digest: FileDigest,
+                   make_part: Callable[[dict[str, Any], int], str]) -> None:
+        """A multipart object of `digest`'s parts, each made by make_part(request arguments, index) -> its ETag."""
+        algorithm = {"ChecksumAlgorithm": "SHA256"} if self.server_checksum else {}
+        upload_id = self.fs.call_s3(
+            "create_multipart_upload", Metadata={METADATA_KEY: digest.sha256}, **target, **algorithm
+        )["UploadId"]
+        try:
+            parts = []
+            for index, part_digest in enumerate(digest.part_digests):
+                etag = make_part({"UploadId": upload_id, "PartNumber": index + 1, **target}, index)
+                part = {"ETag": etag, "PartNumber": index + 1}
+                if self.server_checksum:  # the server refuses to complete an object whose parts hold other bytes
+                    part["ChecksumSHA256"] = _b64(part_digest)
+                parts.append(part)
+            self.fs.call_s3("complete_multipart_upload", UploadId=upload_id, MultipartUpload={"Parts": parts}, **target)
+        except BaseException:
+            # An unfinished multipart upload is invisible but billed; do not leave it behind.
+            with contextlib.suppress(Exception):
+                self.fs.call_s3("abort_multipart_upload", UploadId=upload_id, **target)
+            raise
 
     def _checksum_args(self, part_digest: bytes) -> dict[str, str]:
         if not self.server_checksum:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
@@ -39,6 +40,9 @@ class Remote(ABC):
     # True when size plus stored checksums speak for an object's content; otherwise confirming it means
     # reading it back.
     stores_checksums: bool = False
+    # True when the checksums the store keeps for a copy made within it (copy()) are computed from the copied bytes
+    # rather than only written by the copier; otherwise confirming a copy means reading it back.
+    checksums_copies: bool = False
 
     @abstractmethod
     def list_files(self) -> list[str]: ...
@@ -55,7 +59,17 @@ class Remote(ABC):
         """Store `source` at `rel`; sent(n) as n more bytes have gone."""
 
     @abstractmethod
+    def copy(self, source: str, rel: str, digest: FileDigest) -> None:
+        """Store at `rel` what the store holds at `source`, within the store (nothing passes through this machine);
+        `digest` is what both hold, so the copy carries what an upload of it would."""
+
+    @abstractmethod
     def delete(self, rel: str) -> None: ...
+
+    def reads_back(self, verify_remote: bool, copied: bool = False) -> bool:
+        """Whether confirming an object means reading it back: when asked to, where the store keeps no checksums,
+        and for a copy made within the store where its checksums do not speak for the copied bytes."""
+        return verify_remote or not self.stores_checksums or (copied and not self.checksums_copies)
 
     def discard_partials(self) -> None:
         """Remove what an interrupted earlier run left half-written (nothing, where uploads are atomic)."""
@@ -110,6 +124,14 @@ class LocalDirRemote(Remote):
         with open_source(source) as reader, atomic_path(self.base / rel) as tmp, open(tmp, "wb") as writer:
             copy_counted(reader, writer, sent)
 
+    def copy(self, source: str, rel: str, digest: FileDigest) -> None:
+        with atomic_path(self.base / rel) as tmp:
+            try:
+                os.link(self.base / source, tmp)  # no bytes written: both names share the earlier file's data
+            except OSError:  # a file system without hard links, or a folder mounted from another one
+                tmp.unlink(missing_ok=True)
+                shutil.copyfile(self.base / source, tmp)
+
     def delete(self, rel: str) -> None:
         path = self.base / rel
         path.unlink(missing_ok=True)
@@ -149,6 +171,9 @@ class FsspecRemote(Remote):
         else:
             self.storage.fs.put_file(str(source), self.storage.path(rel))
         sent(digest.size)  # fsspec stores differ in how they report progress: count the object whole
+
+    def copy(self, source: str, rel: str, digest: FileDigest) -> None:
+        self.storage.fs.copy(self.storage.path(source), self.storage.path(rel))
 
     def delete(self, rel: str) -> None:
         self.storage.delete(rel)
