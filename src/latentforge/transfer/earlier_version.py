@@ -3,12 +3,14 @@ of this cache that a republish replaces, and anything else this cache does not l
 
 The earlier version is what the destination's own listings name: its SHA256SUMS and, in a bucketed root, each
 bucket's. They are read before anything there is touched, and they stay until the earlier version's objects are
-gone (publish uploads the new listings after the removals), so a rerun after a kill recognises the rest.
+gone (publish uploads the new listings after the removals), so a rerun after a kill recognises the rest. The
+digests they give let publish copy an earlier object that holds a new one's bytes (store_copies.py).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..cache.layout import (
@@ -71,28 +73,39 @@ def refuse_other_tokenizer(remote: Remote, files: Iterable[str], cache: Verified
                               + "\npublish to another prefix, or delete the remote cache first")
 
 
-def earlier_version(remote: Remote, files: list[str]) -> frozenset[str]:
-    """Every path the destination's listings name, the listings and the listed buckets' markers included. Nothing
-    unless the destination holds latentforge's own cache_config.json or buckets.json: a folder of the user's with
-    a SHA256SUMS of its own is not a cache, and its files are never taken for one's."""
+@dataclass(frozen=True)
+class EarlierVersion:
+    """What the destination's listings name: `objects`, every path (the listings and the listed buckets' markers
+    included), and `digests`, the hex SHA-256 they give each listed object: what it should hold, not what it
+    does."""
+
+    objects: frozenset[str] = frozenset()
+    digests: dict[str, str] = field(default_factory=dict)
+
+
+def earlier_version(remote: Remote, files: list[str]) -> EarlierVersion:
+    """The earlier version named by the destination's listings. None unless the destination holds latentforge's
+    own cache_config.json or buckets.json: a folder of the user's with a SHA256SUMS of its own is not a cache, and
+    its files are never taken for one's."""
     if not any(is_own_record(_read(remote, name), name) for name in (CACHE_CONFIG, BUCKET_INDEX) if name in files):
-        return frozenset()
+        return EarlierVersion()
     listings = [rel for rel in files if _own_file(rel, SUMS)]
-    named = set(listings)
+    digests: dict[str, str] = {}
     for listing in listings:
         try:
             listed, _ = parse_sums(_read(remote, listing).decode("utf-8"), listing)
         except UnicodeDecodeError:
             continue  # a damaged listing names nothing
-        named.update(listing[: -len(SUMS)] + rel for rel in listed)
-    return frozenset(named.union(bucket_markers(sorted(named))))
+        digests.update((listing[: -len(SUMS)] + rel, sha256) for rel, sha256 in listed.items())
+    named = set(listings).union(digests)
+    return EarlierVersion(frozenset(named.union(bucket_markers(sorted(named)))), digests)
 
 
-def earlier_objects(remote: Remote, cache: VerifiedCache, earlier: frozenset[str]) -> list[str]:
+def earlier_objects(remote: Remote, cache: VerifiedCache, earlier: EarlierVersion) -> list[str]:
     """What a republish removes at `remote`: the earlier version's objects that this cache does not list. Anything
     else there that this cache does not list is refused (CacheIntegrityError), and never deleted."""
     stale = [rel for rel in remote.list_files() if rel not in cache.digests and rel != PUBLISHED_MARKER]
-    foreign = [rel for rel in stale if rel not in earlier]
+    foreign = [rel for rel in stale if rel not in earlier.objects]
     if foreign:
         shown = ", ".join(foreign[:_SHOWN]) + (f" and {len(foreign) - _SHOWN} more" if len(foreign) > _SHOWN else "")
         raise CacheIntegrityError(
