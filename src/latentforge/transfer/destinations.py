@@ -39,6 +39,8 @@ class TransferEvent:
 
     destination: str
     path: str
-    action: str  # "uploaded", "confirmed", "removed" (an earlier version's, by publish) or "downloaded"
+    # "uploaded", "copied" (within the store, from an earlier version's object with the same bytes), "confirmed",
+    # "removed" (an earlier version's, by publish) or "downloaded"
+    action: str
     size: int
     reason: str = ""  # why it moved, e.g. "missing at destination"; empty when confirmed

@@ -2,8 +2,9 @@
 
 A rerun uploads only what is missing or wrong. `_SUCCESS` is withdrawn first and written last — at every
 destination, then locally — only after every object at every destination is confirmed. A destination that holds an
-earlier version of the cache is updated in place: the new content, then the earlier version's other objects
-removed, then the new SHA256SUMS and markers (earlier_version.py).
+earlier version of the cache is updated in place: the new content (copied within the store from an earlier object
+with the same bytes where there is one, store_copies.py), then the earlier version's other objects removed, then the
+new SHA256SUMS and markers (earlier_version.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .destinations import Destination, TransferEvent, open_remote
 from .digests import VerifiedCache, hash_bytes, load_verified_cache
 from .earlier_version import earlier_objects, earlier_version, refuse_other_tokenizer, remove_earlier_objects
 from .pool import run_parallel
+from .store_copies import CopyAttempt, Job, copy_from_earlier
 from .stores import LocalDirRemote, Remote
 from .success_marker import success_marker
 
@@ -39,8 +41,8 @@ class PublishOptions:
     verify_remote: bool = False  # also download and hash objects that size and stored checksums vouch for
     server_checksum: bool = True  # S3 ChecksumAlgorithm SHA256; off for S3-compatible servers without it
     on_event: Callable[[TransferEvent], None] | None = None
-    # progress(step, total bytes) as each step starts ("hash", "check", "upload", "confirm"); returns the
-    # function advanced by bytes done, from worker threads
+    # progress(step, total bytes) as each step starts ("hash", "check", "copy" where an earlier version holds some
+    # of the bytes, "upload", "confirm"); returns the function advanced by bytes done, from worker threads
     progress: Progress | None = None
 
 
@@ -48,8 +50,11 @@ class PublishOptions:
 class DestinationReport:
     url: str
     uploaded: dict[str, str] = field(default_factory=dict)  # relative path -> why it was (re)uploaded
+    # relative path -> the earlier version's object there it was copied from, within the store (not uploaded)
+    copied: dict[str, str] = field(default_factory=dict)
     already_confirmed: list[str] = field(default_factory=list)
     bytes_uploaded: int = 0
+    bytes_copied: int = 0
     removed: list[str] = field(default_factory=list)  # objects of the earlier version there that this cache dropped
 
 
@@ -93,8 +98,11 @@ def _publish(root: Path, published: Path, remotes: list[Remote], options: Publis
     reports = {remote.url: DestinationReport(remote.url) for remote in remotes}
     todo = _find_uploads(remotes, cache, options, reports)
     _withdraw_replaced_markers(todo)
-    sent = start_step(options.progress, "upload", sum(cache.digests[rel].size for _, rel in todo))
     phases = [[job for job in todo if _upload_phase(job[1]) == n] for n in range(3)]
+    _record_copies(copy_from_earlier(phases[0], todo, earlier, cache, options.verify_remote, options.workers,
+                                     options.on_event, options.progress), reports)
+    phases[0] = [(remote, rel) for remote, rel in phases[0] if rel not in reports[remote.url].copied]
+    sent = start_step(options.progress, "upload", sum(cache.digests[rel].size for phase in phases for _, rel in phase))
     _upload_all(phases[0], cache, options, reports, sent)
     confirmed = start_step(options.progress, "confirm", len(remotes) * cache.total_bytes)
     _confirm(remotes, [rel for rel in cache.digests if _upload_phase(rel) == 0], cache, options, reports, confirmed)
@@ -107,6 +115,7 @@ def _publish(root: Path, published: Path, remotes: list[Remote], options: Publis
     _confirm(remotes, [rel for rel in cache.digests if _upload_phase(rel) > 0], cache, options, reports, confirmed)
     for report in reports.values():
         report.bytes_uploaded = sum(cache.digests[rel].size for rel in report.uploaded)
+        report.bytes_copied = sum(cache.digests[rel].size for rel in report.copied)
 
     marker = success_marker(cache)
     marker_digest = hash_bytes(marker, options.part_size)
@@ -148,11 +157,6 @@ def _refuse_local_overlap(remote: Remote, root: Path) -> None:
         raise ConfigError(f"{remote.url} overlaps the cache root {root}; publish to a directory outside it")
 
 
-def _deep(remote: Remote, options: PublishOptions) -> bool:
-    """Whether checking an object means reading it back: always where the store keeps no checksums."""
-    return options.verify_remote or not remote.stores_checksums
-
-
 def _find_uploads(
     remotes: list[Remote], cache: VerifiedCache, options: PublishOptions, reports: dict[str, DestinationReport]
 ) -> list[tuple[Remote, str]]:
@@ -161,7 +165,7 @@ def _find_uploads(
 
     def check(job: tuple[Remote, str]) -> str | None:
         remote, rel = job
-        reason = remote.problem(rel, cache.digests[rel], _deep(remote, options))
+        reason = remote.problem(rel, cache.digests[rel], remote.reads_back(options.verify_remote))
         checked(cache.digests[rel].size)
         return reason
 
@@ -184,6 +188,16 @@ def _withdraw_replaced_markers(todo: list[tuple[Remote, str]]) -> None:
             remote.delete(rel)
 
 
+def _record_copies(attempts: dict[Job, CopyAttempt], reports: dict[str, DestinationReport]) -> None:
+    for (remote, rel), attempt in attempts.items():
+        report = reports[remote.url]
+        if attempt.problem is None:
+            report.copied[rel] = attempt.source
+            del report.uploaded[rel]
+        else:
+            report.uploaded[rel] += f"; not copied from {attempt.source} there: {attempt.problem}"
+
+
 def _upload_all(jobs: list[tuple[Remote, str]], cache: VerifiedCache, options: PublishOptions,
                 reports: dict[str, DestinationReport], sent: Callable[[int], None]) -> None:
     def upload(job: tuple[Remote, str]) -> None:
@@ -199,12 +213,13 @@ def _upload_all(jobs: list[tuple[Remote, str]], cache: VerifiedCache, options: P
 
 def _confirm(remotes: list[Remote], rels: list[str], cache: VerifiedCache, options: PublishOptions,
              reports: dict[str, DestinationReport], confirmed: Callable[[int], None]) -> None:
-    """Check `rels` again everywhere; read back only what this run uploaded (the rest was just checked that deep)."""
+    """Check `rels` again everywhere; read back only what this run uploaded (the rest, copies included, was just
+    checked that deep)."""
     jobs = [(remote, rel) for remote in remotes for rel in rels]
 
     def confirm(job: tuple[Remote, str]) -> str | None:
         remote, rel = job
-        deep = rel in reports[remote.url].uploaded and _deep(remote, options)
+        deep = rel in reports[remote.url].uploaded and remote.reads_back(options.verify_remote)
         reason = remote.problem(rel, cache.digests[rel], deep)
         confirmed(cache.digests[rel].size)
         if reason is None and options.on_event:
