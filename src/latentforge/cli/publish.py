@@ -97,6 +97,7 @@ def run_publish(args: argparse.Namespace) -> int:
         report = publish(args.root, [Destination(url, storage) for url in args.dest], options)
     for dest in report.destinations:
         say(f"{dest.url}: {len(dest.uploaded)} uploaded ({decimal(dest.bytes_uploaded)}), "
+            f"{len(dest.copied)} copied there from an earlier version ({decimal(dest.bytes_copied)}), "
             f"{len(dest.already_confirmed)} already there, {len(dest.removed)} of an earlier version removed; "
             f"{report.objects_per_destination} objects confirmed")
     say(f"published {report.root} ({decimal(report.bytes_per_destination)}) to {', '.join(args.dest)}; _SUCCESS "
