@@ -19,6 +19,12 @@ TINY = dict(clips=2, rows=8, src_size="96x64", src_frames=20, frames=9, size="48
             long_videos=1, long_seconds=4.0, long_shot_seconds=1.0, long_stride=8)
 
 
+def size_pair(text: str) -> tuple[int, int]:
+    """"AxB" (a --size or --src-size) as (A, B)."""
+    a, b = (int(v) for v in text.split("x"))
+    return a, b
+
+
 def tiny_defaults(args: argparse.Namespace, argv: list[str] | None, values: dict) -> None:
     """--tiny: `values` for every option the command line did not name itself."""
     explicit = {a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv or sys.argv[1:]) if a.startswith("--")}

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from _build_args import size_pair
 
 
 def rgb_build_config(size: str, num_frames: int, device: str, table: Path, vae: Path | None, text: Path, root: Path,
                      unit_size: int, sections: dict[str, Any]) -> dict[str, Any]:
     """`sections`: what the bench adds (e.g. {"audio": {...}}), empty for the build without."""
-    height, width = (int(v) for v in size.split("x"))
+    height, width = size_pair(size)
     cuda = device == "cuda"
     return {
         "dataset": {"reader": "table", "path": [str(table)], "id_column": "id"},

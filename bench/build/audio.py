@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _build_data as data  # noqa: E402
 import _build_run as runner  # noqa: E402
-from _build_args import tiny_defaults  # noqa: E402
+from _build_args import size_pair, tiny_defaults  # noqa: E402
 from _rgb_build import rgb_build_config, write_config  # noqa: E402
 
 TINY = dict(clips=2, rows=8, src_size="96x64", src_frames=12, frames=9, size="48x64", unit_size=2, warmup=0.0,
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = args.work
     started = time.time()
-    width, height = (int(v) for v in args.src_size.split("x"))
+    width, height = size_pair(args.src_size)
     spec = data.DatasetSpec(args.clips, args.rows, width, height, args.src_frames, audio=True)
     table = data.make_dataset(work / "dataset", spec, 1 if args.tiny else min(args.clips, os.cpu_count() or 1))
     vae = None if args.tiny else data.make_wan21_vae(work / "models" / "wan21-random")

@@ -53,12 +53,7 @@ import _build_probes as probes  # noqa: E402
 import _build_report as report  # noqa: E402
 import _build_run as runner  # noqa: E402
 import _build_subset_commit as subset  # noqa: E402
-from _build_args import parse_args  # noqa: E402
-
-
-def _wh(text: str) -> tuple[int, int]:
-    a, b = (int(v) for v in text.split("x"))
-    return a, b
+from _build_args import parse_args, size_pair  # noqa: E402
 
 
 def device_resize_frames(args) -> dict[str, str]:
@@ -70,7 +65,7 @@ def device_resize_frames(args) -> dict[str, str]:
 def build_config(args, table: Path, vae: Path | None, text: Path, root: Path, gpus: int, rgb_only: bool,
                  limit: int | None, frames: dict[str, Any] | None = None,
                  conditioning: dict[str, Any] | None = None) -> dict[str, Any]:
-    height, width = _wh(args.size)
+    height, width = size_pair(args.size)
     cuda = args.device.startswith("cuda")
     dataset = {"reader": "table", "path": [str(table)], "id_column": "id", **({"limit": limit} if limit else {})}
     if not rgb_only:
@@ -133,7 +128,7 @@ class Bench:
 
     def prepare(self) -> dict[str, Any]:
         a = self.args
-        width, height = _wh(a.src_size)
+        width, height = size_pair(a.src_size)
         longest = max([a.duration] + [a.scale_duration for n in a.gpus_list if n > 1])
         rows = a.rows or max(self.rows_for(max(a.gpus_list), longest, False), self.rows_for(1, a.duration, True))
         spec = data.DatasetSpec(a.clips, rows, width, height, a.src_frames, caption_dup=a.caption_dup)
@@ -184,7 +179,7 @@ class Bench:
     def long(self) -> dict[str, Any]:
         """The RGB build over long videos: shots detected, windows inside them, steady samples/s."""
         a = self.args
-        width, height = _wh(a.src_size)
+        width, height = size_pair(a.src_size)
         started = time.time()
         table = data.make_long_dataset(a.workdir / "long", a.long_videos, width, height, a.long_seconds,
                                        a.long_shot_seconds, data.table_captions(self.table), a.gen_procs)

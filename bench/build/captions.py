@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_common"))
 
 import _build_data as data  # noqa: E402
 import _build_run as runner  # noqa: E402
-from _build_args import tiny_defaults  # noqa: E402
+from _build_args import size_pair, tiny_defaults  # noqa: E402
 from _random_qwen_vl import make_random_qwen_vl  # noqa: E402
 from _rgb_build import rgb_build_config, write_config  # noqa: E402
 
@@ -66,11 +66,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.device = "cuda" if torch.cuda.is_available() and not args.tiny else "cpu"
     args.work = args.work or args.out.parent / f"{args.out.stem}-work"
     return args
-
-
-def _wh(text: str) -> tuple[int, int]:
-    a, b = (int(v) for v in text.split("x"))
-    return a, b
 
 
 def windows_of(table: Path, args) -> list[np.ndarray]:
@@ -146,7 +141,7 @@ def timed_build(name: str, config: dict[str, Any], args) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = args.work
-    width, height = _wh(args.src_size)
+    width, height = size_pair(args.src_size)
     started = time.time()
     spec = data.DatasetSpec(args.clips, args.rows, width, height, args.src_frames)
     table = data.make_dataset(work / "dataset", spec, 1 if args.tiny else min(args.clips, os.cpu_count() or 1))
