@@ -1,7 +1,8 @@
 """`build --extend` of a WebDataset cache in a local folder, as of an HDF5 one: the new samples come after the old
 ones, which keep their indices and member bytes; a full old tar stays the same file (name, inode, mtime); the cache
 verifies and holds, row for row, what a fresh build of the union holds; an extend stopped anywhere reruns to the
-objects of an uninterrupted one, and readers find a whole cache throughout."""
+objects of an uninterrupted one, and readers find a whole cache throughout. A damaged manifest is made again from
+the tars' KEY.json members, by an extend as by a plain rerun; a changed tar is refused."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers.exec_world import exec_config, make_table
+from helpers.exec_world import build_args, exec_config, make_table
 from helpers.swap_readers import commit_held_in_its_swap, file_identities
 from latentforge import StreamingLatentDataset, verify
 from latentforge.builder.run import build
 from latentforge.cli.main import main
-from latentforge.errors import CacheIntegrityError, LatentforgeError, UnitFailed
+from latentforge.errors import CacheIntegrityError, DamagedFileWarning, LatentforgeError, UnitFailed
 from latentforge.testing import fault_points
 
 # Row fields an extended cache numbers differently from a fresh build (docs/extend.md).
@@ -196,19 +197,58 @@ def _flip_a_latent_bit(tar_path: Path) -> None:
     tar_path.write_bytes(out.getvalue())
 
 
-@pytest.mark.parametrize("damaged, named", [(LAST_TAR, f"{LAST_TAR} changed since its commit"),
-                                            ("manifest.jsonl", "its manifest.jsonl changed since its commit")])
-def test_a_changed_old_tar_or_manifest_is_never_committed_again(world, tmp_path, damaged, named):
-    """The base's staged units were retired: the rows of its last tar, which the extend writes again, are only there,
-    found through its manifest. Either changed after the commit, the extend refuses, names the fix and leaves the
-    cache as it found it."""
+def _damage_manifest(root: Path, damage: str) -> None:
+    manifest = root / "manifest.jsonl"
+    if damage == "truncated":
+        manifest.write_text(manifest.read_text()[:100])
+    elif damage == "edited":
+        manifest.write_text(manifest.read_text().replace('"clip002"', '"clip00X"'))
+    else:
+        manifest.unlink()
+
+
+def _sha256sum_checks(root: Path) -> None:
+    subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=root, check=True)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "edited", "missing"])
+def test_a_damaged_manifest_is_made_again_from_the_tars_by_a_rerun(world, tmp_path, damage):
+    """The base's staged units were retired, so its manifest rows are only in its tars' KEY.json members, as the
+    commit wrote both: a plain rerun warns, names the file, and ends in the bytes the damage took."""
     union, _ = world
     root, records = _copy_base(world, tmp_path)
-    if damaged == LAST_TAR:
-        _flip_a_latent_bit(root / LAST_TAR)
-    else:
-        (root / damaged).write_text((root / damaged).read_text()[:100])
+    before = _objects(root)
+    _damage_manifest(root, damage)
+    with pytest.warns(DamagedFileWarning, match=f"{root / 'manifest.jsonl'} is damaged .*KEY.json"):
+        build(_config(union.with_name("base.csv"), root, records), quiet=True)
+    assert _objects(root) == before and verify(str(root)).ok
+    _sha256sum_checks(root)
+
+
+def test_a_damaged_manifest_is_made_again_from_the_tars_by_an_extend(world, extended, tmp_path, cli):
+    union, _ = world
+    root, records = _copy_base(world, tmp_path)
+    _damage_manifest(root, "truncated")
+    done = cli(build_args(union, root, "--workers-per-gpu", "0", "--extend", "--set", "output.sink=webdataset",
+                          "--set", f"output.shard_bytes={3 * SAMPLE_BYTES}", "--set", f"output.staging_dir={records}"))
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and str(root / "manifest.jsonl") in warnings[0] and "damaged" in warnings[0], warnings
+    assert _objects(root) == extended and verify(str(root)).ok
+    _sha256sum_checks(root)
+
+
+@pytest.mark.parametrize("manifest", ["intact", "damaged"])
+def test_a_changed_old_tar_is_never_committed_again(world, tmp_path, manifest):
+    """The base's staged units were retired: the rows of its last tar, which the extend writes again, are only
+    there. Changed after the commit, with its manifest intact or damaged too, the extend refuses, names the tar and
+    the fix, and leaves the cache as it found it."""
+    union, _ = world
+    root, records = _copy_base(world, tmp_path)
+    _flip_a_latent_bit(root / LAST_TAR)
+    if manifest == "damaged":
+        _damage_manifest(root, "truncated")
     left = _objects(root)
-    with pytest.raises(CacheIntegrityError, match=f"{named}.*--overwrite"):
+    with pytest.raises(CacheIntegrityError, match=f"{LAST_TAR} changed since its commit.*--overwrite"):
         build(_config(union, root, records), quiet=True, extend=True)
     assert _objects(root) == left and not verify(str(root)).ok  # never vouched for again

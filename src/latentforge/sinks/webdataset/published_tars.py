@@ -5,9 +5,11 @@ tar shards: an --extend, a commit resumed after a kill and one that mends a dama
 staged units gave way once they were committed.
 
 Trust: the root holds a complete cache (the local swap never leaves less), whose SHA256SUMS its commit confirmed.
-Its manifest must hash to its line there. A tar counts as its commit wrote it while it keeps the size and mtime
-recorded with its SHA-256 when it was swapped in (TAR_STATS, in the build records), else when it hashes to its line.
-A changed tar is neither kept nor read: rows that only it holds cannot be committed again.
+A tar counts as its commit wrote it while it keeps the size and mtime recorded with its SHA-256 when it was swapped
+in (TAR_STATS, in the build records), else when it hashes to its line. A changed tar is neither kept nor read: rows
+that only it holds cannot be committed again. The manifest counts when it hashes to its line; one that does not (or
+does not read) is made again from the tars, every one of them trusted first: each sample's KEY.json member is its
+manifest line, as its commit wrote both, so the commit ends in the bytes the damage took.
 """
 
 from __future__ import annotations
@@ -17,17 +19,18 @@ import contextlib
 import hashlib
 import json
 import tarfile
+import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from ...cache.layout import COMPLETE_MARKER, MANIFEST, SUMS, TAR_STATS, ShardSchema
-from ...errors import CacheIntegrityError, one_line
+from ...errors import CacheIntegrityError, DamagedFileWarning, one_line
 from ...hashing import parse_sums, sha256_file
 from ...io import canonical_json, write_text_atomic
 from ...staging.staged_units import RowArrays, StagedRow
-from .layout import LATENT, LENGTH, TEXT, npy_array, sample_key, stream_member, tar_shard_numbers
+from .layout import LATENT, LENGTH, ROW, TEXT, npy_array, sample_key, stream_member, tar_shard_numbers
 
 _FIX = "rebuild the cache with --overwrite"
 _LINE_DIGEST = 16  # bytes of BLAKE2b kept per manifest line: the root's lines are compared, never held
@@ -52,24 +55,18 @@ class PublishedTars:
         self._kept: set[str] = set()  # tars the new cache keeps as they are: their rows are never read
         self._where: dict[int, tuple[str, int]] | None = None  # source_index -> (tar, dataset_index)
         self._tars: dict[str, tarfile.TarFile] = {}
+        self._mended = False  # the manifest's lines are the tars' KEY.json members: the root's manifest is damaged
         self.problem = self._load()  # why the root's cache cannot give rows back; None when it can
 
     def _load(self) -> str | None:
         if not (self.root / COMPLETE_MARKER).is_file():
             return f"it holds no complete cache ({COMPLETE_MARKER} is missing)"
-        lines, digest = bytearray(), hashlib.sha256()
         try:
             self._sums, unparsable = parse_sums((self.root / SUMS).read_text(encoding="utf-8"), SUMS)
-            if unparsable or MANIFEST not in self._sums:
-                return f"its {SUMS} is damaged or does not list {MANIFEST}"
-            with open(self.root / MANIFEST, "rb") as handle:
-                for line in handle:
-                    digest.update(line)
-                    lines += _line_digest(line.rstrip(b"\n"))
         except (OSError, UnicodeDecodeError) as error:
             return f"its records do not read ({one_line(error)})"
-        if digest.hexdigest() != self._sums[MANIFEST]:
-            return f"its {MANIFEST} changed since its commit"
+        if unparsable or MANIFEST not in self._sums:
+            return f"its {SUMS} is damaged or does not list {MANIFEST}"
         numbered = sorted((numbers, rel) for rel in self._sums if (numbers := tar_shard_numbers(rel)) is not None)
         shards, end = [], 0
         for k, ((index, _, start, stop), rel) in enumerate(numbered):
@@ -77,12 +74,45 @@ class PublishedTars:
                 return f"its tars do not follow each other ({rel})"
             shards.append((rel, start, stop))
             end = stop
+        self.shards = shards
+        lines, digest = bytearray(), hashlib.sha256()
+        try:
+            with open(self.root / MANIFEST, "rb") as handle:
+                for line in handle:
+                    digest.update(line)
+                    lines += _line_digest(line.rstrip(b"\n"))
+            damage = None if digest.hexdigest() == self._sums[MANIFEST] else f"it does not hash to its {SUMS} line"
+        except OSError as error:
+            damage = f"it does not read: {one_line(error)}"
+        if damage is not None:
+            return self._mend(damage)
         if end != len(lines) // _LINE_DIGEST:
             return f"its tars hold {end} samples, its {MANIFEST} {len(lines) // _LINE_DIGEST}"
-        self.shards = shards
-        self._names = {(k, start, stop): rel for k, (rel, start, stop) in enumerate(shards)}
-        self._lines = np.frombuffer(bytes(lines), np.uint8).reshape(-1, _LINE_DIGEST)
+        self._index(lines)
         return None
+
+    def _mend(self, damage: str) -> str | None:
+        """The manifest's lines made again from the tars' KEY.json members, each tar trusted first; why they cannot
+        be, when a tar changed too."""
+        lines = bytearray()
+        for rel, start, end in self.shards:
+            if not self._as_written(rel):
+                return f"its {MANIFEST} is damaged ({damage}) and {rel} changed since its commit"
+            try:
+                for line in _tar_lines(self.root / rel, start, end):
+                    lines += _line_digest(line)
+            except (OSError, ValueError, tarfile.TarError) as error:
+                return f"its {MANIFEST} is damaged ({damage}) and {rel} does not give its rows ({one_line(error)})"
+        self._mended = True
+        self._index(lines)
+        warnings.warn(f"{self.root / MANIFEST} is damaged ({damage}); its rows are made again from the KEY.json "
+                      "members of the tars", DamagedFileWarning, stacklevel=2)
+        return None
+
+    def _index(self, lines: bytearray) -> None:
+        """Names and line digests of a cache whose manifest lines are known."""
+        self._names = {(k, start, stop): rel for k, (rel, start, stop) in enumerate(self.shards)}
+        self._lines = np.frombuffer(bytes(lines), np.uint8).reshape(-1, _LINE_DIGEST)
 
     def name(self, k: int, start: int, end: int) -> str | None:
         """The root's tar of shard k holding samples [start, end), if it has one."""
@@ -98,13 +128,16 @@ class PublishedTars:
     def trusted(self, rel: str) -> str | None:
         """The tar's SHA-256 while it holds the bytes its commit wrote; None when it changed, is gone or is not the
         root's."""
-        if rel not in self._trusted:
-            self._trusted[rel] = self._as_written(rel)
-        return self._sums[rel] if self._trusted[rel] else None
+        if self.problem is not None:
+            return None
+        return self._sums[rel] if self._as_written(rel) else None
 
     def _as_written(self, rel: str) -> bool:
-        if rel not in self._sums or self.problem is not None:
-            return False
+        if rel not in self._trusted:
+            self._trusted[rel] = rel in self._sums and self._unchanged(rel)
+        return self._trusted[rel]
+
+    def _unchanged(self, rel: str) -> bool:
         try:
             found = (self.root / rel).stat()
             if self._stats.get(rel) == [found.st_size, found.st_mtime_ns, self._sums[rel]]:
@@ -167,19 +200,47 @@ class PublishedTars:
     def _place(self, source_index: int) -> tuple[str, int] | None:
         """(tar, dataset_index) of a committed row, from the manifest lines of the tars not kept (read once)."""
         if self._where is None:
-            self._where = {}
-            starts = [start for _, start, _ in self.shards]
-            with open(self.root / MANIFEST, "rb") as handle:
-                for index, line in enumerate(handle):
-                    rel = self.shards[bisect.bisect_right(starts, index) - 1][0]
-                    if rel not in self._kept:
-                        self._where[int(json.loads(line)["source_index"])] = (rel, index)
+            self._where = {int(json.loads(line)["source_index"]): (rel, index)
+                           for rel, index, line in self._lines_not_kept()}
         return self._where.get(source_index)
+
+    def _lines_not_kept(self) -> Iterator[tuple[str, int, bytes]]:
+        """(tar, dataset_index, manifest line) of each row of the tars not kept: from the manifest, or from the tars'
+        KEY.json members where it was mended."""
+        if self._mended:
+            for rel, start, end in self.shards:
+                if rel not in self._kept:
+                    yield from ((rel, index, line) for index, line in enumerate(_tar_lines(self.root / rel, start,
+                                                                                           end), start))
+            return
+        starts = [start for _, start, _ in self.shards]
+        with open(self.root / MANIFEST, "rb") as handle:
+            for index, line in enumerate(handle):
+                rel = self.shards[bisect.bisect_right(starts, index) - 1][0]
+                if rel not in self._kept:
+                    yield rel, index, line
 
     def close(self) -> None:
         for tar in self._tars.values():
             tar.close()
         self._tars.clear()
+
+
+def _tar_lines(path: Path, start: int, end: int) -> Iterator[bytes]:
+    """The KEY.json member of each sample of the tar holding samples [start, end), in order: its manifest line."""
+    expected = start
+    with tarfile.open(path, "r:") as tar:
+        for member in tar:
+            key, _, suffix = member.name.partition(".")
+            if suffix != ROW:
+                continue
+            extracted = tar.extractfile(member)
+            if key != sample_key(expected) or expected >= end or extracted is None:
+                raise ValueError(f"{member.name} is not the {ROW} member of sample {sample_key(expected)}")
+            yield extracted.read()
+            expected += 1
+    if expected != end:
+        raise ValueError(f"it holds {expected - start} {ROW} members for {end - start} samples")
 
 
 class _Members:
