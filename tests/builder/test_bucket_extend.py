@@ -5,7 +5,6 @@ an interrupted extend rerun with the same command ends in the same bytes."""
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers.bucket_world import bucket_config
-from helpers.builds import checksummed_bytes
+from helpers.builds import checksummed_bytes, table_subset
 from helpers.swap_readers import commit_held_in_its_swap
 from helpers.swap_steps import SwapHeld, bucketed_items, hold_before_swap, linked_copy, read_items, swap_steps
 from latentforge.builder.run import build
@@ -35,17 +34,6 @@ from .test_extend import PLACE_FIELDS
 # shard is linked), short is the first of 9x32x64, tiny fits no bucket; 17x64x32 (portrait*) gains nothing
 BASE_IDS = ("landscape", "near_square", "portrait", "portrait_rotated", "square")
 NEW_IDS = ["landscape_long", "short", "square_big", "tiny"]
-
-
-def _subset(table: Path, name: str, ids) -> Path:
-    with open(table, newline="", encoding="utf-8") as handle:
-        rows = [row for row in csv.DictReader(handle) if row["id"] in ids]
-    path = table.with_name(name)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 def _rows(root: Path) -> dict[str, tuple[str, dict, dict[str, bytes]]]:
@@ -78,7 +66,7 @@ def base(bucket_inputs, tmp_path_factory) -> Path:
     """The bucketed root of BASE_IDS; tests extend copies of it."""
     table, t5 = bucket_inputs
     root = tmp_path_factory.mktemp("bucket-extend-base") / "cache"
-    build(bucket_config(_subset(table, "bucket-extend-base.csv", BASE_IDS), t5, root), quiet=True)
+    build(bucket_config(table_subset(table, "bucket-extend-base.csv", BASE_IDS), t5, root), quiet=True)
     return root
 
 
@@ -223,10 +211,10 @@ def test_removed_ids_are_kept_also_when_their_sources_are_gone(bucket_inputs, tm
     t5 = bucket_inputs[1]
     table = _own_world(bucket_inputs, tmp_path / "world")
     root = tmp_path / "cache"
-    build(bucket_config(_subset(table, "base.csv", BASE_IDS), t5, root), quiet=True)
+    build(bucket_config(table_subset(table, "base.csv", BASE_IDS), t5, root), quiet=True)
     before = _files(root / "buckets" / "17x48x48")
     (table.with_name("square.mp4")).unlink()
-    grown = _subset(table, "grown.csv", (*BASE_IDS[:-1], "short"))
+    grown = table_subset(table, "grown.csv", (*BASE_IDS[:-1], "short"))
     result = build(bucket_config(grown, t5, root), quiet=True, extend=True)
     assert result.removed_ids == ["square"] and result.added_ids == ["short"]
     assert "square" in _rows(root) and _files(root / "buckets" / "17x48x48") == before

@@ -3,7 +3,6 @@ their dataset_index and bytes; removed ids are reported and kept; changed source
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 from pathlib import Path
@@ -12,6 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
+from helpers.builds import table_subset
 from helpers.exec_world import exec_config, make_table
 from latentforge.builder.run import build
 from latentforge.cache.layout import SOURCE_INDEX_DATASET
@@ -22,19 +22,6 @@ from latentforge.testing import fault_points
 # Row fields an extended cache numbers differently from a fresh build (docs/extend.md).
 PLACE_FIELDS = ("dataset_index", "source_index", "shard_path", "cache_row", "unit", "batch")
 BASE_IDS = ("clip000", "clip002", "clip004", "clip005")  # the union adds clip001, clip003 (between) and clip006
-
-
-
-
-def _subset(table: Path, name: str, ids) -> Path:
-    with open(table, newline="", encoding="utf-8") as handle:
-        rows = [row for row in csv.DictReader(handle) if row["id"] in ids]
-    path = table.with_name(name)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 def _rows(root: Path) -> dict[str, tuple[dict, dict[str, np.ndarray]]]:
@@ -52,7 +39,7 @@ def _rows(root: Path) -> dict[str, tuple[dict, dict[str, np.ndarray]]]:
 def world(tmp_path_factory):
     folder = tmp_path_factory.mktemp("extend")
     union = make_table(folder / "data", count=7)
-    return union, _subset(union, "base.csv", BASE_IDS), folder
+    return union, table_subset(union, "base.csv", BASE_IDS), folder
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +123,7 @@ def test_an_extend_stopped_in_its_commit_resumes_from_the_shards(world, fresh_un
 def test_removed_ids_are_reported_and_their_rows_kept(world, tmp_path):
     union, _, _ = world
     root = _base(world, tmp_path)
-    smaller = _subset(union, "smaller.csv", ("clip000", "clip002", "clip005", "clip006"))
+    smaller = table_subset(union, "smaller.csv", ("clip000", "clip002", "clip005", "clip006"))
     result = build(exec_config(smaller, root), quiet=True, extend=True)
     assert result.removed_ids == ["clip004"] and result.added_ids == ["clip006"]
     assert sorted(_rows(root)) == ["clip000", "clip002", "clip004", "clip005", "clip006"]

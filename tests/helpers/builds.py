@@ -52,6 +52,11 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return list(csv.DictReader(handle))
 
 
+def table_subset(table: Path, name: str, ids) -> Path:
+    """The rows of the CSV `table` whose id is in `ids`, in its order, as the CSV `name` beside it."""
+    return write_table([row for row in read_csv(table) if row["id"] in ids], Path(table).with_name(name))
+
+
 def write_table(rows: list[dict[str, Any]], path: Path) -> Path:
     """CSV (csv module), JSONL (json module) or Parquet (pyarrow), by suffix; None is an absent value."""
     path = Path(path)

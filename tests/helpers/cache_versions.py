@@ -3,12 +3,12 @@ WebDataset folder, a bucketed root); and what a published copy of one holds, rea
 
 from __future__ import annotations
 
-import csv
 import shutil
 import subprocess
 from pathlib import Path
 
 from helpers.bucket_world import bucket_config
+from helpers.builds import table_subset
 from helpers.exec_world import exec_config, make_table
 from latentforge.builder.run import build
 
@@ -17,21 +17,10 @@ _BUCKET_BASE_IDS = ("landscape", "near_square", "portrait", "portrait_rotated", 
 _WDS_SAMPLE_BYTES = 16 * 3 * 4 * 6 * 2  # haar-4x8x8's float16 latent of 9 frames of 32x48; no text
 
 
-def _subset(table: Path, name: str, ids: tuple[str, ...]) -> Path:
-    with open(table, newline="", encoding="utf-8") as handle:
-        rows = [row for row in csv.DictReader(handle) if row["id"] in ids]
-    path = table.with_name(name)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
 def hdf5_versions(folder: Path) -> tuple[Path, Path]:
     """4 rows in two shards, then 7 in four: v1's shard names are gone from v2 (they carry the shard count)."""
     union = make_table(folder / "data", count=7)
-    build(exec_config(_subset(union, "base.csv", _BASE_IDS), folder / "v1", "output.rows_per_shard=2"), quiet=True)
+    build(exec_config(table_subset(union, "base.csv", _BASE_IDS), folder / "v1", "output.rows_per_shard=2"), quiet=True)
     shutil.copytree(folder / "v1", folder / "v2")
     build(exec_config(union, folder / "v2", "output.rows_per_shard=2"), quiet=True, extend=True)
     return folder / "v1", folder / "v2"
@@ -46,7 +35,7 @@ def webdataset_versions(folder: Path) -> tuple[Path, Path]:
                            f"output.shard_bytes={3 * _WDS_SAMPLE_BYTES}",
                            f"output.staging_dir={folder / f'{version}-records'}")
 
-    build(config(_subset(union, "base.csv", _BASE_IDS), "v1"), quiet=True)
+    build(config(table_subset(union, "base.csv", _BASE_IDS), "v1"), quiet=True)
     shutil.copytree(folder / "v1", folder / "v2")
     shutil.copytree(folder / "v1-records", folder / "v2-records")
     build(config(union, "v2"), quiet=True, extend=True)
@@ -55,7 +44,7 @@ def webdataset_versions(folder: Path) -> tuple[Path, Path]:
 
 def bucketed_versions(table: Path, t5: Path, folder: Path) -> tuple[Path, Path]:
     """Buckets that grow (their last shard renamed), one that stays, one that is new in v2."""
-    build(bucket_config(_subset(table, "republish-base.csv", _BUCKET_BASE_IDS), t5, folder / "v1"), quiet=True)
+    build(bucket_config(table_subset(table, "republish-base.csv", _BUCKET_BASE_IDS), t5, folder / "v1"), quiet=True)
     shutil.copytree(folder / "v1", folder / "v2")
     build(bucket_config(table, t5, folder / "v2"), quiet=True, extend=True)
     return folder / "v1", folder / "v2"
