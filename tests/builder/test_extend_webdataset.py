@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.builds import table_subset
 from helpers.exec_world import build_args, exec_config, make_table
 from helpers.swap_readers import commit_held_in_its_swap, file_identities
 from latentforge import StreamingLatentDataset, verify
@@ -42,13 +43,7 @@ def world(tmp_path_factory):
     """The union's table, the base's table and a built base (root, records) that each test copies."""
     folder = tmp_path_factory.mktemp("extend-wds")
     union = make_table(folder / "data", count=7)
-    with open(union, newline="", encoding="utf-8") as handle:
-        rows = [row for row in csv.DictReader(handle) if row["id"] in BASE_IDS]
-    base = union.with_name("base.csv")
-    with open(base, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    base = table_subset(union, "base.csv", BASE_IDS)
     build(_config(base, folder / "base", folder / "base-records"), quiet=True)
     return union, folder
 

@@ -4,13 +4,13 @@ rerun ends with the bytes of an uninterrupted extend."""
 
 from __future__ import annotations
 
-import csv
 import signal
 import threading
 from pathlib import Path
 
 import pytest
 
+from helpers.builds import table_subset
 from helpers.exec_world import build_args, exec_config, make_table, run_cli, sums
 from helpers.processes import wait_for
 from latentforge.builder.run import build
@@ -26,13 +26,7 @@ DEADLINE = 120.0  # seconds; every wait is for a condition, this only bounds a b
 def world(tmp_path_factory):
     folder = tmp_path_factory.mktemp("swap")
     union = make_table(folder / "data", count=NEW)
-    with open(union, newline="", encoding="utf-8") as handle:
-        rows = [row for row in csv.DictReader(handle) if row["id"] in BASE_IDS]
-    base = union.with_name("base.csv")
-    with open(base, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    base = table_subset(union, "base.csv", BASE_IDS)
     reference = folder / "reference"
     build(exec_config(base, reference), quiet=True)
     build(exec_config(union, reference), quiet=True, extend=True)
