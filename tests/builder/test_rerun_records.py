@@ -9,19 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from helpers.builds import table_subset
 from helpers.exec_world import exec_config, make_table
 from latentforge.builder.run import build
 from latentforge.executor.base import Executor
 from latentforge.sinks.hdf5 import integrity
-
-from .test_extend import _subset
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rerun")
     union = make_table(folder / "data", count=5)
-    return union, _subset(union, "base.csv", ("clip000", "clip001", "clip002"))
+    return union, table_subset(union, "base.csv", ("clip000", "clip001", "clip002"))
 
 
 @pytest.fixture
